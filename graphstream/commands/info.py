@@ -1,0 +1,47 @@
+"""graphstream info STORE.zarr [--json]: attributes and streamed degree statistics."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._resources import Stopwatch, peak_rss_bytes
+from ..store import degree_pass, open_store
+
+
+def register(sub) -> None:
+    p = sub.add_parser("info", help="describe a graph store (degrees computed by streaming)")
+    p.add_argument("store", help="graph store (.zarr)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(run=run)
+
+
+def store_stats(path: str) -> dict:
+    watch = Stopwatch()
+    store = open_store(path)
+    deg = degree_pass(store)
+    total = deg.total
+    n = store.num_nodes
+    result = store.info.to_dict()
+    result.update({
+        "max_degree": int(total.max()) if n else 0,
+        "mean_degree": float(total.mean()) if n else 0.0,
+        "max_out_degree": int(deg.out_degree.max()) if n else 0,
+        "max_in_degree": int(deg.in_degree.max()) if n else 0,
+        "isolated_nodes": int(np.count_nonzero(total == 0)),
+        "self_loops": deg.self_loops,
+        "bytes_on_disk": _disk_bytes(path),
+        "seconds": watch.seconds,
+        "peak_rss_bytes": peak_rss_bytes(),
+    })
+    return result
+
+
+def _disk_bytes(path: str) -> int | None:
+    from pathlib import Path
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def run(args) -> dict:
+    return store_stats(args.store)

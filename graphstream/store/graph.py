@@ -1,0 +1,403 @@
+"""The graph store: a Zarr v3 group holding an edge stream in compressed chunks.
+
+Layout (the contract, see DESIGN.md): 1-D arrays ``src``, ``dst`` (int32 when
+num_nodes < 2**31, else int64), optional ``time`` (int64) and ``weight``
+(float32), chunked along edges, Blosc zstd + shuffle; optional ``id_map``
+(local id -> original id) after ``--relabel``. Group attributes ``format``,
+``version``, ``num_nodes``, ``num_edges``, ``directed``, ``id_dtype``,
+``source`` and ``complete``, which is set only after the last write, so an
+interrupted write is refused when opened.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec
+
+from .._atomic import remove_path
+from ..errors import IncompleteStoreError, InvalidIdError, OutputExistsError, ParameterError, StoreError
+from .stream import EdgeBatch, stream_edges
+
+FORMAT = "graphstream.graph"
+VERSION = 1
+DEFAULT_CHUNK = 1 << 20
+ID32_LIMIT = 2**31
+COLUMNS = ("src", "dst", "time", "weight")
+
+
+def default_compressor(clevel: int = 3) -> BloscCodec:
+    """Blosc zstd with byte shuffle: ids and timestamps compress well and decode fast."""
+    return BloscCodec(cname="zstd", clevel=clevel, shuffle="shuffle")
+
+
+def id_dtype_for(num_nodes: int) -> np.dtype:
+    return np.dtype(np.int32) if num_nodes < ID32_LIMIT else np.dtype(np.int64)
+
+
+def _is_url(path: str | os.PathLike) -> bool:
+    return "://" in str(path)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """What a store holds, read from its attributes."""
+    path: str
+    num_nodes: int
+    num_edges: int
+    directed: bool
+    id_dtype: str
+    chunk_size: int
+    has_time: bool
+    has_weight: bool
+    has_id_map: bool
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+class GraphStore:
+    """A complete, read-only graph store. Open with :func:`open_store`."""
+
+    def __init__(self, group: zarr.Group, path: str):
+        self._group = group
+        self.path = path
+        attrs = dict(group.attrs)
+        self.attrs = attrs
+        self.num_nodes = int(attrs["num_nodes"])
+        self.num_edges = int(attrs["num_edges"])
+        self.directed = bool(attrs["directed"])
+        self.id_dtype = np.dtype(attrs["id_dtype"])
+        self.source = str(attrs.get("source", ""))
+        self.columns = tuple(c for c in COLUMNS if c in group.array_keys())
+        self.chunk_size = int(group["src"].chunks[0])
+
+    # -- description -----------------------------------------------------
+    @property
+    def info(self) -> StoreInfo:
+        return StoreInfo(
+            path=self.path, num_nodes=self.num_nodes, num_edges=self.num_edges,
+            directed=self.directed, id_dtype=str(self.id_dtype), chunk_size=self.chunk_size,
+            has_time="time" in self.columns, has_weight="weight" in self.columns,
+            has_id_map="id_map" in self._group.array_keys(), source=self.source)
+
+    @property
+    def has_time(self) -> bool:
+        return "time" in self.columns
+
+    @property
+    def has_weight(self) -> bool:
+        return "weight" in self.columns
+
+    def __repr__(self) -> str:
+        kind = "directed" if self.directed else "undirected"
+        return f"GraphStore({self.path!r}, {self.num_nodes} nodes, {self.num_edges} edges, {kind})"
+
+    # -- data access -----------------------------------------------------
+    def array(self, name: str) -> zarr.Array:
+        if name not in self._group.array_keys():
+            raise StoreError(f"{self.path}: store has no array {name!r} (has {sorted(self._group.array_keys())})")
+        return self._group[name]
+
+    def stream(self, batch_size: int | None = None, columns: Sequence[str] = ("src", "dst"),
+               start: int = 0, stop: int | None = None, prefetch: int = 2) -> Iterator[EdgeBatch]:
+        """Yield :class:`EdgeBatch` es of ``batch_size`` edges (default: one chunk).
+
+        The next batches are read and decompressed in a background thread while
+        the caller works on the current one; at most ``prefetch`` + 1 batches
+        are in memory at once.
+        """
+        missing = [c for c in columns if c not in self.columns]
+        if missing:
+            raise StoreError(f"{self.path}: store has no column(s) {missing} (has {list(self.columns)})")
+        stop = self.num_edges if stop is None else min(stop, self.num_edges)
+        arrays = {c: self._group[c] for c in columns}
+        return stream_edges(arrays, start, stop, batch_size or self.chunk_size, prefetch)
+
+    def to_dask(self, column: str = "src"):
+        """A dask array over one column, one dask chunk per zarr chunk."""
+        import dask.array as da
+        return da.from_zarr(self.array(column))
+
+    def id_map(self) -> np.ndarray | None:
+        """Original ids by local id, when the store was relabelled."""
+        if "id_map" not in self._group.array_keys():
+            return None
+        return self._group["id_map"][:]
+
+
+def open_store(path: str | os.PathLike) -> GraphStore:
+    """Open a complete graph store; refuse missing, foreign or incomplete ones."""
+    path_s = str(path)
+    if not _is_url(path_s) and not Path(path_s).exists():
+        raise StoreError(f"{path_s}: no such graph store")
+    try:
+        group = zarr.open_group(path_s, mode="r")
+    except Exception as exc:  # zarr raises several types for "not a group"
+        raise StoreError(f"{path_s}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
+    attrs = dict(group.attrs)
+    if attrs.get("format") != FORMAT:
+        raise StoreError(f"{path_s}: not a graphstream graph store (format={attrs.get('format')!r}, "
+                         f"expected {FORMAT!r})")
+    if attrs.get("complete") is not True:
+        raise IncompleteStoreError(f"{path_s}: store is incomplete (an interrupted or failed write); "
+                                   "rebuild it")
+    keys = set(group.array_keys())
+    if not {"src", "dst"} <= keys:
+        raise StoreError(f"{path_s}: store lacks src/dst arrays (has {sorted(keys)})")
+    n = int(attrs["num_edges"])
+    for c in COLUMNS:
+        if c in keys and group[c].shape != (n,):
+            raise StoreError(f"{path_s}: column {c!r} has shape {group[c].shape}, expected ({n},)")
+    return GraphStore(group, path_s)
+
+
+def validate_store(path: str | os.PathLike, deep: bool = False) -> GraphStore:
+    """Open and check a store; with ``deep``, stream it to check every id is in range."""
+    store = open_store(path)
+    if deep:
+        for batch in store.stream():
+            for name, ids in (("src", batch.src), ("dst", batch.dst)):
+                if len(ids) and (ids.min() < 0 or ids.max() >= store.num_nodes):
+                    bad = int(np.flatnonzero((ids < 0) | (ids >= store.num_nodes))[0])
+                    raise InvalidIdError(f"{store.path}: {name}[{batch.start + bad}] = {ids[bad]} "
+                                         f"outside [0, {store.num_nodes})")
+    return store
+
+
+class GraphWriter:
+    """Write a graph store chunk by chunk; ``close()`` marks it complete.
+
+    Edges may be appended in batches of any size; they are regrouped into
+    whole chunks and compressed in a background thread (write-behind), so
+    parsing or generating overlaps with compression. Used as a context
+    manager, a failure removes the partial store.
+
+    ``num_nodes``: declared node count (ids are checked against it); if
+    omitted it is max id + 1 at close. ``id_dtype``: forced id dtype; by
+    default int32, widened to int64 automatically if an id reaches 2**31.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, num_nodes: int | None = None, directed: bool = True,
+                 id_dtype: str | np.dtype | None = None, with_time: bool = False, with_weight: bool = False,
+                 chunk_size: int = DEFAULT_CHUNK, source: str = "", overwrite: bool = False,
+                 clevel: int = 3, attrs: dict[str, Any] | None = None):
+        if chunk_size < 1:
+            raise ParameterError(f"chunk_size must be >= 1, got {chunk_size}")
+        if num_nodes is not None and num_nodes < 0:
+            raise ParameterError(f"num_nodes must be >= 0, got {num_nodes}")
+        self.path = str(path)
+        self.num_nodes = num_nodes
+        self.directed = directed
+        self.chunk_size = int(chunk_size)
+        self.source = source
+        self.extra_attrs = dict(attrs or {})
+        if id_dtype is not None:
+            self.id_dtype = np.dtype(id_dtype)
+        else:
+            self.id_dtype = id_dtype_for(num_nodes or 0)
+        if self.id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise ParameterError(f"id_dtype must be int32 or int64, got {self.id_dtype}")
+        self._auto_dtype = id_dtype is None and num_nodes is None
+        self._compressor = default_compressor(clevel)
+        self._group = self._create_group(overwrite)
+        self._dtypes = {"src": self.id_dtype, "dst": self.id_dtype}
+        if with_time:
+            self._dtypes["time"] = np.dtype(np.int64)
+        if with_weight:
+            self._dtypes["weight"] = np.dtype(np.float32)
+        self._arrays = {c: self._create_array(c, dt) for c, dt in self._dtypes.items()}
+        self._pending: dict[str, list[np.ndarray]] = {c: [] for c in self._dtypes}
+        self._pending_len = 0
+        self._written = 0
+        self._max_id = -1
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-writer")
+        self._inflight: Future | None = None
+        self._closed = False
+
+    # -- setup -----------------------------------------------------------
+    def _create_group(self, overwrite: bool) -> zarr.Group:
+        if _is_url(self.path):
+            mode = "w" if overwrite else "w-"
+            try:
+                group = zarr.open_group(self.path, mode=mode)
+            except FileExistsError as exc:
+                raise OutputExistsError(f"{self.path}: output exists (pass --overwrite)") from exc
+        else:
+            p = Path(self.path)
+            if p.exists() or p.is_symlink():
+                if not overwrite:
+                    raise OutputExistsError(f"{self.path}: output exists (pass --overwrite to replace it)")
+                remove_path(p)
+            if not p.parent.exists():
+                raise StoreError(f"{self.path}: parent folder {p.parent} does not exist")
+            group = zarr.open_group(self.path, mode="w-")
+        # Written first and flipped last: a crash anywhere in between leaves an
+        # incomplete store that open_store refuses.
+        group.attrs.update({"format": FORMAT, "version": VERSION, "complete": False})
+        return group
+
+    def _create_array(self, name: str, dtype: np.dtype) -> zarr.Array:
+        return self._group.create_array(name, shape=(0,), chunks=(self.chunk_size,), dtype=dtype,
+                                        compressors=self._compressor, fill_value=0, overwrite=True)
+
+    # -- writing ---------------------------------------------------------
+    def append(self, src: np.ndarray, dst: np.ndarray, time: np.ndarray | None = None,
+               weight: np.ndarray | None = None) -> None:
+        """Append edges; ids are checked (integers, >= 0, < num_nodes if declared)."""
+        if self._closed:
+            raise StoreError(f"{self.path}: writer is closed")
+        src = np.asarray(src)
+        dst = np.asarray(dst)
+        if src.ndim != 1 or src.shape != dst.shape:
+            raise ParameterError(f"src and dst must be 1-D of equal length, got {src.shape} and {dst.shape}")
+        for name, a in (("src", src), ("dst", dst)):
+            if a.dtype.kind not in "iu":
+                raise InvalidIdError(f"{self.path}: {name} ids must be integers, got dtype {a.dtype}")
+        cols = {"src": src, "dst": dst}
+        for name, a in (("time", time), ("weight", weight)):
+            if (a is None) != (name not in self._dtypes):
+                want = "expected" if name in self._dtypes else "not expected"
+                raise ParameterError(f"{self.path}: column {name!r} {want} by this writer")
+            if a is not None:
+                a = np.asarray(a)
+                if a.shape != src.shape:
+                    raise ParameterError(f"{name} has shape {a.shape}, expected {src.shape}")
+                cols[name] = a
+        if len(src) == 0:
+            return
+        lo = min(int(src.min()), int(dst.min()))
+        hi = max(int(src.max()), int(dst.max()))
+        if lo < 0:
+            bad = int(np.flatnonzero((src < 0) | (dst < 0))[0])
+            raise InvalidIdError(f"{self.path}: negative node id at edge {self._written + self._pending_len + bad}")
+        if self.num_nodes is not None and hi >= self.num_nodes:
+            bad = int(np.flatnonzero((src >= self.num_nodes) | (dst >= self.num_nodes))[0])
+            raise InvalidIdError(f"{self.path}: node id {hi} at edge {self._written + self._pending_len + bad} "
+                                 f"is beyond the declared node count {self.num_nodes}")
+        if hi >= ID32_LIMIT and self.id_dtype == np.int32:
+            if not self._auto_dtype:
+                raise InvalidIdError(f"{self.path}: node id {hi} does not fit the int32 ids of this store")
+            self._widen_ids()
+        self._max_id = max(self._max_id, hi)
+        for c, a in cols.items():
+            self._pending[c].append(a.astype(self._dtypes[c], copy=False))
+        self._pending_len += len(src)
+        if self._pending_len >= self.chunk_size:
+            self._flush(whole_chunks_only=True)
+
+    def _flush(self, whole_chunks_only: bool) -> None:
+        n = self._pending_len
+        take = (n // self.chunk_size) * self.chunk_size if whole_chunks_only else n
+        if take == 0:
+            return
+        data = {}
+        for c, parts in self._pending.items():
+            merged = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            data[c] = merged[:take]
+            rest = merged[take:]
+            self._pending[c] = [rest] if len(rest) else []
+        self._pending_len = n - take
+        start = self._written
+        self._written += take
+        self._wait()
+        self._inflight = self._pool.submit(self._write_block, start, data)
+
+    def _write_block(self, start: int, data: dict[str, np.ndarray]) -> None:
+        end = start + len(data["src"])
+        for c, a in data.items():
+            arr = self._arrays[c]
+            arr.resize((end,))
+            arr[start:end] = a
+
+    def _wait(self) -> None:
+        if self._inflight is not None:
+            fut, self._inflight = self._inflight, None
+            fut.result()
+
+    def _widen_ids(self) -> None:
+        """Switch src/dst to int64 (ids reached 2**31); copies what was written once."""
+        self._wait()
+        self.id_dtype = np.dtype(np.int64)
+        for c in ("src", "dst"):
+            old = self._arrays[c]
+            self._dtypes[c] = self.id_dtype
+            self._pending[c] = [a.astype(np.int64) for a in self._pending[c]]
+            saved = self._group.create_array(f"_{c}_widen", shape=old.shape, chunks=(self.chunk_size,),
+                                             dtype=np.int64, compressors=self._compressor, overwrite=True)
+            for i in range(0, old.shape[0], self.chunk_size):
+                saved[i:i + self.chunk_size] = old[i:i + self.chunk_size]
+            new = self._create_array(c, self.id_dtype)
+            new.resize(old.shape)
+            for i in range(0, old.shape[0], self.chunk_size):
+                new[i:i + self.chunk_size] = saved[i:i + self.chunk_size]
+            del self._group[f"_{c}_widen"]
+            self._arrays[c] = new
+
+    def write_array(self, name: str, data: np.ndarray) -> None:
+        """Store an auxiliary array (e.g. ``id_map``) beside the edge columns."""
+        data = np.asarray(data)
+        if data.dtype.kind == "U" or data.dtype == object:
+            data = data.astype(str)
+            self._group.create_array(name, shape=data.shape, dtype=str, overwrite=True)[...] = data
+            return
+        arr = self._group.create_array(name, shape=data.shape, chunks=(max(1, min(len(data), 1 << 22)),),
+                                       dtype=data.dtype, compressors=self._compressor, overwrite=True)
+        arr[...] = data
+
+    @property
+    def num_written(self) -> int:
+        return self._written + self._pending_len
+
+    def close(self, num_nodes: int | None = None, attrs: dict[str, Any] | None = None) -> GraphStore:
+        """Flush, record the attributes and mark the store complete."""
+        if self._closed:
+            raise StoreError(f"{self.path}: writer already closed")
+        self._flush(whole_chunks_only=False)
+        self._wait()
+        self._pool.shutdown()
+        n_nodes = num_nodes if num_nodes is not None else self.num_nodes
+        if n_nodes is None:
+            n_nodes = self._max_id + 1
+        if self._max_id >= n_nodes:
+            raise InvalidIdError(f"{self.path}: node id {self._max_id} is beyond num_nodes {n_nodes}")
+        if id_dtype_for(n_nodes) == np.int64 and self.id_dtype == np.int32 and self._auto_dtype:
+            self._widen_ids()
+        meta = {
+            "num_nodes": int(n_nodes), "num_edges": int(self._written), "directed": bool(self.directed),
+            "id_dtype": str(self.id_dtype), "source": self.source, "chunk_size": self.chunk_size,
+        }
+        meta.update(self.extra_attrs)
+        meta.update(attrs or {})
+        self._group.attrs.update(meta)
+        self._group.attrs.update({"complete": True})
+        self._closed = True
+        return open_store(self.path)
+
+    def abort(self) -> None:
+        """Stop writing and remove the partial store (best effort)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._wait()
+        except Exception:
+            pass
+        self._pool.shutdown()
+        if not _is_url(self.path):
+            remove_path(self.path)
+
+    def __enter__(self) -> "GraphWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._closed:
+            self.close()
