@@ -1,0 +1,168 @@
+"""Streaming graph partitioners: one entry point, one module per algorithm.
+
+``partition(store, k, algo)`` checks the parameters against one table, runs
+the algorithm module's ``run(store, k, *, seed, balance, work_dir, **params)
+-> PartitionPlan`` and fills in the shared metrics (replication factor with
+1-hop halo, balances, seconds, passes, peak RSS). Algorithm modules are
+imported lazily, so importing this package compiles nothing.
+
+Vertex partitioners: ``coarse-refine`` (the default, our best), ``spring``,
+``hash`` (mode "vertex"). Edge partitioners (write ``part[e]`` to a Zarr
+array and derive ``owner[v]``): ``2ps-l``, ``hdrf``, ``dbh``, ``hash``
+(mode "edge").
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .._resources import Stopwatch, peak_rss_bytes
+from ..errors import ParameterError
+from ..store import GraphStore, open_store
+from ._shared import MAX_PARTS
+from .plan import PartitionPlan
+
+DEFAULT_ALGORITHM = "coarse-refine"
+
+#: algorithm name -> module that defines ``run``
+ALGORITHMS: dict[str, str] = {
+    "coarse-refine": "graphstream.partition.coarse_refine",
+    "spring": "graphstream.partition.spring",
+    "2ps-l": "graphstream.partition.twops",
+    "hdrf": "graphstream.partition.hdrf",
+    "dbh": "graphstream.partition.dbh",
+    "hash": "graphstream.partition.hash",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One algorithm parameter: its check, and the message when it fails."""
+    check: Callable[[Any], bool]
+    expect: str
+    doc: str
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+
+
+def _nonneg(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+
+
+def _pos_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+#: the one table of algorithm parameters (defaults live in each module's config)
+PARAMS: dict[str, dict[str, Param]] = {
+    "spring": {
+        "tau": Param(_positive, "a number > 0", "cluster volume cap (default: see docs/partitioners.md)"),
+        "tau_factor": Param(_positive, "a number > 0", "tau as a multiple of |E|/k"),
+        "beta": Param(lambda x: _positive(x) and x >= 1, "a number >= 1", "merge size cap, times n/k"),
+    },
+    "2ps-l": {
+        "passes": Param(_pos_int, "an integer >= 1", "streaming clustering passes (re-streaming keeps state)"),
+    },
+    "hdrf": {
+        "lam": Param(_nonneg, "a number >= 0", "weight of the balance term (lambda)"),
+        "eps": Param(_positive, "a number > 0", "epsilon in the balance term's denominator"),
+    },
+    "dbh": {},
+    "hash": {
+        "mode": Param(lambda x: x in ("vertex", "edge"), "'vertex' or 'edge'",
+                      "vertex: owner = hash(v); edge: part = hash(min(u,v), max(u,v))"),
+    },
+    # coarse-refine validates its own parameters (its module owns them)
+    "coarse-refine": {},
+}
+PASS_THROUGH = {"coarse-refine"}
+
+#: CLI option names differ from Python keywords where Python forbids them
+CLI_ALIASES = {"lambda": "lam"}
+
+
+def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dict) -> None:
+    """Raise :class:`ParameterError` naming the first bad parameter."""
+    if algo not in ALGORITHMS:
+        raise ParameterError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise ParameterError(f"k must be an integer, got {k!r}")
+    if k < 1 or k > MAX_PARTS:
+        raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {k}")
+    if store.num_nodes == 0 or store.num_edges == 0:
+        raise ParameterError(f"{store.path}: empty graph ({store.num_nodes} nodes, {store.num_edges} edges); "
+                             "nothing to partition")
+    if k > store.num_nodes:
+        raise ParameterError(f"k = {k} exceeds the number of nodes ({store.num_nodes}) of {store.path}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    if not isinstance(balance, (int, float)) or isinstance(balance, bool) or not balance >= 1.0:
+        raise ParameterError(f"balance must be a number >= 1.0, got {balance!r}")
+    table = PARAMS[algo]
+    for name, value in params.items():
+        if name not in table:
+            if algo in PASS_THROUGH:
+                continue
+            known = ", ".join(table) or "none"
+            raise ParameterError(f"parameter {name!r} does not apply to {algo} (its parameters: {known})")
+        if not table[name].check(value):
+            raise ParameterError(f"{algo}: {name} must be {table[name].expect}, got {value!r}")
+
+
+def load_algorithm(algo: str):
+    """The module implementing ``algo`` (imported on first use)."""
+    if algo not in ALGORITHMS:
+        raise ParameterError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    try:
+        return importlib.import_module(ALGORITHMS[algo])
+    except ModuleNotFoundError as exc:
+        if exc.name == ALGORITHMS[algo]:
+            raise ParameterError(f"algorithm {algo!r} is not available in this build "
+                                 f"(module {ALGORITHMS[algo]} missing)") from exc
+        raise
+
+
+def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT_ALGORITHM, *,
+              seed: int = 0, balance: float = 1.05, work_dir: str | os.PathLike | None = None,
+              metrics: bool = True, **params) -> PartitionPlan:
+    """Partition ``store`` into ``k`` parts with ``algo``; return the plan with its metrics.
+
+    Args:
+        store: an open :class:`GraphStore` or the path of one.
+        k: number of parts, 1 <= k <= MAX_PARTS (and <= num_nodes).
+        algo: one of :data:`ALGORITHMS`.
+        seed: seeds every random choice (hashes, tie breaks); same seed, same plan.
+        balance: capacity factor over the mean part size (edge partitioners: edges).
+        work_dir: where edge partitioners write ``part[e]`` (default: a temporary folder).
+        metrics: compute the streamed quality metrics (one or more extra passes).
+        **params: the algorithm's own parameters (see :data:`PARAMS`).
+
+    Raises:
+        ParameterError: bad k, empty graph, unknown algorithm or parameter.
+    """
+    if not isinstance(store, GraphStore):
+        store = open_store(store)
+    check_parameters(store, k, algo, seed, balance, params)
+    module = load_algorithm(algo)
+    watch = Stopwatch()
+    plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, **params)
+    seconds = watch.seconds
+    m = plan.metrics
+    if metrics and "replication_factor" not in m:
+        from .metrics import vertex_partition_metrics
+        mwatch = Stopwatch()
+        m.update(vertex_partition_metrics(store, plan.owner, k))
+        m["metrics_seconds"] = mwatch.seconds
+    m.setdefault("seconds", seconds)
+    m.setdefault("passes", None)
+    m["peak_rss_bytes"] = peak_rss_bytes()
+    m.update({"algorithm": algo, "k": k, "num_nodes": store.num_nodes, "num_edges": store.num_edges})
+    return plan
+
+
+__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "MAX_PARTS", "PARAMS", "PartitionPlan", "check_parameters",
+           "load_algorithm", "partition"]

@@ -1,0 +1,165 @@
+"""Partition quality, computed by streaming (specs/partitioners.md, "Shared output and metrics").
+
+- ``replication_factor``: the builder gives part p its owned ("inner") nodes
+  plus the full 1-hop neighbourhood of each (the "halo", both directions in a
+  directed store). Node v is then present in {owner[v]} ∪ {owner[u] : u ~ v},
+  and RF = sum over v of that set's size / num_nodes. One pass marks, for each
+  edge (u, v), "v is needed by owner[u]" and "u is needed by owner[v]" in a
+  k-bit set per node.
+- ``node_balance``: max inner count / mean.
+- ``edge_balance``: max part edge count / mean, a part's edges being those
+  with at least one owned endpoint (what the builder stores for it).
+- ``vertex_cut_rf`` (edge partitioners): sum over parts of distinct endpoints
+  of its edges / number of non-isolated nodes.
+
+Memory: the k-bit sets are built for a group of parts at a time, as many as
+fit ``group_budget_bytes`` (32 bytes a node, at least 64 MiB), so any k up to
+MAX_PARTS costs O(num_nodes) memory and ceil(k / group) passes.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from numba import njit
+
+from ..store import GraphStore
+from ._shared import count_bits, popcount64, open_edge_parts, part_groups, stream_with_parts
+
+
+@njit(cache=True)
+def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count):
+    """Bits for parts [p_lo, p_hi): v needed by owner[u], u needed by owner[v]."""
+    for i in range(src.shape[0]):
+        u = src[i]
+        v = dst[i]
+        pu = owner[u]
+        pv = owner[v]
+        if p_lo <= pu < p_hi:
+            j = pu - p_lo
+            bits[v, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+        if p_lo <= pv < p_hi:
+            j = pv - p_lo
+            bits[u, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+        if p_lo == 0:
+            # the edge belongs to owner[u]'s part and to owner[v]'s (once if equal)
+            edge_count[pu] += 1
+            if pv != pu:
+                edge_count[pv] += 1
+
+
+@njit(cache=True)
+def _mark_owned(owner, bits, p_lo, p_hi):
+    for v in range(owner.shape[0]):
+        p = owner[v]
+        if p_lo <= p < p_hi:
+            j = p - p_lo
+            bits[v, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+
+
+@njit(cache=True)
+def _mark_cut(src, dst, part, bits, p_lo, p_hi):
+    for i in range(src.shape[0]):
+        p = part[i]
+        if p_lo <= p < p_hi:
+            j = p - p_lo
+            m = np.uint64(1) << np.uint64(j & 63)
+            bits[src[i], j >> 6] |= m
+            bits[dst[i], j >> 6] |= m
+
+
+def _ratio_max_mean(counts: np.ndarray) -> float:
+    mean = float(counts.mean()) if len(counts) else 0.0
+    return float(counts.max()) / mean if mean > 0 else 0.0
+
+
+def check_owner(owner: np.ndarray, num_nodes: int, k: int) -> np.ndarray:
+    owner = np.asarray(owner)
+    if owner.shape != (num_nodes,):
+        raise ValueError(f"owner has shape {owner.shape}, expected ({num_nodes},)")
+    if num_nodes and (owner.min() < 0 or owner.max() >= k):
+        raise ValueError(f"owner values must lie in [0, {k}), got [{owner.min()}, {owner.max()}]")
+    return owner
+
+
+def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
+                             batch_size: int | None = None) -> dict:
+    """``replication_factor``, ``node_balance``, ``edge_balance`` of ``owner`` (by streaming).
+
+    Also returns ``part_inner``, ``part_halo`` and ``part_edges`` (lists of k
+    ints, what the builder will produce) and ``metrics_passes``.
+    """
+    n = store.num_nodes
+    owner = check_owner(owner, n, k)
+    inner = np.bincount(owner, minlength=k).astype(np.int64)
+    edge_count = np.zeros(k, dtype=np.int64)
+    present = np.zeros(k, dtype=np.int64)       # |inner ∪ halo| per part
+    groups = part_groups(n, k, 1 / 8, align=64)
+    total = 0
+    for lo, hi in groups:
+        bits = np.zeros((n, (hi - lo + 63) // 64), dtype=np.uint64)
+        _mark_owned(owner, bits, lo, hi)
+        for batch in store.stream(batch_size):
+            _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_count)
+        present[lo:hi] = _column_counts(bits, hi - lo)
+        total += int(present[lo:hi].sum())
+        del bits
+    return {
+        "replication_factor": total / n if n else 0.0,
+        "node_balance": _ratio_max_mean(inner),
+        "edge_balance": _ratio_max_mean(edge_count),
+        "part_inner": inner.tolist(),
+        "part_halo": (present - inner).tolist(),
+        "part_edges": edge_count.tolist(),
+        "metrics_passes": len(groups),
+    }
+
+
+@njit(cache=True)
+def _column_counts_kernel(bits, out):
+    """out[j] = number of rows with bit j set (j over all words)."""
+    for v in range(bits.shape[0]):
+        for w in range(bits.shape[1]):
+            x = bits[v, w]
+            while x != np.uint64(0):
+                low = x & (~x + np.uint64(1))          # the lowest set bit
+                out[w * 64 + popcount64(low - np.uint64(1))] += 1
+                x ^= low
+
+
+def _column_counts(bits: np.ndarray, width: int) -> np.ndarray:
+    out = np.zeros(bits.shape[1] * 64, dtype=np.int64)
+    _column_counts_kernel(bits, out)
+    return out[:width]
+
+
+def vertex_cut_rf(store: GraphStore, part_path: str | os.PathLike, k: int,
+                  batch_size: int | None = None) -> float:
+    """Vertex-cut replication factor of an edge partition written at ``part_path``."""
+    n = store.num_nodes
+    parts = open_edge_parts(part_path)
+    if parts.shape != (store.num_edges,):
+        raise ValueError(f"{part_path}: {parts.shape[0]} parts for {store.num_edges} edges")
+    seen = np.zeros(n, dtype=np.bool_)
+    total = 0
+    for lo, hi in part_groups(n, k, 1 / 8, align=64):
+        bits = np.zeros((n, (hi - lo + 63) // 64), dtype=np.uint64)
+        for batch, pb in stream_with_parts(store, parts, batch_size):
+            _mark_cut(batch.src, batch.dst, pb, bits, lo, hi)
+        t, _ = count_bits(bits)
+        total += int(t)
+        seen |= bits.any(axis=1)
+        del bits
+    nonisolated = int(seen.sum())
+    return total / nonisolated if nonisolated else 0.0
+
+
+def vertex_cut_rf_from_bits(bits: np.ndarray) -> float:
+    """The same figure from replica sets kept by the partitioner itself (no pass)."""
+    total, nonempty = count_bits(bits)
+    return int(total) / int(nonempty) if nonempty else 0.0
+
+
+def edge_load_balance(loads: np.ndarray) -> float:
+    """max / mean of the edge partition's own part sizes (edges per part[e])."""
+    return _ratio_max_mean(np.asarray(loads, dtype=np.int64))
