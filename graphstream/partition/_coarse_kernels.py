@@ -1,0 +1,362 @@
+"""Numba kernels of coarse-refine (see coarse_refine.py for the algorithm they serve).
+
+They see arrays and scalars only and change state in place. A block is a
+slice of the vertex stream: node ``first + i`` has neighbours
+``nbrs[offs[i]:offs[i + 1]]``. Self-loops are skipped everywhere: they
+neither attract a node nor add a replica.
+
+Refinement keeps, for every node y and part p, a 2-bit saturating count
+c_y(p) of y's neighbours owned by p (0, 1, 2, 3 = "3 or more"), packed four
+parts a byte: ``counters[y, p >> 2]``, k/4 bytes a node.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _mix(x):
+    """splitmix64 finaliser on int64 (wrapping arithmetic), for seeded tie-breaking."""
+    z = np.uint64(x) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+# -- step 2: size-capped label propagation ----------------------------------------------------
+
+@njit(cache=True)
+def lp_block(first, offs, nbrs, label, size, cap, cnt, touched, seed):
+    """One label-propagation sweep over a block; returns the number of nodes that changed label.
+
+    A node takes the label most frequent among its neighbours, among labels
+    whose cluster has room (size < cap) or its own; ties keep the current
+    label, else go to the smallest seeded hash. ``cnt`` (one int32 per label,
+    zero on entry and exit) and ``touched`` are scratch.
+    """
+    moved = 0
+    for i in range(offs.shape[0] - 1):
+        u = first + i
+        nt = 0
+        for j in range(offs[i], offs[i + 1]):
+            v = nbrs[j]
+            if v == u:
+                continue
+            lab = label[v]
+            if cnt[lab] == 0:
+                touched[nt] = lab
+                nt += 1
+            cnt[lab] += 1
+        if nt == 0:
+            continue
+        cur = label[u]
+        best = cur
+        best_c = cnt[cur]
+        best_h = _mix(cur ^ seed)
+        for t in range(nt):
+            lab = touched[t]
+            if lab == cur or size[lab] >= cap:
+                continue
+            c = cnt[lab]
+            h = _mix(lab ^ seed)
+            if c > best_c or (c == best_c and best != cur and h < best_h):
+                best = lab
+                best_c = c
+                best_h = h
+        for t in range(nt):
+            cnt[touched[t]] = 0
+        if best != cur:
+            size[cur] -= 1
+            size[best] += 1
+            label[u] = best
+            moved += 1
+    return moved
+
+
+@njit(cache=True)
+def compact_labels(label, degree):
+    """Cluster ids 0..C-1 for the labels of non-isolated nodes (-1 for isolated); returns (cl, C)."""
+    n = label.shape[0]
+    remap = np.full(n, -1, dtype=np.int64)
+    cl = np.full(n, -1, dtype=np.int32)
+    c = 0
+    for v in range(n):
+        if degree[v] == 0:
+            continue
+        lab = label[v]
+        if remap[lab] < 0:
+            remap[lab] = c
+            c += 1
+        cl[v] = remap[lab]
+    return cl, c
+
+
+# -- step 3: the coarse graph --------------------------------------------------------------------
+
+@njit(cache=True)
+def coarse_keys_block(first, offs, nbrs, cl, num_clusters, out):
+    """Keys cu * C + cv (cu < cv) of the inter-cluster entries of a block; returns how many.
+
+    Each undirected edge appears twice in the vertex stream and is emitted
+    once, from the endpoint in the smaller cluster.
+    """
+    m = 0
+    for i in range(offs.shape[0] - 1):
+        u = first + i
+        cu = cl[u]
+        for j in range(offs[i], offs[i + 1]):
+            cv = cl[nbrs[j]]
+            if cu < cv:
+                out[m] = np.int64(cu) * num_clusters + cv
+                m += 1
+    return m
+
+
+@njit(cache=True)
+def run_lengths(sorted_keys):
+    """Unique keys of a sorted array and their multiplicities."""
+    m = sorted_keys.shape[0]
+    keys = np.empty(m, dtype=np.int64)
+    counts = np.empty(m, dtype=np.int64)
+    u = 0
+    i = 0
+    while i < m:
+        j = i
+        while j < m and sorted_keys[j] == sorted_keys[i]:
+            j += 1
+        keys[u] = sorted_keys[i]
+        counts[u] = j - i
+        u += 1
+        i = j
+    return keys[:u], counts[:u]
+
+
+@njit(cache=True)
+def merge_weighted(k1, w1, k2, w2):
+    """Merge two sorted unique key arrays, summing the weights of equal keys."""
+    n1 = k1.shape[0]
+    n2 = k2.shape[0]
+    keys = np.empty(n1 + n2, dtype=np.int64)
+    w = np.empty(n1 + n2, dtype=np.int64)
+    i = 0
+    j = 0
+    m = 0
+    while i < n1 or j < n2:
+        if j >= n2 or (i < n1 and k1[i] < k2[j]):
+            keys[m] = k1[i]
+            w[m] = w1[i]
+            i += 1
+        elif i >= n1 or k2[j] < k1[i]:
+            keys[m] = k2[j]
+            w[m] = w2[j]
+            j += 1
+        else:
+            keys[m] = k1[i]
+            w[m] = w1[i] + w2[j]
+            i += 1
+            j += 1
+        m += 1
+    return keys[:m], w[:m]
+
+
+@njit(cache=True)
+def symmetric_csr(keys, w, num_clusters):
+    """The coarse graph as METIS wants it: both directions, rows sorted (xadj, adjncy, eweights)."""
+    m = keys.shape[0]
+    deg = np.zeros(num_clusters + 1, dtype=np.int64)
+    for e in range(m):
+        deg[keys[e] // num_clusters + 1] += 1
+        deg[keys[e] % num_clusters + 1] += 1
+    for c in range(num_clusters):
+        deg[c + 1] += deg[c]
+    xadj = deg.copy()
+    pos = deg[:-1].copy()
+    adjncy = np.empty(2 * m, dtype=np.int64)
+    ew = np.empty(2 * m, dtype=np.int64)
+    for e in range(m):
+        a = keys[e] // num_clusters
+        b = keys[e] % num_clusters
+        adjncy[pos[a]] = b
+        ew[pos[a]] = w[e]
+        pos[a] += 1
+        adjncy[pos[b]] = a
+        ew[pos[b]] = w[e]
+        pos[b] += 1
+    return xadj, adjncy, ew
+
+
+@njit(cache=True)
+def fill_least_loaded(nodes, owner, size):
+    """Give each listed node to the currently smallest part (ties: lowest id)."""
+    k = size.shape[0]
+    for i in range(nodes.shape[0]):
+        best = 0
+        for p in range(1, k):
+            if size[p] < size[best]:
+                best = p
+        owner[nodes[i]] = best
+        size[best] += 1
+
+
+# -- step 5: refinement for the replication factor ----------------------------------------------
+
+@njit(cache=True)
+def _get(counters, y, p):
+    return (counters[y, p >> 2] >> ((p & 3) * 2)) & 3
+
+
+@njit(cache=True)
+def _put(counters, y, p, val):
+    s = (p & 3) * 2
+    old = np.int64(counters[y, p >> 2])
+    counters[y, p >> 2] = np.uint8((old & ~(3 << s)) | (val << s))
+
+
+@njit(cache=True)
+def summary_block(first, offs, nbrs, owner, counters, cnt, touched):
+    """Fresh counters c_y(p) for the block's nodes (counts of neighbours per part, saturated at 3)."""
+    for i in range(offs.shape[0] - 1):
+        y = first + i
+        counters[y, :] = 0
+        nt = 0
+        for j in range(offs[i], offs[i + 1]):
+            v = nbrs[j]
+            if v == y:
+                continue
+            p = owner[v]
+            if cnt[p] == 0:
+                touched[nt] = p
+                nt += 1
+            cnt[p] += 1
+        for t in range(nt):
+            p = touched[t]
+            _put(counters, y, p, min(cnt[p], 3))
+            cnt[p] = 0
+
+
+@njit(cache=True)
+def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, force):
+    """One greedy refinement sweep over a block; returns (moves, change in sum of replicas).
+
+    Moving u from part a to part b changes the number of replicas (the sum
+    over parts of |inner ∪ halo|) by
+        delta = A_b - R_a - [u has no neighbour in a]
+    with A_b = #{y ~ u : owner[y] != b and c_y(b) = 0} (neighbours that
+    become halo of b) and R_a = #{y ~ u : owner[y] != a and c_y(a) = 1}
+    (neighbours that leave the halo of a, u being their only neighbour
+    there). Candidates are the parts of u's neighbours that have room
+    (size < cap). A move is taken when delta < 0, or delta = 0 and u has
+    more neighbours in b than in a (edge cut as the second objective). A
+    node of an overloaded part (size > cap) takes its best candidate when
+    delta <= 0, and any (or the least loaded part) when ``force``.
+    """
+    k = size.shape[0]
+    moves = 0
+    change = 0
+    for i in range(offs.shape[0] - 1):
+        u = first + i
+        a = owner[u]
+        over = size[a] > cap
+        nt = 0
+        for j in range(offs[i], offs[i + 1]):
+            v = nbrs[j]
+            if v == u:
+                continue
+            p = owner[v]
+            if cnt[p] == 0:
+                touched[nt] = p
+                nt += 1
+            cnt[p] += 1
+        if nt == 0 or (nt == 1 and touched[0] == a and not over):
+            for t in range(nt):
+                cnt[touched[t]] = 0
+            if nt == 0 and over and force:
+                b = 0
+                for p in range(1, k):
+                    if size[p] < size[b]:
+                        b = p
+                if size[b] < cap:
+                    owner[u] = b
+                    size[a] -= 1
+                    size[b] += 1
+                    moves += 1
+            continue
+        own = 1 if cnt[a] == 0 else 0
+        r_a = 0
+        for j in range(offs[i], offs[i + 1]):
+            y = nbrs[j]
+            if y != u and owner[y] != a and _get(counters, y, a) == 1:
+                r_a += 1
+        best = -1
+        best_d = 0
+        best_c = 0
+        for t in range(nt):
+            b = touched[t]
+            if b == a or size[b] >= cap:
+                continue
+            a_b = 0
+            for j in range(offs[i], offs[i + 1]):
+                y = nbrs[j]
+                if y != u and owner[y] != b and _get(counters, y, b) == 0:
+                    a_b += 1
+            d = a_b - r_a - own
+            c = cnt[b]
+            if best < 0 or d < best_d or (d == best_d and (c > best_c or (c == best_c and size[b] < size[best]))):
+                best = b
+                best_d = d
+                best_c = c
+        take = False
+        if best >= 0:
+            if best_d < 0 or (best_d == 0 and best_c > cnt[a]):
+                take = True
+            elif over and (best_d <= 0 or force):
+                take = True
+        if best < 0 and over and force:
+            b = 0
+            for p in range(1, k):
+                if size[p] < size[b]:
+                    b = p
+            if size[b] < cap:
+                best = b
+                take = True
+                best_d = 0   # unknown here; the caller recomputes the exact figure
+        for t in range(nt):
+            cnt[touched[t]] = 0
+        if not take:
+            continue
+        b = best
+        owner[u] = b
+        size[a] -= 1
+        size[b] += 1
+        moves += 1
+        change += best_d
+        for j in range(offs[i], offs[i + 1]):
+            y = nbrs[j]
+            if y == u:
+                continue
+            ca = _get(counters, y, a)
+            if ca == 1 or ca == 2:     # 3 means "3 or more": after one removal still >= 2, keep 3
+                _put(counters, y, a, ca - 1)
+            cb = _get(counters, y, b)
+            if cb < 3:
+                _put(counters, y, b, cb + 1)
+    return moves, change
+
+
+@njit(cache=True)
+def replicas_block(first, offs, nbrs, owner, stamp):
+    """Sum over the block's nodes of |{owner[v]} ∪ {owner[u] : u ~ v}| (stamp: k int64, scratch)."""
+    total = 0
+    for i in range(offs.shape[0] - 1):
+        v = first + i
+        tag = v + 1
+        stamp[owner[v]] = tag
+        r = 1
+        for j in range(offs[i], offs[i + 1]):
+            p = owner[nbrs[j]]
+            if stamp[p] != tag:
+                stamp[p] = tag
+                r += 1
+        total += r
+    return total

@@ -1,0 +1,317 @@
+"""coarse-refine: METIS-like vertex partitions in bounded memory (our default vertex partitioner).
+
+The route of specs/partitioners.md ("A route that reaches METIS quality in
+bounded memory"), with a refinement that optimises the GNN replication
+factor itself rather than the edge cut:
+
+1. vertex stream: the edges sorted by node once on disk (external counting
+   sort, :mod:`.vertex_stream`), so each node's neighbours arrive together;
+2. size-capped label propagation over that stream (``lp_passes`` sweeps,
+   cluster size cap ``n / (cluster_cap_factor * k)``): O(num_nodes) labels
+   and sizes;
+3. the coarse graph: clusters as nodes (weight = size), inter-cluster edges
+   summed, aggregated by streaming in sorted runs and kept to at most
+   ``max_coarse_edges`` edges (past that, the lightest are dropped: the
+   coarse graph only seeds the partition, refinement sees the full graph);
+4. the coarse graph partitioned in memory by METIS (pymetis, node weights =
+   cluster sizes); isolated nodes fill the least loaded parts;
+5. ``refine_passes`` re-streaming refinement sweeps under the hard cap
+   ``balance * n / k`` owned nodes a part: a node moves to the neighbouring
+   part where (halo it adds) - (halo it removes) is most negative, from
+   per-node counts of neighbours per part (2-bit saturating, k/4 bytes a
+   node) refreshed at the start of each sweep and kept up to date by every
+   move.
+
+Time: O(E log) for the sort-free disk pass plus O(E) per sweep (refinement
+O(sum of deg(u) x parts around u)). Memory: offsets (8 bytes/node), labels,
+sizes and label counts (12), owner (4), counters (k/4), the coarse graph
+(bounded), one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._report import log
+from .._resources import Stopwatch, peak_rss_bytes
+from ..errors import ParameterError
+from ..store import GraphStore
+from . import _coarse_kernels as K
+from .plan import PartitionPlan
+from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
+
+ALGORITHM = "coarse-refine"
+MAX_PARTS = 1 << 15
+
+
+@dataclass(frozen=True, slots=True)
+class CoarseRefineParams:
+    """Parameters (defaults measured on the shared graphs, see docs/partition-quality.md).
+
+    lp_passes: label-propagation sweeps (step 2).
+    cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2).
+    max_coarse_edges: bound on the coarse graph's edges (step 3).
+    refine_passes: refinement sweeps (step 5); stops early when a sweep moves nothing.
+    block_entries: neighbour entries read per vertex-stream block.
+    bucket_entries: bucket buffer of the external sort (entries).
+    batch_size: edges per store batch (default: the store's chunk).
+    """
+    lp_passes: int = 5
+    cluster_cap_factor: float = 20.0
+    max_coarse_edges: int = 1 << 23
+    refine_passes: int = 8
+    block_entries: int = DEFAULT_BLOCK_ENTRIES
+    bucket_entries: int = DEFAULT_BUCKET_ENTRIES
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        checks = {
+            "lp_passes": self.lp_passes >= 0,
+            "cluster_cap_factor": self.cluster_cap_factor > 0,
+            "max_coarse_edges": self.max_coarse_edges >= 1,
+            "refine_passes": self.refine_passes >= 0,
+            "block_entries": self.block_entries >= 1,
+            "bucket_entries": self.bucket_entries >= 1,
+            "batch_size": self.batch_size is None or self.batch_size >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ParameterError(f"coarse-refine: invalid {name}={getattr(self, name)!r}")
+
+
+def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
+        work_dir: str | os.PathLike | None = None, **params) -> PartitionPlan:
+    """Partition ``store``'s nodes into ``k`` parts; see the module docstring for the steps.
+
+    ``work_dir`` holds the vertex stream (2 x edges ids); a temporary folder
+    (removed at the end) when None. ``params``: fields of
+    :class:`CoarseRefineParams`.
+    """
+    unknown = set(params) - set(CoarseRefineParams.__dataclass_fields__)
+    if unknown:
+        raise ParameterError(f"coarse-refine: unknown parameter(s) {sorted(unknown)}")
+    cfg = CoarseRefineParams(**params)
+    n = store.num_nodes
+    if not 1 <= k <= MAX_PARTS:
+        raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {k}")
+    if not balance >= 1.0:
+        raise ParameterError(f"balance must be >= 1.0, got {balance}")
+    if n == 0:
+        raise ParameterError(f"{store.path}: the graph has no nodes")
+    if work_dir is None:
+        with tempfile.TemporaryDirectory(prefix="graphstream-cr-") as tmp:
+            return _run(store, k, seed, balance, Path(tmp), cfg)
+    return _run(store, k, seed, balance, Path(work_dir), cfg)
+
+
+def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: CoarseRefineParams) -> PartitionPlan:
+    watch = Stopwatch()
+    n = store.num_nodes
+    # 1. vertex stream on disk
+    vs = build_vertex_stream(store, work / "vertex_stream", batch_size=cfg.batch_size,
+                             bucket_entries=cfg.bucket_entries)
+    watch.lap("vertex_stream")
+    degree = vs.degree()
+    passes = 2   # degree pass + sort pass over the edge store
+
+    # 2. size-capped label propagation
+    cap_cluster = max(1, int(n // (cfg.cluster_cap_factor * k)))
+    label, lp_sweeps = label_propagation(vs, cap_cluster, cfg.lp_passes, seed, cfg.block_entries)
+    watch.lap("label_propagation")
+
+    # 3. coarse graph (bounded)
+    cl, num_clusters = K.compact_labels(label, degree)
+    del label
+    csizes = np.bincount(cl[cl >= 0], minlength=num_clusters).astype(np.int64)
+    keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges, cfg.block_entries)
+    watch.lap("coarse_graph")
+
+    # 4. coarse graph partitioned in memory; isolated nodes fill the least loaded parts
+    cpart = partition_coarse(keys, weights, csizes, num_clusters, k, seed, balance)
+    del keys, weights
+    owner = np.zeros(n, dtype=np.int32)
+    has_cluster = cl >= 0
+    owner[has_cluster] = cpart[cl[has_cluster]]
+    del cl, cpart
+    size = np.bincount(owner[has_cluster], minlength=k).astype(np.int64)
+    K.fill_least_loaded(np.flatnonzero(~has_cluster), owner, size)
+    del has_cluster
+    watch.lap("metis")
+
+    # 5. refinement for the replication factor under the hard cap
+    cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
+    rf_before = replicas(vs, owner, k, cfg.block_entries) / n
+    sweeps, moves = refine(vs, owner, size, k, cap, cfg.refine_passes, cfg.block_entries)
+    watch.lap("refine")
+
+    rf = replicas(vs, owner, k, cfg.block_entries) / n
+    metrics = _metrics(store, vs, owner, k, rf, cfg.block_entries)
+    passes_vs = lp_sweeps + 1 + 1 + 2 * sweeps + 1   # LP, coarse edges, rf_before, refine (2/sweep), rf
+    metrics.update({
+        "seconds": watch.seconds,
+        "passes": passes,
+        "vertex_stream_passes": passes_vs,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "num_clusters": int(num_clusters),
+        "coarse_edges_dropped_weight": int(dropped),
+        "replication_factor_before_refine": rf_before,
+        "refine_sweeps": sweeps,
+        "refine_moves": moves,
+        "phase_seconds": dict(watch.laps),
+    })
+    log(f"coarse-refine k={k}: {num_clusters} clusters, RF {rf_before:.4f} -> {rf:.4f} "
+        f"({moves} moves in {sweeps} sweeps), {watch.seconds:.1f}s")
+    params = {"seed": seed, "balance": balance, **asdict(cfg)}
+    return PartitionPlan(algorithm=ALGORITHM, num_parts=k, owner=owner, params=params, metrics=metrics)
+
+
+# -- step 2 ---------------------------------------------------------------------------------------
+
+def label_propagation(vs: VertexStream, cap: int, sweeps: int, seed: int,
+                      block_entries: int = DEFAULT_BLOCK_ENTRIES) -> tuple[np.ndarray, int]:
+    """Labels after up to ``sweeps`` size-capped sweeps (stops early when nothing moves)."""
+    n = vs.num_nodes
+    label = np.arange(n, dtype=np.int32)
+    size = np.ones(n, dtype=np.int32)
+    cnt = np.zeros(n, dtype=np.int32)
+    touched = np.empty(max(1, int(vs.degree().max()) if n else 1), dtype=np.int32)
+    done = 0
+    for _ in range(sweeps):
+        moved = 0
+        for blk in vs.blocks(block_entries):
+            moved += K.lp_block(blk.first, blk.offsets, blk.neighbours, label, size, cap, cnt, touched, seed)
+        done += 1
+        if moved == 0:
+            break
+    return label, done
+
+
+# -- step 3 ---------------------------------------------------------------------------------------
+
+def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges: int,
+                 block_entries: int = DEFAULT_BLOCK_ENTRIES) -> tuple[np.ndarray, np.ndarray, int]:
+    """Inter-cluster edges (key = cu * C + cv, cu < cv) with summed weights, at most ``max_edges``.
+
+    Each block's keys are sorted and run-length reduced, then merged into the
+    running table; when the table outgrows ``max_edges`` the lightest edges
+    are dropped (their weight is returned, so callers can report it).
+    """
+    keys = np.empty(0, dtype=np.int64)
+    weights = np.empty(0, dtype=np.int64)
+    dropped = 0
+    buf = np.empty(0, dtype=np.int64)
+    for blk in vs.blocks(block_entries):
+        if len(buf) < len(blk.neighbours):
+            buf = np.empty(len(blk.neighbours), dtype=np.int64)
+        m = K.coarse_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, buf)
+        if m == 0:
+            continue
+        bk, bw = K.run_lengths(np.sort(buf[:m]))
+        keys, weights = K.merge_weighted(keys, weights, bk, bw)
+        if len(keys) > max_edges:
+            # heaviest first, key order among equals: deterministic
+            order = np.lexsort((keys, -weights))
+            drop = order[max_edges:]
+            dropped += int(weights[drop].sum())
+            keep = np.sort(order[:max_edges])
+            keys, weights = keys[keep], weights[keep]
+    return keys, weights, dropped
+
+
+# -- step 4 ---------------------------------------------------------------------------------------
+
+def partition_coarse(keys: np.ndarray, weights: np.ndarray, csizes: np.ndarray, num_clusters: int,
+                     k: int, seed: int, balance: float) -> np.ndarray:
+    """Part of every cluster: METIS on the weighted coarse graph (LPT packing when it is trivial)."""
+    if k == 1 or num_clusters == 0:
+        return np.zeros(num_clusters, dtype=np.int32)
+    if num_clusters <= k or len(keys) == 0:
+        size = np.zeros(k, dtype=np.int64)
+        part = np.empty(num_clusters, dtype=np.int32)
+        order = np.argsort(-csizes, kind="stable")
+        _lpt(order, csizes, part, size)
+        return part
+    import pymetis   # in-memory on the bounded coarse graph only
+
+    xadj, adjncy, ew = K.symmetric_csr(keys, weights, num_clusters)
+    opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=int(seed) & 0x7FFFFFFF)
+    res = pymetis.part_graph(k, xadj=xadj, adjncy=adjncy, vweights=csizes, eweights=ew, options=opts)
+    return np.asarray(res[1], dtype=np.int32)
+
+
+def _lpt(order, weights, part, size) -> None:
+    for c in order:
+        p = int(np.argmin(size))
+        part[c] = p
+        size[p] += weights[c]
+
+
+# -- step 5 ---------------------------------------------------------------------------------------
+
+def refine(vs: VertexStream, owner: np.ndarray, size: np.ndarray, k: int, cap: int, sweeps: int,
+           block_entries: int = DEFAULT_BLOCK_ENTRIES) -> tuple[int, int]:
+    """Greedy replication-factor refinement (in place); returns (sweeps run, moves).
+
+    Each sweep: one pass refreshing the neighbour-per-part counters, one pass
+    of moves. Parts above ``cap`` shed nodes first at no loss, then, in the
+    closing sweeps, at any cost, so the cap holds at the end.
+    """
+    n = vs.num_nodes
+    counters = np.zeros((n, (k + 3) // 4), dtype=np.uint8)
+    cnt = np.zeros(k, dtype=np.int32)
+    touched = np.empty(k, dtype=np.int32)
+    total_moves = 0
+    done = 0
+    s = 0
+    while True:
+        over = bool(size.max() > cap)
+        if s >= sweeps and not over:
+            break
+        force = s >= sweeps - 1
+        for blk in vs.blocks(block_entries):
+            K.summary_block(blk.first, blk.offsets, blk.neighbours, owner, counters, cnt, touched)
+        moves = 0
+        for blk in vs.blocks(block_entries):
+            m, _ = K.refine_block(blk.first, blk.offsets, blk.neighbours, owner, size, cap, counters,
+                                  cnt, touched, force)
+            moves += m
+        total_moves += moves
+        done += 1
+        s += 1
+        if moves == 0 and not over:
+            break
+        if s > sweeps + 3:   # forced sweeps always make room; guard against a bug looping forever
+            break
+    return done, total_moves
+
+
+def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int = DEFAULT_BLOCK_ENTRIES) -> int:
+    """Sum over nodes of the number of parts holding them (owned or halo): RF x num_nodes."""
+    stamp = np.zeros(k, dtype=np.int64)
+    total = 0
+    for blk in vs.blocks(block_entries):
+        total += K.replicas_block(blk.first, blk.offsets, blk.neighbours, owner, stamp)
+    return int(total)
+
+
+def _metrics(store: GraphStore, vs: VertexStream, owner: np.ndarray, k: int, rf: float,
+             block_entries: int) -> dict:
+    inner = np.bincount(owner, minlength=k)
+    mean = owner.shape[0] / k
+    out = {"replication_factor": rf, "node_balance": float(inner.max() / mean)}
+    try:
+        from .metrics import vertex_partition_metrics
+    except ImportError:
+        return out
+    m = vertex_partition_metrics(store, owner, k)
+    out["edge_balance"] = m["edge_balance"]
+    out["part_inner"] = m["part_inner"]
+    out["part_halo"] = m["part_halo"]
+    out["part_edges"] = m["part_edges"]
+    if abs(m["replication_factor"] - rf) > 1e-9:
+        out["replication_factor_metrics"] = m["replication_factor"]
+    return out

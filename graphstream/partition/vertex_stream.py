@@ -1,0 +1,317 @@
+"""Vertex stream: the edges ordered by node on disk, so each node's neighbours arrive together.
+
+An edge stream shows a node's neighbours scattered over the whole pass; a
+vertex stream shows them in one piece. Refinement passes that move a node to
+the part holding its neighbours, label propagation and the builder's CSR all
+want that. Built once by an external counting sort by node range:
+
+1. degree pass: ``offsets[v]`` = where v's neighbours start (O(num_nodes)
+   int64, kept in memory and saved as ``offsets.npy``);
+2. node ranges ("buckets") cut from the offsets so that each holds at most
+   ``bucket_entries`` neighbour entries;
+3. one pass over the edge stream: every edge gives both directions; when the
+   whole graph fits one bucket they are scattered straight into a buffer,
+   otherwise the (node, neighbour) pairs are appended to per-bucket spill
+   files (fixed memory: one chunk at a time);
+4. each bucket: its spill files are read back in fixed-size pieces, counting
+   sorted by node into a bucket buffer, and the buffer is written in place in
+   ``neighbours.npy``.
+
+Order inside a node's list: first the ``dst`` of the edges where it is
+``src``, in edge order, then the ``src`` of the edges where it is ``dst``, in
+edge order; so the stream does not depend on the chunk size used to build
+it. Every stored edge gives both directions, a self-loop (u, u) gives u twice
+in u's list, duplicates are kept (the list is the neighbour multiset of the
+undirected view of the store).
+
+Disk: 2 * num_edges ids for the neighbours (plus the same again, as pairs,
+for the spill files while building, removed at the end). Memory: offsets
+(8 bytes/node), a per-bucket cursor, one edge chunk and one bucket buffer.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from numba import njit
+
+from ..errors import ParameterError, StoreError
+from ..store import GraphStore, degree_pass
+
+DEFAULT_BUCKET_ENTRIES = 1 << 25   # 128 MiB of int32 neighbours per bucket buffer
+DEFAULT_BLOCK_ENTRIES = 1 << 22    # neighbours per block when reading (16 MiB of int32)
+META = "vertex_stream.json"
+
+
+@dataclass(frozen=True, slots=True)
+class VertexBlock:
+    """Nodes ``first .. first + len`` with their neighbour lists.
+
+    ``neighbours[offsets[i]:offsets[i + 1]]`` are the neighbours of node
+    ``first + i`` (``offsets`` rebased to start at 0).
+    """
+    first: int
+    offsets: np.ndarray
+    neighbours: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def stop(self) -> int:
+        return self.first + len(self)
+
+
+class VertexStream:
+    """A vertex stream on disk; open with :func:`open_vertex_stream` or build with :func:`build_vertex_stream`."""
+
+    def __init__(self, path: Path, offsets: np.ndarray, id_dtype: np.dtype):
+        self.path = Path(path)
+        self.offsets = offsets
+        self.id_dtype = np.dtype(id_dtype)
+        self.num_nodes = len(offsets) - 1
+        self.num_entries = int(offsets[-1])
+        self._data_offset = _npy_data_offset(self.path / "neighbours.npy")
+
+    def __repr__(self) -> str:
+        return f"VertexStream({str(self.path)!r}, {self.num_nodes} nodes, {self.num_entries} entries)"
+
+    def degree(self) -> np.ndarray:
+        """Length of every node's list (the undirected degree, self-loops twice)."""
+        return np.diff(self.offsets)
+
+    def block_bounds(self, block_entries: int = DEFAULT_BLOCK_ENTRIES) -> list[tuple[int, int]]:
+        """Node ranges holding at most ``block_entries`` entries (or one node whose list is longer)."""
+        if block_entries < 1:
+            raise ParameterError(f"block_entries must be >= 1, got {block_entries}")
+        return _cut_ranges(self.offsets, block_entries)
+
+    def blocks(self, block_entries: int = DEFAULT_BLOCK_ENTRIES, prefetch: int = 1) -> Iterator[VertexBlock]:
+        """Yield :class:`VertexBlock` s in node order; the next ones are read in a background thread."""
+        bounds = self.block_bounds(block_entries)
+        f = open(self.path / "neighbours.npy", "rb")
+        try:
+            if prefetch <= 0:
+                for a, b in bounds:
+                    yield self._read(f, a, b)
+                return
+            # Reads run in one background thread, one at a time, on this handle.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-vstream") as pool:
+                pending: deque = deque()
+                it = iter(bounds)
+                for a, b in it:
+                    pending.append(pool.submit(self._read, f, a, b))
+                    if len(pending) > prefetch:
+                        break
+                try:
+                    while pending:
+                        blk = pending.popleft().result()
+                        nxt = next(it, None)
+                        if nxt is not None:
+                            pending.append(pool.submit(self._read, f, *nxt))
+                        yield blk
+                finally:
+                    for fut in pending:
+                        fut.cancel()
+        finally:
+            f.close()
+
+    def _read(self, f, a: int, b: int) -> VertexBlock:
+        lo, hi = int(self.offsets[a]), int(self.offsets[b])
+        buf = np.empty(hi - lo, dtype=self.id_dtype)
+        f.seek(self._data_offset + lo * self.id_dtype.itemsize)
+        got = f.readinto(memoryview(buf).cast("B")) if len(buf) else 0
+        if got != buf.nbytes:
+            raise StoreError(f"{self.path}: neighbours.npy is truncated (wanted {buf.nbytes} bytes at entry {lo})")
+        return VertexBlock(a, self.offsets[a:b + 1] - lo, buf)
+
+    def neighbours_of(self, v: int) -> np.ndarray:
+        """One node's list (for tests and inspection; streaming code uses :meth:`blocks`)."""
+        with open(self.path / "neighbours.npy", "rb") as f:
+            return self._read(f, v, v + 1).neighbours
+
+
+# -- building -------------------------------------------------------------------------------------
+
+def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch_size: int | None = None,
+                        bucket_entries: int = DEFAULT_BUCKET_ENTRIES) -> VertexStream:
+    """Sort the store's edges by node into ``work_dir`` (created if needed) and open the result.
+
+    ``bucket_entries`` bounds the in-memory bucket buffer (entries, not
+    bytes); a graph with more than that many entries (2 x edges) takes the
+    spill-file route.
+    """
+    if bucket_entries < 1:
+        raise ParameterError(f"bucket_entries must be >= 1, got {bucket_entries}")
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    meta_path = work / META
+    if meta_path.exists():
+        meta_path.unlink()   # rebuilding: the old stream is no longer trusted
+    n = store.num_nodes
+    id_dtype = np.dtype(store.id_dtype)
+
+    # 1. degrees -> offsets; forward entries (u as src) come first in u's list.
+    deg = degree_pass(store, batch_size)
+    out_degree = deg.out_degree
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(deg.total, out=offsets[1:])
+    del deg
+    total = int(offsets[-1])
+    np.save(work / "offsets.npy", offsets)
+
+    neigh_path = work / "neighbours.npy"
+    mm = np.lib.format.open_memmap(neigh_path, mode="w+", dtype=id_dtype, shape=(total,))
+    del mm   # only the header and the (sparse) file size; data is written with plain writes
+    data_offset = _npy_data_offset(neigh_path)
+
+    # 2. node ranges whose lists fit one bucket buffer.
+    buckets = _cut_ranges(offsets, bucket_entries)
+    with open(neigh_path, "r+b") as out:
+        if len(buckets) == 1:
+            _build_in_memory(store, offsets, out_degree, id_dtype, out, data_offset, batch_size)
+        else:
+            _build_spilled(store, offsets, out_degree, id_dtype, out, data_offset, batch_size, buckets, work)
+    meta = {"num_nodes": n, "num_entries": total, "id_dtype": str(id_dtype), "source": store.path,
+            "num_edges": store.num_edges}
+    meta_path.write_text(json.dumps(meta))   # written last: marks the stream complete
+    return VertexStream(work, offsets, id_dtype)
+
+
+def open_vertex_stream(work_dir: str | os.PathLike) -> VertexStream:
+    """Open a complete vertex stream built earlier."""
+    work = Path(work_dir)
+    meta_path = work / META
+    if not meta_path.exists():
+        raise StoreError(f"{work}: no complete vertex stream here (missing {META})")
+    meta = json.loads(meta_path.read_text())
+    offsets = np.load(work / "offsets.npy")
+    return VertexStream(work, offsets, np.dtype(meta["id_dtype"]))
+
+
+def _build_in_memory(store, offsets, out_degree, id_dtype, out, data_offset, batch_size) -> None:
+    # 3. one bucket: scatter both directions straight into the buffer.
+    n = len(offsets) - 1
+    buf = np.empty(int(offsets[-1]), dtype=id_dtype)
+    fwd = offsets[:-1].copy()
+    rev = offsets[:-1] + out_degree
+    for batch in store.stream(batch_size):
+        _scatter(batch.src, batch.dst, 0, 0, fwd, buf)
+        _scatter(batch.dst, batch.src, 0, 0, rev, buf)
+    del fwd, rev
+    _write_at(out, data_offset, 0, buf)
+    del n
+
+
+def _build_spilled(store, offsets, out_degree, id_dtype, out, data_offset, batch_size, buckets, work) -> None:
+    # 3. route (node, neighbour) pairs of each direction to per-bucket spill files.
+    starts = np.array([a for a, _ in buckets] + [buckets[-1][1]], dtype=np.int64)
+    nb = len(buckets)
+    spill_dir = work / "spill"
+    spill_dir.mkdir(exist_ok=True)
+    names = [(spill_dir / f"f{i:05d}.bin", spill_dir / f"r{i:05d}.bin") for i in range(nb)]
+    files = [(open(a, "wb"), open(b, "wb")) for a, b in names]
+    try:
+        for batch in store.stream(batch_size):
+            for direction, (u, v) in enumerate(((batch.src, batch.dst), (batch.dst, batch.src))):
+                pairs, counts = _route(u, v, starts)
+                pos = 0
+                for i in range(nb):
+                    c = int(counts[i])
+                    if c:
+                        pairs[pos:pos + c].tofile(files[i][direction])
+                        pos += c
+    finally:
+        for fa, fb in files:
+            fa.close()
+            fb.close()
+    # 4. each bucket: counting sort by node into the buffer, then one write in place.
+    piece = 1 << 20
+    buf = np.empty(0, dtype=id_dtype)
+    for i, (a, b) in enumerate(buckets):
+        lo, hi = int(offsets[a]), int(offsets[b])
+        if len(buf) < hi - lo:
+            buf = np.empty(hi - lo, dtype=id_dtype)
+        cursors = (offsets[a:b].copy(), offsets[a:b] + out_degree[a:b])
+        for direction in (0, 1):
+            path = names[i][direction]
+            with open(path, "rb") as f:
+                while True:
+                    pairs = np.fromfile(f, dtype=id_dtype, count=2 * piece)
+                    if len(pairs) == 0:
+                        break
+                    pairs = pairs.reshape(-1, 2)
+                    _scatter(pairs[:, 0], pairs[:, 1], a, lo, cursors[direction], buf)
+            path.unlink()
+        _write_at(out, data_offset, lo, buf[:hi - lo])
+    spill_dir.rmdir()
+
+
+def _write_at(f, data_offset: int, entry: int, arr: np.ndarray) -> None:
+    f.seek(data_offset + entry * arr.itemsize)
+    f.write(memoryview(np.ascontiguousarray(arr)).cast("B"))
+
+
+def _npy_data_offset(path: Path) -> int:
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            np.lib.format.read_array_header_1_0(f)
+        else:
+            np.lib.format.read_array_header_2_0(f)
+        return f.tell()
+
+
+def _cut_ranges(offsets: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Consecutive node ranges of at most ``limit`` entries each (a longer single list gets its own)."""
+    n = len(offsets) - 1
+    if n == 0:
+        return []
+    out = []
+    a = 0
+    while a < n:
+        b = int(np.searchsorted(offsets, offsets[a] + limit, side="right")) - 1
+        b = min(max(b, a + 1), n)
+        out.append((a, b))
+        a = b
+    return out
+
+
+# -- kernels ------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _scatter(u, v, base_node, base_entry, cursor, buf):
+    """buf[cursor[u - base_node] - base_entry] = v, cursor advancing: a stable counting sort step."""
+    for i in range(len(u)):
+        j = u[i] - base_node
+        buf[cursor[j] - base_entry] = v[i]
+        cursor[j] += 1
+
+
+@njit(cache=True)
+def _route(u, v, starts):
+    """Pairs (u, v) grouped by the bucket of u (stable), and the count per bucket."""
+    nb = len(starts) - 1
+    m = len(u)
+    bucket = np.empty(m, dtype=np.int32)
+    counts = np.zeros(nb, dtype=np.int64)
+    for i in range(m):
+        b = np.searchsorted(starts, u[i], side="right") - 1
+        bucket[i] = b
+        counts[b] += 1
+    pos = np.zeros(nb, dtype=np.int64)
+    for b in range(1, nb):
+        pos[b] = pos[b - 1] + counts[b - 1]
+    pairs = np.empty((m, 2), dtype=u.dtype)
+    for i in range(m):
+        b = bucket[i]
+        pairs[pos[b], 0] = u[i]
+        pairs[pos[b], 1] = v[i]
+        pos[b] += 1
+    return pairs, counts

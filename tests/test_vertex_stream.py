@@ -1,0 +1,117 @@
+"""The vertex stream: each node's neighbour list, exactly, whatever the chunk and bucket sizes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graphstream.partition.vertex_stream import build_vertex_stream, open_vertex_stream
+from graphstream.store import GraphWriter
+
+
+def _store(path, src, dst, n, chunk=1 << 20, directed=False):
+    with GraphWriter(path, num_nodes=n, directed=directed, chunk_size=chunk) as w:
+        w.append(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+    from graphstream.store import open_store
+    return open_store(path)
+
+
+def _reference(src, dst, n):
+    """Independent reference: a stable argsort of both directions (forward entries first, edge order)."""
+    keys = np.concatenate([src, dst]).astype(np.int64)
+    vals = np.concatenate([dst, src]).astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=offsets[1:])
+    return offsets, vals[order]
+
+
+def _read_all(vs, block_entries):
+    offs, nbrs, firsts = [0], [], []
+    for blk in vs.blocks(block_entries):
+        firsts.append(blk.first)
+        nbrs.append(blk.neighbours.astype(np.int64))
+        offs.extend((blk.offsets[1:] + offs[-1]).tolist())
+    return np.array(offs), (np.concatenate(nbrs) if nbrs else np.empty(0, np.int64)), firsts
+
+
+def _random_graph(rng, n, m):
+    src = rng.integers(0, n, m)
+    dst = rng.integers(0, n, m)
+    dst[: m // 10] = src[: m // 10]            # self-loops
+    src[m // 5: m // 5 + m // 10] = src[:m // 10]   # duplicates
+    dst[m // 5: m // 5 + m // 10] = dst[:m // 10]
+    return src, dst
+
+
+@pytest.mark.parametrize("bucket_entries", [1 << 25, 97, 1])
+@pytest.mark.parametrize("chunk", [1, 13, 1 << 20])
+def test_exact_lists_against_reference(tmp_path, bucket_entries, chunk):
+    rng = np.random.default_rng(7)
+    n, m = 300, 2000
+    src, dst = _random_graph(rng, n, m)
+    store = _store(tmp_path / "g.zarr", src, dst, n, chunk=max(chunk, 64))
+    vs = build_vertex_stream(store, tmp_path / "vs", batch_size=chunk, bucket_entries=bucket_entries)
+    ref_off, ref_nbr = _reference(src, dst, n)
+    np.testing.assert_array_equal(vs.offsets, ref_off)
+    for block_entries in (1, 50, 1 << 22):
+        off, nbr, firsts = _read_all(vs, block_entries)
+        np.testing.assert_array_equal(off, ref_off)
+        np.testing.assert_array_equal(nbr, ref_nbr)
+    assert not (tmp_path / "vs" / "spill").exists()
+    # reopen from disk gives the same
+    vs2 = open_vertex_stream(tmp_path / "vs")
+    np.testing.assert_array_equal(_read_all(vs2, 77)[1], ref_nbr)
+    v = int(np.argmax(np.diff(ref_off)))
+    np.testing.assert_array_equal(vs2.neighbours_of(v), ref_nbr[ref_off[v]:ref_off[v + 1]])
+
+
+def test_multiset_matches_scipy_csr(tmp_path):
+    sp = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(3)
+    n, m = 500, 3000
+    src, dst = _random_graph(rng, n, m)
+    store = _store(tmp_path / "g.zarr", src, dst, n, chunk=256)
+    vs = build_vertex_stream(store, tmp_path / "vs", bucket_entries=500)
+    coo = sp.coo_matrix((np.ones(2 * m), (np.r_[src, dst], np.r_[dst, src])), shape=(n, n))
+    csr = coo.tocsr()   # sums duplicates: value = multiplicity
+    for blk in vs.blocks(333, prefetch=0):
+        for i in range(len(blk)):
+            v = blk.first + i
+            got = np.bincount(blk.neighbours[blk.offsets[i]:blk.offsets[i + 1]], minlength=n)
+            want = np.zeros(n)
+            row = csr.getrow(v)
+            want[row.indices] = row.data
+            np.testing.assert_array_equal(got, want)
+
+
+def test_isolated_and_empty(tmp_path):
+    store = _store(tmp_path / "g.zarr", [0, 0], [5, 5], 9)
+    vs = build_vertex_stream(store, tmp_path / "vs", bucket_entries=1)
+    assert vs.num_entries == 4
+    np.testing.assert_array_equal(vs.degree(), [2, 0, 0, 0, 0, 2, 0, 0, 0])
+    assert vs.neighbours_of(5).tolist() == [0, 0]
+    assert vs.neighbours_of(3).tolist() == []
+    store0 = _store(tmp_path / "e.zarr", [], [], 4)
+    vs0 = build_vertex_stream(store0, tmp_path / "vs0")
+    assert vs0.num_entries == 0
+    assert sum(len(b) for b in vs0.blocks()) == 4
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_property_chunk_and_bucket_independent(tmp_path_factory, data):
+    n = data.draw(st.integers(1, 40))
+    m = data.draw(st.integers(0, 120))
+    src = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m)), dtype=np.int64)
+    dst = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m)), dtype=np.int64)
+    chunk = data.draw(st.integers(1, 50))
+    bucket = data.draw(st.integers(1, 300))
+    tmp = tmp_path_factory.mktemp("vsprop")
+    store = _store(tmp / "g.zarr", src, dst, n, chunk=chunk)
+    vs = build_vertex_stream(store, tmp / "vs", batch_size=data.draw(st.integers(1, 60)), bucket_entries=bucket)
+    ref_off, ref_nbr = _reference(src, dst, n)
+    off, nbr, _ = _read_all(vs, data.draw(st.integers(1, 100)))
+    np.testing.assert_array_equal(off, ref_off)
+    np.testing.assert_array_equal(nbr, ref_nbr)
