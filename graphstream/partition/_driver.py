@@ -8,7 +8,7 @@ import numpy as np
 
 from ..store import GraphStore
 from ._shared import EdgePartWriter, owner_from_edge_parts, parts_dir
-from .metrics import edge_load_balance, vertex_cut_rf, vertex_cut_rf_from_bits
+from .metrics import edge_load_balance, vertex_cut_rf
 from .plan import PartitionPlan
 
 PARTS_NAME = "edge_parts.zarr"
@@ -33,20 +33,19 @@ def assign_edges(store: GraphStore, k: int, algorithm: str, work_dir: str | os.P
 
 
 def edge_plan(store: GraphStore, k: int, algorithm: str, part_path: str, loads: np.ndarray,
-              params: dict, passes: int, *, bits: np.ndarray | None = None,
+              params: dict, passes: int, *, vertex_cut: float | None = None,
               max_degree: int | None = None) -> PartitionPlan:
     """owner[v] by majority of v's edges, plus the edge partition's own metrics.
 
-    ``bits`` (the partitioner's replica sets, when it kept them) give the
-    vertex-cut RF without another pass.
+    ``vertex_cut``: the RF already known from the partitioner's replica sets
+    (``vertex_cut_rf_from_bits``); otherwise a pass over part[e] computes it.
     """
-    if bits is not None:
-        vc_rf = vertex_cut_rf_from_bits(bits)
+    if vertex_cut is not None:
+        vc_rf = vertex_cut
         extra = 0
     else:
         vc_rf = vertex_cut_rf(store, part_path, k)
         extra = 1
-    del bits
     owner, owner_passes = owner_from_edge_parts(store, part_path, k, max_degree)
     metrics = {
         "vertex_cut_rf": vc_rf,
