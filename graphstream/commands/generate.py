@@ -1,0 +1,39 @@
+"""graphstream generate rmat OUT.zarr --scale S --edge-factor F [--seed N]: synthetic graphs."""
+from __future__ import annotations
+
+from .._resources import Stopwatch, peak_rss_bytes
+from ..store import DEFAULT_CHUNK
+
+
+def register(sub) -> None:
+    p = sub.add_parser("generate", help="generate a synthetic graph into a graph store")
+    kinds = p.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
+    r = kinds.add_parser("rmat", help="Graph500 Kronecker/R-MAT graph (a=0.57, b=c=0.19), seeded, "
+                                      "2**S nodes and F*2**S edges, vertex ids randomly permuted")
+    r.add_argument("out", help="output graph store (.zarr)")
+    r.add_argument("--scale", type=int, required=True, help="S: the graph has 2**S nodes")
+    r.add_argument("--edge-factor", type=int, default=16, help="F: the graph has F*2**S edges (default 16)")
+    r.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same graph")
+    r.add_argument("--undirected", action="store_true",
+                   help="record the graph as undirected (each edge once, both directions), as Graph500 does")
+    r.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
+                   help=f"edges per store chunk (default {DEFAULT_CHUNK}); does not change the edges")
+    r.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    r.set_defaults(run=run)
+
+
+def run(args) -> dict:
+    from ..ingest.rmat import generate_rmat   # numba compiles on first use: keep `--help` fast
+    watch = Stopwatch()
+    store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,
+                          chunk_size=args.chunk_size, undirected=args.undirected, overwrite=args.overwrite)
+    seconds = watch.seconds
+    result = store.info.to_dict()
+    result.update({
+        "scale": args.scale, "edge_factor": args.edge_factor, "seed": args.seed,
+        "seconds": seconds,
+        "edges_per_second": store.num_edges / seconds if seconds > 0 else None,
+        "peak_rss_bytes": peak_rss_bytes(),
+    })
+    return result
