@@ -1,0 +1,321 @@
+"""Partitioning a snapshot store and writing per-part snapshot sequences.
+
+``graphstream partition SNAP.zarr -k K --algo pgc|snapshot|sequence [--out DIR]``
+lands in :func:`run_partition_command`. With ``--out DIR`` every part gets
+its own snapshot store (keyframes + deltas, same format as the input) over
+local node ids: per snapshot t, every edge of t with an endpoint instance
+owned by the part, i.e. the owned instances with their full spatial
+neighbourhood (the halo), plus the list of owned nodes of t. The folder
+(format "graphstream.dynamic_partitions") is written into a temporary
+sibling and renamed into place.
+
+Layout of DIR::
+
+    manifest.json        format, params, metrics, parts: [{path, num_nodes, ...}]
+    part-00000/          snapshot store over local ids 0..n_p-1, plus
+                         global_ids (n_p,) sorted: local id -> global node id
+                         inner, inner_offsets: owned local ids per snapshot
+
+Local ids are ranks in the sorted ``global_ids``, so a part's edges keep the
+canonical (src, dst) order of the global snapshot.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from numba import njit
+
+from .._atomic import atomic_dir, check_output
+from .._resources import Stopwatch, peak_rss_bytes
+from ..errors import ParameterError, StoreError
+from ..partition._shared import has_bit, new_bitsets, set_bit
+from .baselines import sequence_partition, snapshot_partition
+from .delta import encode_keys
+from .pgc import DynamicPartitionResult, PGCConfig, pgc
+from .snapshots import SnapshotStore, SnapshotWriter, open_snapshots
+
+FORMAT = "graphstream.dynamic_partitions"
+VERSION = 1
+ALGORITHMS = {"pgc": pgc, "snapshot": snapshot_partition, "sequence": sequence_partition}
+
+
+# -- per-part sequences -----------------------------------------------------------------
+
+@njit(cache=True)
+def _mark_members(src, dst, local_of, active, base, inst_part, bits):
+    """Bit p of node v: v is owned by p at some t, or in the halo of p's instances."""
+    for j in range(active.shape[0]):
+        set_bit(bits, active[j], inst_part[base + j])
+    for e in range(src.shape[0]):
+        ps = inst_part[base + local_of[src[e]]]
+        pd = inst_part[base + local_of[dst[e]]]
+        if ps != pd:
+            set_bit(bits, dst[e], ps)
+            set_bit(bits, src[e], pd)
+
+
+@njit(cache=True)
+def _route_edges(src, dst, local_of, base, inst_part, k, offsets, out):
+    """Edge indices grouped by part (an edge goes to the parts of both its
+    endpoint instances), each group in edge order."""
+    counts = np.zeros(k + 1, dtype=np.int64)
+    for e in range(src.shape[0]):
+        ps = inst_part[base + local_of[src[e]]]
+        pd = inst_part[base + local_of[dst[e]]]
+        counts[ps + 1] += 1
+        if pd != ps:
+            counts[pd + 1] += 1
+    for p in range(k):
+        counts[p + 1] += counts[p]
+    for p in range(k + 1):
+        offsets[p] = counts[p]
+    fill = counts[:k].copy()
+    for e in range(src.shape[0]):
+        ps = inst_part[base + local_of[src[e]]]
+        pd = inst_part[base + local_of[dst[e]]]
+        out[fill[ps]] = e
+        fill[ps] += 1
+        if pd != ps:
+            out[fill[pd]] = e
+            fill[pd] += 1
+
+
+@njit(cache=True)
+def _members_of(bits, p):
+    n = 0
+    for v in range(bits.shape[0]):
+        if has_bit(bits, v, p):
+            n += 1
+    out = np.empty(n, dtype=np.int64)
+    n = 0
+    for v in range(bits.shape[0]):
+        if has_bit(bits, v, p):
+            out[n] = v
+            n += 1
+    return out
+
+
+def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike, *, overwrite: bool = False,
+                         extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write per-part snapshot sequences of ``result`` into ``out`` (atomically)."""
+    watch = Stopwatch()
+    graph, inst_part = result.graph, result.inst_part
+    snaps = graph.snaps
+    k = result.config.num_parts
+    # pass a: which global nodes each part needs (owned at some t, or halo)
+    bits = new_bitsets(snaps.num_nodes, k)
+    for s in graph.snapshots("part members"):
+        _mark_members(s.src, s.dst, graph.local_of, s.active, s.base, inst_part, bits)
+    members = [_members_of(bits, p) for p in range(k)]
+    num_active = int(np.count_nonzero((bits != 0).any(axis=1)))
+    del bits
+    parts_meta = []
+    with atomic_dir(out, overwrite=overwrite) as tmp:
+        writers = []
+        for p in range(k):
+            w = SnapshotWriter(tmp / f"part-{p:05d}", num_nodes=max(len(members[p]), 1),
+                               keyframe_every=snaps.keyframe_every, directed=snaps.directed, node_lists=True,
+                               attrs={"part": p, "num_parts": k, "global_num_nodes": snaps.num_nodes,
+                                      "t0": snaps.t0, "window_seconds": snaps.window_seconds,
+                                      "edge_life": snaps.edge_life})
+            w.write_array("global_ids", members[p].astype(snaps.id_dtype))
+            writers.append(w)
+        owned_instances = np.zeros(k, dtype=np.int64)
+        offsets = np.zeros(k + 1, dtype=np.int64)
+        # pass b: route each snapshot's edges to the parts, map to local ids
+        for s in graph.snapshots("part sequences"):
+            routed = np.empty(2 * len(s.src), dtype=np.int64)
+            _route_edges(s.src, s.dst, graph.local_of, s.base, inst_part, k, offsets, routed)
+            owner = inst_part[s.base:s.base + len(s.active)]
+            for p in range(k):
+                e = routed[offsets[p]:offsets[p + 1]]
+                g = members[p]
+                lsrc = np.searchsorted(g, s.src[e])
+                ldst = np.searchsorted(g, s.dst[e])
+                owned = s.active[owner == p]
+                owned_instances[p] += len(owned)
+                writers[p].append(encode_keys(lsrc, ldst, writers[p].num_nodes), s.counts[e],
+                                  inner=np.searchsorted(g, owned))
+        for p, w in enumerate(writers):
+            w.close()
+            t = w.totals
+            parts_meta.append({
+                "path": f"part-{p:05d}", "num_nodes": int(len(members[p])),
+                "num_owned_instances": int(owned_instances[p]), "total_snapshot_edges": t.total_edges,
+                "bytes_full": t.bytes_full, "bytes_stored": t.bytes_stored,
+                "transfer_bytes_full": t.transfer_bytes_full, "transfer_bytes_delta": t.transfer_bytes_delta})
+        # owned + halo nodes over all parts / nodes active at some time
+        node_rf = sum(m["num_nodes"] for m in parts_meta) / max(1, num_active)
+        manifest = {
+            "format": FORMAT, "version": VERSION, "algorithm": result.algorithm,
+            "params": _config_dict(result.config), "num_parts": k, "num_snapshots": snaps.num_snapshots,
+            "num_nodes": snaps.num_nodes, "directed": snaps.directed, "keyframe_every": snaps.keyframe_every,
+            "source": snaps.path,
+            "metrics": {**_json_metrics(result.metrics), "node_replication": node_rf,
+                        "write_seconds": watch.seconds},
+            "parts": parts_meta,
+        }
+        if extra:
+            manifest.update(extra)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def _config_dict(config: PGCConfig) -> dict[str, Any]:
+    return {f: getattr(config, f) for f in config.__dataclass_fields__}
+
+
+def _json_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items()}
+
+
+# -- the reader ---------------------------------------------------------------------
+
+class DynamicPart(SnapshotStore):
+    """One part's snapshot sequence over local ids.
+
+    ``snapshot(t)`` / ``delta(t)`` / ``keyframes`` as for any snapshot
+    store (local ids); ``global_ids[local]`` is the global node id;
+    ``owned(t)`` are the local ids of the instances this part owns at t
+    (the rest of the nodes in snapshot t's edges are its halo).
+    """
+
+    def __init__(self, group, path: str):
+        super().__init__(group, path)
+        self.part = int(self.attrs.get("part", -1))
+        self.global_ids = group["global_ids"][:]
+
+    @property
+    def num_local_nodes(self) -> int:
+        return len(self.global_ids)
+
+    def owned(self, t: int) -> np.ndarray:
+        return self.node_list(t)
+
+    def halo(self, t: int) -> np.ndarray:
+        src, dst = self.snapshot(t)
+        return np.setdiff1d(np.union1d(src, dst), self.owned(t))
+
+    def to_global(self, local: np.ndarray) -> np.ndarray:
+        return self.global_ids[np.asarray(local)]
+
+
+class DynamicPartitions:
+    """A folder of per-part snapshot sequences (open with :func:`open_dynamic_partitions`)."""
+
+    def __init__(self, path: str, manifest: dict[str, Any]):
+        self.path = path
+        self.manifest = manifest
+        self.num_parts = int(manifest["num_parts"])
+        self.num_snapshots = int(manifest["num_snapshots"])
+        self.num_nodes = int(manifest["num_nodes"])
+        self.keyframe_every = int(manifest["keyframe_every"])
+        self.algorithm = manifest["algorithm"]
+        self.metrics = manifest.get("metrics", {})
+        self._parts: dict[int, DynamicPart] = {}
+
+    def part(self, p: int) -> DynamicPart:
+        if not 0 <= p < self.num_parts:
+            raise IndexError(f"part {p} out of range [0, {self.num_parts})")
+        if p not in self._parts:
+            path = str(Path(self.path) / self.manifest["parts"][p]["path"])
+            store = open_snapshots(path)
+            self._parts[p] = DynamicPart(store._group, path)
+        return self._parts[p]
+
+    @property
+    def parts(self) -> list[DynamicPart]:
+        return [self.part(p) for p in range(self.num_parts)]
+
+    def __len__(self) -> int:
+        return self.num_parts
+
+    def __getitem__(self, p: int) -> DynamicPart:
+        return self.part(p)
+
+    def __iter__(self) -> Iterator[DynamicPart]:
+        for p in range(self.num_parts):
+            yield self.part(p)
+
+
+def open_dynamic_partitions(path: str | os.PathLike) -> DynamicPartitions:
+    """Open a folder written by ``graphstream partition SNAP.zarr --out DIR``."""
+    mpath = Path(path) / "manifest.json"
+    if not mpath.is_file():
+        raise StoreError(f"{path}: no manifest.json (not a dynamic partitions folder)")
+    try:
+        manifest = json.loads(mpath.read_text())
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{mpath}: unreadable manifest ({exc})") from exc
+    if manifest.get("format") != FORMAT:
+        raise StoreError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    return DynamicPartitions(str(path), manifest)
+
+
+# -- the CLI entry --------------------------------------------------------------------------
+
+def config_from_args(args) -> PGCConfig:
+    k = getattr(args, "k", None)
+    if k is None:
+        raise ParameterError("give -k K (number of parts) to partition a snapshot store")
+    balance = getattr(args, "balance", None)
+    return PGCConfig(
+        num_parts=int(k), seed=int(getattr(args, "seed", 0) or 0),
+        spatial_weight=float(getattr(args, "spatial_weight", 1.0)),
+        temporal_weight=float(getattr(args, "temporal_weight", 2.0)),
+        rounds=int(getattr(args, "rounds", 30)),
+        cap_by=str(getattr(args, "cap_by", "volume")),
+        chunk_cap=getattr(args, "chunk_cap", None),
+        chunks_per_part=int(getattr(args, "chunks_per_part", 16)),
+        balance=float(balance) if balance is not None else 1.10,
+        instance_cost=float(getattr(args, "instance_cost", 1.0)),
+        edge_cost=float(getattr(args, "edge_cost", 1.0)),
+        memory_budget=getattr(args, "memory_budget", None),
+        scratch_dir=getattr(args, "work_dir", None))
+
+
+def partition_snapshots(snaps: SnapshotStore | str | os.PathLike, config: PGCConfig,
+                        algo: str = "pgc") -> DynamicPartitionResult:
+    """Run one of pgc / snapshot / sequence on a snapshot store."""
+    if algo not in ALGORITHMS:
+        raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
+                             f"use one of {', '.join(ALGORITHMS)}")
+    if not isinstance(snaps, SnapshotStore):
+        snaps = open_snapshots(snaps)
+    return ALGORITHMS[algo](snaps, config)
+
+
+def run_partition_command(args) -> dict[str, Any]:
+    """``graphstream partition SNAP.zarr -k K --algo pgc|snapshot|sequence [--out DIR]``."""
+    watch = Stopwatch()
+    algo = getattr(args, "algo", "pgc")
+    if algo not in ALGORITHMS:
+        raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
+                             f"use one of {', '.join(ALGORITHMS)}")
+    snaps = open_snapshots(args.store)
+    config = config_from_args(args)
+    out = getattr(args, "out", None)
+    overwrite = bool(getattr(args, "overwrite", False))
+    if out is not None:
+        check_output(out, overwrite)  # fail before the long part
+    result = partition_snapshots(snaps, config, algo)
+    try:
+        report = {"store": snaps.path, "algorithm": algo, "num_parts": config.num_parts,
+                  "num_snapshots": snaps.num_snapshots, "num_nodes": snaps.num_nodes}
+        report.update(result.metrics)
+        if out is not None:
+            manifest = write_part_sequences(result, out, overwrite=overwrite)
+            report["out"] = str(out)
+            report["node_replication"] = manifest["metrics"]["node_replication"]
+            parts = manifest["parts"]
+            report["transfer_bytes_full"] = sum(p["transfer_bytes_full"] for p in parts)
+            report["transfer_bytes_delta"] = sum(p["transfer_bytes_delta"] for p in parts)
+        report["seconds"] = watch.seconds
+        report["peak_rss_bytes"] = peak_rss_bytes()
+    finally:
+        result.graph.arrays.close()
+    return report
