@@ -1,0 +1,298 @@
+"""Partition API, metrics, CLI and property tests (hypothesis) for the streaming partitioners."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graphstream.cli import main as cli_main
+from graphstream.errors import ParameterError
+from graphstream.partition import MAX_PARTS, partition
+from graphstream.partition._shared import (open_edge_parts, pack_least_loaded, part_groups,
+                                           stream_with_parts)
+from graphstream.partition.metrics import vertex_cut_rf, vertex_partition_metrics
+from graphstream.partition.spring import run as spring_run
+from graphstream.partition.twops import run as twops_run
+from graphstream.partition.hdrf import run as hdrf_run
+from graphstream.store import GraphWriter, open_store
+
+ALGOS = [("spring", {}), ("2ps-l", {}), ("2ps-l", {"passes": 2}), ("hdrf", {}), ("dbh", {}),
+         ("hash", {}), ("hash", {"mode": "edge"})]
+EDGE_ALGOS = {"2ps-l", "hdrf", "dbh"}
+
+
+def write_store(path, src, dst, n, chunk=64, directed=False):
+    with GraphWriter(path, num_nodes=n, directed=directed, chunk_size=chunk) as w:
+        w.append(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+    return open_store(path)
+
+
+def is_edge_partition(algo, params):
+    return algo in EDGE_ALGOS or params.get("mode") == "edge"
+
+
+# -- metrics ---------------------------------------------------------------------------------------
+
+def set_metrics(src, dst, owner, n, k):
+    present = [{int(owner[x])} for x in range(n)]
+    for u, v in zip(src, dst):
+        present[v].add(int(owner[u]))
+        present[u].add(int(owner[v]))
+    return sum(len(s) for s in present) / n
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_replication_factor_by_hand(tmp_path, directed):
+    # path 0-1-2-3 plus isolated node 4; parts {0,1}, {2,3,4}
+    store = write_store(tmp_path / "g.zarr", [0, 1, 2], [1, 2, 3], 5, directed=directed)
+    m = vertex_partition_metrics(store, np.array([0, 0, 1, 1, 1]), 2)
+    # part 0 holds 0,1 + halo 2; part 1 holds 2,3,4 + halo 1: (3 + 4) / 5
+    assert m["replication_factor"] == pytest.approx(7 / 5)
+    assert m["node_balance"] == pytest.approx(3 / 2.5)
+    # edges with an owned endpoint: part 0 {01, 12}, part 1 {12, 23}
+    assert m["part_edges"] == [2, 2] and m["edge_balance"] == 1.0
+    assert m["part_halo"] == [1, 1]
+
+
+def test_metrics_in_groups_equal_one_pass(tmp_path, monkeypatch):
+    """k spread over several grouped passes (tiny budget) gives the same figures."""
+    rng = np.random.default_rng(0)
+    n, k = 500, 150
+    src, dst = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
+    store = write_store(tmp_path / "g.zarr", src, dst, n)
+    owner = rng.integers(0, k, n)
+    one = vertex_partition_metrics(store, owner, k)
+    import graphstream.partition._shared as shared
+    monkeypatch.setattr(shared, "group_budget_bytes", lambda n: n * 8)   # 64 parts per pass
+    assert len(shared.part_groups(n, k, 1 / 8, align=64)) == 3
+    many = vertex_partition_metrics(store, owner, k)
+    assert many["metrics_passes"] == 3
+    for key in ("replication_factor", "node_balance", "edge_balance", "part_halo", "part_edges"):
+        assert one[key] == many[key]
+    assert one["replication_factor"] == pytest.approx(set_metrics(src, dst, owner, n, k))
+
+
+def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):
+    import graphstream.partition._shared as shared
+    rng = np.random.default_rng(1)
+    n, k = 400, 40
+    src, dst = rng.integers(0, n, 2500), rng.integers(0, n, 2500)
+    store = write_store(tmp_path / "g.zarr", src, dst, n)
+    plan = partition(store, k, "dbh", work_dir=tmp_path / "a")
+    monkeypatch.setattr(shared, "group_budget_bytes", lambda n: n * 4 * 3)   # 3 parts per pass
+    plan2 = partition(store, k, "dbh", work_dir=tmp_path / "b")
+    np.testing.assert_array_equal(plan.owner, plan2.owner)
+    assert plan2.metrics["passes"] > plan.metrics["passes"]
+    assert vertex_cut_rf(store, plan.edge_parts_path, k) == pytest.approx(plan.metrics["vertex_cut_rf"])
+
+
+def test_pack_least_loaded_ties_lowest_part():
+    loads = np.array([0, 0, 0], dtype=np.int64)
+    out = pack_least_loaded(np.array([5, 3, 3, 1, 1], dtype=np.int64), loads)
+    assert out.tolist() == [0, 1, 2, 1, 2] and loads.tolist() == [5, 4, 4]
+
+
+def test_large_k_bitsets(tmp_path):
+    """k = MAX_PARTS works (replica sets of 16 words per node)."""
+    rng = np.random.default_rng(2)
+    n = 3000
+    src, dst = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
+    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=1000)
+    plan = partition(store, MAX_PARTS, "hdrf", work_dir=tmp_path / "w")
+    parts = open_edge_parts(plan.edge_parts_path)[:]
+    assert parts.min() >= 0 and parts.max() < MAX_PARTS
+    assert len(np.unique(parts)) > 512          # parts beyond the first words are used
+    assert plan.owner.max() < MAX_PARTS
+
+
+# -- properties ------------------------------------------------------------------------------------
+
+@st.composite
+def small_graphs(draw):
+    n = draw(st.integers(2, 40))
+    m = draw(st.integers(1, 150))
+    src = draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m))
+    dst = draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m))
+    k = draw(st.integers(1, min(n, 9)))
+    return np.array(src), np.array(dst), n, k
+
+
+def _run_all(store, k, seed, tmp, algos=ALGOS):
+    out = {}
+    for algo, params in algos:
+        key = algo + str(sorted(params.items()))
+        plan = partition(store, k, algo, seed=seed, work_dir=tmp / key, **params)
+        parts = open_edge_parts(plan.edge_parts_path)[:] if plan.edge_parts_path else None
+        out[key] = (algo, params, plan, parts)
+    return out
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(g=small_graphs(), chunk_a=st.integers(1, 50), seed=st.integers(0, 3))
+def test_properties(tmp_path_factory, g, chunk_a, seed):
+    src, dst, n, k = g
+    tmp = tmp_path_factory.mktemp("prop")
+    a = write_store(tmp / "a.zarr", src, dst, n, chunk=chunk_a)
+    b = write_store(tmp / "b.zarr", src, dst, n, chunk=1024)
+    ra = _run_all(a, k, seed, tmp / "ra")
+    rb = _run_all(b, k, seed, tmp / "rb")
+    # the seeded algorithms run twice: same seed, same result
+    again = _run_all(a, k, seed, tmp / "again", [x for x in ALGOS if x[0] in ("hdrf", "dbh", "hash")])
+    m = len(src)
+    for key, (algo, params, plan, parts) in ra.items():
+        # every node owned exactly once, by a part in range
+        assert plan.owner.shape == (n,) and plan.owner.min() >= 0 and plan.owner.max() < k
+        assert plan.metrics["replication_factor"] >= 1.0
+        if is_edge_partition(algo, params):
+            # every edge assigned exactly once, in range
+            assert parts.shape == (m,) and parts.min() >= 0 and parts.max() < k
+            if algo == "2ps-l":
+                cap = int(1.05 * m / k)
+                assert np.bincount(parts, minlength=k).max() <= max(cap, -(-m // k))
+            # owner = the part with most of the node's edges
+            counts = defaultdict(lambda: np.zeros(k, dtype=int))
+            for u, v, p in zip(src, dst, parts):
+                counts[u][p] += 1
+                counts[v][p] += 1
+            for x, c in counts.items():
+                assert plan.owner[x] == int(np.argmax(c))
+        # same seed, same result; independent of the store's chunk size
+        for other in (rb, again):
+            if key not in other:
+                continue
+            np.testing.assert_array_equal(plan.owner, other[key][2].owner)
+            if parts is not None:
+                np.testing.assert_array_equal(parts, other[key][3])
+
+
+def test_batch_size_independence(tmp_path):
+    rng = np.random.default_rng(7)
+    n = 200
+    src, dst = rng.integers(0, n, 1200), rng.integers(0, n, 1200)
+    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=100)
+    for run in (spring_run, twops_run, hdrf_run):
+        outs = []
+        for i, bs in enumerate((7, 100, 5000)):
+            plan = run(store, 6, seed=1, work_dir=tmp_path / f"{run.__module__}{i}", batch_size=bs)
+            parts = open_edge_parts(plan.edge_parts_path)[:] if plan.edge_parts_path else None
+            outs.append((plan.owner, parts))
+        for owner, parts in outs[1:]:
+            np.testing.assert_array_equal(owner, outs[0][0])
+            if parts is not None:
+                np.testing.assert_array_equal(parts, outs[0][1])
+
+
+def test_seed_changes_random_choices(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 300
+    store = write_store(tmp_path / "g.zarr", rng.integers(0, n, 2000), rng.integers(0, n, 2000), n)
+    a = partition(store, 8, "dbh", seed=0, work_dir=tmp_path / "a").owner
+    b = partition(store, 8, "dbh", seed=1, work_dir=tmp_path / "b").owner
+    assert not np.array_equal(a, b)
+
+
+def test_part_array_is_chunk_aligned(tmp_path):
+    rng = np.random.default_rng(4)
+    store = write_store(tmp_path / "g.zarr", rng.integers(0, 50, 1000), rng.integers(0, 50, 1000), 50, chunk=64)
+    plan = partition(store, 4, "hdrf", work_dir=tmp_path / "w")
+    arr = zarr.open_array(plan.edge_parts_path, mode="r")
+    assert arr.chunks == (64,) and arr.shape == (1000,)
+    assert arr.attrs["complete"] is True and arr.attrs["num_parts"] == 4
+    n_batches = sum(1 for _ in stream_with_parts(store, arr))
+    assert n_batches == 16
+
+
+# -- parameters and CLI ----------------------------------------------------------------------------
+
+@pytest.fixture
+def small_store(tmp_path):
+    rng = np.random.default_rng(0)
+    return write_store(tmp_path / "g.zarr", rng.integers(0, 100, 600), rng.integers(0, 100, 600), 100)
+
+
+@pytest.mark.parametrize("k,algo,params,msg", [
+    (0, "dbh", {}, "k must be in"),
+    (MAX_PARTS + 1, "dbh", {}, "k must be in"),
+    (101, "dbh", {}, "exceeds the number of nodes"),
+    (4, "metis-ish", {}, "unknown algorithm"),
+    (4, "spring", {"tau": -1.0}, "tau must be"),
+    (4, "2ps-l", {"passes": 0}, "passes must be"),
+    (4, "hdrf", {"lam": -1.0}, "lam must be"),
+    (4, "hdrf", {"tau": 3.0}, "does not apply to hdrf"),
+    (4, "hash", {"mode": "both"}, "mode must be"),
+])
+def test_bad_parameters(small_store, k, algo, params, msg):
+    with pytest.raises(ParameterError, match=msg):
+        partition(small_store, k, algo, **params)
+
+
+def test_bad_balance_and_seed(small_store):
+    with pytest.raises(ParameterError, match="balance"):
+        partition(small_store, 4, "2ps-l", balance=0.5)
+    with pytest.raises(ParameterError, match="seed"):
+        partition(small_store, 4, "dbh", seed=-1)
+
+
+def run_cli(*args):
+    return cli_main([str(a) for a in args])
+
+
+def test_cli_json_metrics(small_store, capsys):
+    for algo in ("spring", "2ps-l", "hdrf", "dbh", "hash"):
+        assert run_cli("partition", small_store.path, "-k", 4, "--algo", algo, "--json") == 0
+        out = json.loads(capsys.readouterr().out)
+        for key in ("replication_factor", "node_balance", "edge_balance", "seconds", "passes",
+                    "peak_rss_bytes", "algorithm", "k", "num_nodes", "num_edges"):
+            assert key in out, (algo, key)
+        assert out["algorithm"] == algo and out["k"] == 4
+        assert ("vertex_cut_rf" in out) == (algo in EDGE_ALGOS)
+
+
+def test_cli_parameters_reach_the_algorithm(small_store, capsys):
+    assert run_cli("partition", small_store.path, "-k", 4, "--algo", "spring", "--tau", 77, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["params"]["tau"] == 77.0
+    assert run_cli("partition", small_store.path, "-k", 4, "--algo", "2ps-l", "--passes", 3, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["params"]["passes"] == 3
+    assert run_cli("partition", small_store.path, "-k", 4, "--algo", "hdrf", "--lambda", 2, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["params"]["lam"] == 2.0
+
+
+@pytest.mark.parametrize("args", [
+    ["-k", 0, "--algo", "dbh"],
+    ["-k", 5000, "--algo", "dbh"],
+    ["-k", 4, "--algo", "nope"],
+    ["-k", 4, "--algo", "dbh", "--lambda", 2],
+    ["--algo", "dbh"],
+])
+def test_cli_bad_input_exit_2(small_store, capsys, args):
+    assert run_cli("partition", small_store.path, *args) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and err.count("\n") == 1
+
+
+def test_cli_empty_and_incomplete_stores(tmp_path, capsys):
+    with GraphWriter(tmp_path / "empty.zarr", num_nodes=10) as w:
+        pass
+    assert run_cli("partition", tmp_path / "empty.zarr", "-k", 2, "--algo", "dbh") == 2
+    assert "empty graph" in capsys.readouterr().err
+    w = GraphWriter(tmp_path / "partial.zarr", num_nodes=10, chunk_size=2)
+    w.append(np.array([0, 1, 2]), np.array([1, 2, 3]))
+    w._flush(whole_chunks_only=False)
+    w._wait()                                  # data on disk, never marked complete
+    assert run_cli("partition", tmp_path / "partial.zarr", "-k", 2, "--algo", "dbh") == 2
+    assert "incomplete" in capsys.readouterr().err
+    assert run_cli("partition", tmp_path / "missing.zarr", "-k", 2) == 2
+
+
+def test_cli_entry_point_exit_code(small_store):
+    """Through a real process: the installed command exits 2 on bad input."""
+    proc = subprocess.run([sys.executable, "-m", "graphstream", "partition", small_store.path, "-k", "0",
+                           "--algo", "dbh"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "k must be in" in proc.stderr and proc.stdout == ""
