@@ -315,6 +315,8 @@ def test_bad_ids_and_columns_refused(tmp_path):
     validate_store(store.path)
     with pytest.raises(InvalidIdError, match=r"dst\[6\] = 10"):
         validate_store(store.path, deep=True)
+    with pytest.raises(InvalidIdError, match="edge 6"):
+        degree_pass(open_store(store.path))
 
 
 # -- property: stream() returns exactly what was appended -------------------------------------

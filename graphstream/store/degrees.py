@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
+from ..errors import InvalidIdError
 from .graph import GraphStore
 
 
@@ -31,10 +33,32 @@ def degree_pass(store: GraphStore, batch_size: int | None = None) -> Degrees:
     in_deg = np.zeros(n, dtype=np.int64)
     loops = 0
     for batch in store.stream(batch_size):
-        out_deg += np.bincount(batch.src, minlength=n)
-        in_deg += np.bincount(batch.dst, minlength=n)
-        loops += int(np.count_nonzero(batch.src == batch.dst))
+        found = _count_degrees(batch.src, batch.dst, out_deg, in_deg)
+        if found < 0:
+            bad = -found - 1
+            raise InvalidIdError(f"{store.path}: edge {batch.start + bad} = ({batch.src[bad]}, {batch.dst[bad]}) "
+                                 f"has an id outside [0, {n})")
+        loops += found
     return Degrees(out_deg, in_deg, loops)
+
+
+@njit(cache=True)
+def _count_degrees(src, dst, out_deg, in_deg):
+    """Add one batch to the counts in place; return its self-loops, or -1 - i
+    for the first edge i with an id out of range (nothing past it counted).
+    In place, not ``np.bincount(..., minlength=n)``: that costs O(n) per batch."""
+    n = out_deg.shape[0]
+    loops = 0
+    for i in range(src.shape[0]):
+        s = src[i]
+        d = dst[i]
+        if s < 0 or s >= n or d < 0 or d >= n:
+            return -1 - i
+        out_deg[s] += 1
+        in_deg[d] += 1
+        if s == d:
+            loops += 1
+    return loops
 
 
 def total_degree(store: GraphStore, batch_size: int | None = None) -> np.ndarray:
