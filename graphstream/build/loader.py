@@ -1,0 +1,262 @@
+"""Reading a partitioned dataset: ``open_partitions(DIR)`` for trainers and exporters.
+
+Everything is memory-mapped; nothing is read until used. Opening checks the
+manifest and every part's file headers (sizes only, cheap), so a missing or
+inconsistent part is reported at once, by name. torch is imported only by
+:meth:`Part.to_torch`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import GraphStreamError, StoreError
+from ..store.nodedata import MASK_SUFFIX, read_npy_header
+from .manifest import FORMAT, MANIFEST, REQUIRED_FILES, TOP_LEVEL_KEYS, VERSION
+
+NODE_FILES = ("features", "labels")
+
+
+class PartitionsError(StoreError):
+    """A partitioned dataset is missing, malformed or inconsistent (raised by the loader)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part: a CSR over local ids (inner nodes first, then halo) and its node data rows.
+
+    ``indptr``/``indices``: row r lists the local ids that feed r's
+    aggregation (undirected: its neighbours; directed: its in-neighbours).
+    Inner rows are complete; halo rows hold only edges to this part's inner
+    nodes (undirected) or nothing (directed). ``degree``: each local node's
+    aggregation degree in the whole graph. Node data arrays are None where
+    the dataset has none.
+    """
+    path: Path
+    index: int
+    num_inner: int
+    num_halo: int
+    num_edges: int
+    num_train: int
+    node_files: tuple[str, ...] = field(default=())
+
+    def _load(self, name: str) -> np.ndarray:
+        return np.load(self.path / f"{name}.npy", mmap_mode="r")
+
+    def _optional(self, name: str) -> np.ndarray | None:
+        return self._load(name) if name in self.node_files else None
+
+    @property
+    def num_nodes(self) -> int:
+        return self.num_inner + self.num_halo
+
+    @cached_property
+    def global_ids(self) -> np.ndarray:
+        return self._load("global_ids")
+
+    @cached_property
+    def indptr(self) -> np.ndarray:
+        return self._load("indptr")
+
+    @cached_property
+    def indices(self) -> np.ndarray:
+        return self._load("indices")
+
+    @cached_property
+    def degree(self) -> np.ndarray:
+        return self._load("degree")
+
+    @cached_property
+    def features(self) -> np.ndarray | None:
+        return self._optional("features")
+
+    @cached_property
+    def labels(self) -> np.ndarray | None:
+        return self._optional("labels")
+
+    @cached_property
+    def train_mask(self) -> np.ndarray | None:
+        return self._optional("train_mask")
+
+    @cached_property
+    def val_mask(self) -> np.ndarray | None:
+        return self._optional("val_mask")
+
+    @cached_property
+    def test_mask(self) -> np.ndarray | None:
+        return self._optional("test_mask")
+
+    @property
+    def masks(self) -> dict[str, np.ndarray]:
+        """Every ``*_mask`` array of the part, by name."""
+        return {n: self._load(n) for n in self.node_files if n.endswith(MASK_SUFFIX)}
+
+    def to_torch(self) -> dict[str, Any]:
+        """The part in RAM as torch tensors (ids and labels int64; absent node data left out).
+
+        Keys: ``global_ids``, ``indptr``, ``indices``, ``degree``, ``num_inner``
+        (a Python int), and ``features``, ``labels``, ``<name>_mask`` where present.
+        """
+        import torch  # only here: the storage side never needs torch
+
+        def tensor(a: np.ndarray, dtype=None) -> "torch.Tensor":
+            return torch.from_numpy(np.array(a, dtype=dtype))  # a copy: memmaps are read-only
+
+        out: dict[str, Any] = {
+            "global_ids": tensor(self.global_ids, np.int64),
+            "indptr": tensor(self.indptr, np.int64),
+            "indices": tensor(self.indices, np.int64),
+            "degree": tensor(self.degree, np.int64),
+            "num_inner": self.num_inner,
+        }
+        for name in self.node_files:
+            a = self._load(name)
+            out[name] = tensor(a, np.int64 if name == "labels" else None)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"Part({self.index}, inner={self.num_inner}, halo={self.num_halo}, edges={self.num_edges}, "
+                f"node data={list(self.node_files)})")
+
+
+class PartitionedDataset:
+    """A partitioned dataset folder: ``manifest``, ``len()``, ``[i]`` -> :class:`Part`."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], parts: list[Part]):
+        self.path = path
+        self.manifest = manifest
+        self._parts = parts
+
+    @property
+    def num_parts(self) -> int:
+        return len(self._parts)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.manifest["num_nodes"])
+
+    @property
+    def directed(self) -> bool:
+        return bool(self.manifest["directed"])
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def __getitem__(self, i: int) -> Part:
+        if not -len(self._parts) <= i < len(self._parts):
+            raise IndexError(f"part {i} out of range: the dataset has {len(self._parts)} parts")
+        return self._parts[i]
+
+    def __iter__(self) -> Iterator[Part]:
+        return iter(self._parts)
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return (f"PartitionedDataset({str(self.path)!r}, {m['algorithm']}, {len(self)} parts, "
+                f"{m['num_nodes']} nodes, {m['num_edges']} edges)")
+
+
+def _fail(path: Path, message: str) -> PartitionsError:
+    return PartitionsError(f"{path}: {message}")
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    folder = Path(path)
+    if not folder.exists():
+        raise _fail(folder, "no such partitioned dataset")
+    file = folder / MANIFEST
+    if not file.is_file():
+        raise _fail(folder, f"no {MANIFEST}: not a partitioned dataset (or an unfinished build)")
+    try:
+        with open(file, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _fail(file, f"unreadable manifest ({exc})") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise _fail(file, f"format is {got!r}, expected {FORMAT!r}")
+    if manifest.get("version") != VERSION:
+        raise _fail(file, f"version {manifest.get('version')!r} is not supported (expected {VERSION})")
+    missing = [k for k in TOP_LEVEL_KEYS if k not in manifest]
+    if missing:
+        raise _fail(file, f"manifest lacks {missing}")
+    if not isinstance(manifest["parts"], list) or len(manifest["parts"]) != manifest["num_parts"]:
+        n = len(manifest["parts"]) if isinstance(manifest["parts"], list) else "no"
+        raise _fail(file, f"num_parts is {manifest['num_parts']} but {n} parts are listed")
+    return manifest
+
+
+def _header(part_dir: Path, name: str, where: str) -> tuple[np.dtype, tuple[int, ...]]:
+    file = part_dir / f"{name}.npy"
+    if not file.is_file():
+        raise PartitionsError(f"{where}: missing {file.name}")
+    try:
+        dtype, shape, _, offset = read_npy_header(file)
+    except GraphStreamError as exc:
+        raise PartitionsError(f"{where}: {exc}") from exc
+    size = file.stat().st_size
+    need = offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    if size < need:
+        raise PartitionsError(f"{where}: {file.name} is truncated ({size} bytes, header promises {need})")
+    return dtype, shape
+
+
+def _check_part(folder: Path, i: int, entry: dict[str, Any], node_files: tuple[str, ...] | None) -> Part:
+    where = f"{folder}: part {i}"
+    try:
+        rel = entry["path"]
+        num_inner, num_halo = int(entry["num_inner"]), int(entry["num_halo"])
+        num_edges, num_train = int(entry["num_edges"]), int(entry["num_train"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PartitionsError(f"{where}: malformed manifest entry {entry!r}") from exc
+    part_dir = folder / rel
+    where = f"{folder}: part {i} ({rel})"
+    if not part_dir.is_dir():
+        raise PartitionsError(f"{where}: part folder is missing")
+    n_local = num_inner + num_halo
+    expect = {"global_ids": (n_local,), "indptr": (n_local + 1,), "indices": (num_edges,),
+              "degree": (n_local,)}
+    for name in (f[:-4] for f in REQUIRED_FILES):
+        dtype, shape = _header(part_dir, name, where)
+        if shape != expect[name]:
+            raise PartitionsError(f"{where}: {name}.npy has shape {shape}, the manifest implies {expect[name]}")
+        if dtype.kind not in "iu":
+            raise PartitionsError(f"{where}: {name}.npy has dtype {dtype}, expected integers")
+    present = tuple(n for n in NODE_FILES if (part_dir / f"{n}.npy").is_file()) + tuple(
+        sorted(p.name[:-4] for p in part_dir.glob(f"*{MASK_SUFFIX}.npy")))
+    if node_files is not None and present != node_files:
+        raise PartitionsError(f"{where}: node data files {list(present)} differ from part 0's {list(node_files)}")
+    for name in present:
+        _, shape = _header(part_dir, name, where)
+        if not shape or shape[0] != n_local:
+            raise PartitionsError(f"{where}: {name}.npy has {shape[0] if shape else 0} rows, "
+                                  f"the part has {n_local} nodes")
+    return Part(path=part_dir, index=i, num_inner=num_inner, num_halo=num_halo, num_edges=num_edges,
+                num_train=num_train, node_files=present)
+
+
+def open_partitions(path: str | os.PathLike) -> PartitionedDataset:
+    """Open a partitioned dataset written by ``graphstream partition --out`` (or build_partitions).
+
+    Raises :class:`PartitionsError` (a :class:`GraphStreamError`) naming the
+    part when the manifest or a part is missing, truncated or inconsistent.
+    """
+    folder = Path(path)
+    manifest = read_manifest(folder)
+    parts: list[Part] = []
+    node_files: tuple[str, ...] | None = None
+    total_inner = 0
+    for i, entry in enumerate(manifest["parts"]):
+        part = _check_part(folder, i, entry, node_files)
+        node_files = part.node_files
+        total_inner += part.num_inner
+        parts.append(part)
+    if total_inner != manifest["num_nodes"]:
+        raise _fail(folder, f"parts hold {total_inner} inner nodes, the manifest says {manifest['num_nodes']} nodes")
+    return PartitionedDataset(folder, manifest, parts)

@@ -1,0 +1,86 @@
+"""How many parts: derived from GPU memory (specs/trainer.md).
+
+With q GPUs of M bytes each and a fraction of M kept for computation
+(``reserve_fraction``, default 2/3), each GPU can hold M (1 - reserve) bytes
+of graph data. p = q if the whole dataset fits in q of those; otherwise the
+smallest p whose parts each fit in one GPU's share (a worker then trains its
+parts one after the other).
+
+The size of a part is not known before partitioning, so it is bounded: a
+part holds at most ``balance`` N / p inner nodes and ``balance`` A / p
+aggregation entries (A = E directed, 2E undirected), and at most one halo node
+per entry, never more than N nodes in all. The bound holds for any partition
+within the balance; it overestimates parts of a good partition, so the
+chosen p is safe, not minimal.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from ..errors import ParameterError
+from ..store.graph import GraphStore
+from ..store.nodedata import open_node_data
+
+# Bytes per node and per entry of a part, as the loader's to_torch() ships them.
+_NODE_STRUCT_BYTES = 8 + 8 + 8   # global id (int64), indptr entry (int64), degree (int64)
+_ENTRY_BYTES = 8                 # column index (int64)
+
+
+@dataclass(frozen=True, slots=True)
+class DataSize:
+    num_nodes: int
+    num_entries: int
+    node_bytes: int   # per node: node data rows + structure
+    entry_bytes: int
+
+    @property
+    def total(self) -> int:
+        return self.num_nodes * self.node_bytes + self.num_entries * self.entry_bytes
+
+    def part_bound(self, p: int, balance: float) -> int:
+        """Upper bound of one part's bytes when the graph is cut in ``p`` parts."""
+        inner = min(self.num_nodes, math.ceil(balance * self.num_nodes / p))
+        entries = min(self.num_entries, math.ceil(balance * self.num_entries / p))
+        nodes = min(self.num_nodes, inner + entries)
+        return nodes * self.node_bytes + entries * self.entry_bytes
+
+
+def data_size(store: GraphStore, nodes_dir: str | os.PathLike | None) -> DataSize:
+    entries = store.num_edges if store.directed else 2 * store.num_edges
+    row = 0
+    if nodes_dir is not None:
+        row = open_node_data(nodes_dir, store.num_nodes, require_features=False).row_bytes
+        # Labels are shipped as int64 whatever their file dtype.
+    return DataSize(store.num_nodes, entries, row + _NODE_STRUCT_BYTES, _ENTRY_BYTES)
+
+
+def auto_num_parts(store: GraphStore, nodes_dir: str | os.PathLike | None, *, gpus: int, gpu_memory: int,
+                   reserve_fraction: float = 2 / 3, balance: float = 1.05) -> int:
+    """Number of parts for ``gpus`` GPUs of ``gpu_memory`` bytes (see the module docstring)."""
+    if gpus < 1:
+        raise ParameterError(f"gpus must be >= 1, got {gpus}")
+    if gpu_memory <= 0:
+        raise ParameterError(f"gpu_memory must be > 0 bytes, got {gpu_memory}")
+    if not 0 <= reserve_fraction < 1:
+        raise ParameterError(f"reserve_fraction must be in [0, 1), got {reserve_fraction}")
+    if balance < 1:
+        raise ParameterError(f"balance must be >= 1, got {balance}")
+    size = data_size(store, nodes_dir)
+    share = int(gpu_memory * (1 - reserve_fraction))
+    if size.total <= gpus * share:
+        return gpus
+    # part_bound is non-increasing in p: binary search the smallest p that fits.
+    lo, hi = gpus + 1, max(gpus + 1, size.num_nodes)
+    if size.part_bound(hi, balance) > share:
+        raise ParameterError(f"{store.path}: even {hi} parts need up to {size.part_bound(hi, balance)} bytes "
+                             f"each, more than the {share} bytes a GPU keeps for data "
+                             f"({gpu_memory} x (1 - {reserve_fraction:.3g}))")
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if size.part_bound(mid, balance) <= share:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -1,0 +1,184 @@
+"""Node data: features, labels and masks as plain ``.npy`` files beside a graph.
+
+A node data folder holds ``features.npy`` (N x F, float32 or float16) and,
+optionally, ``labels.npy`` (N or N x C, integer) and any number of
+``<name>_mask.npy`` files (N, bool; ``train``, ``val`` and ``test`` are the
+usual ones). Row i belongs to node i of the graph store. Files are never read
+whole: :func:`open_node_data` reads only their headers and checks them against
+the store, and rows are reached through memory maps (:meth:`NodeArray.memmap`
+maps only a window of rows, so that the pages a reader touches are released
+when the window is dropped).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NodeDataError
+
+FEATURES = "features"
+LABELS = "labels"
+MASK_SUFFIX = "_mask"
+STANDARD_MASKS = ("train_mask", "val_mask", "test_mask")
+
+# What each kind of file may hold: (allowed dtype kinds or dtypes, allowed ndim, description).
+_FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeArray:
+    """One ``.npy`` file described by its header: where its rows start and how long they are."""
+    name: str
+    path: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int
+
+    @property
+    def num_rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        return self.shape[1:]
+
+    @property
+    def row_bytes(self) -> int:
+        return int(self.dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64)))
+
+    @property
+    def nbytes(self) -> int:
+        return self.row_bytes * self.num_rows
+
+    def memmap(self, start: int = 0, stop: int | None = None) -> np.memmap:
+        """Read-only map of rows ``start .. stop`` (only that window is mapped)."""
+        stop = self.num_rows if stop is None else stop
+        if stop <= start:
+            return np.empty((0,) + self.row_shape, dtype=self.dtype)  # type: ignore[return-value]
+        return np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset + start * self.row_bytes,
+                         shape=(stop - start,) + self.row_shape)
+
+    def load(self) -> np.ndarray:
+        """Memory map of the whole file (what an external reader would use)."""
+        return np.load(self.path, mmap_mode="r")
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """The validated node data of one graph: ``arrays`` by name (``features``, ``labels``, ``*_mask``)."""
+    path: str
+    num_nodes: int
+    arrays: dict[str, NodeArray] = field(default_factory=dict)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.arrays
+
+    def __getitem__(self, name: str) -> NodeArray:
+        return self.arrays[name]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.arrays)
+
+    @property
+    def masks(self) -> list[str]:
+        return [n for n in self.arrays if n.endswith(MASK_SUFFIX)]
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of node data per node, all files together."""
+        return sum(a.row_bytes for a in self.arrays.values())
+
+
+def read_npy_header(path: str | os.PathLike) -> tuple[np.dtype, tuple[int, ...], bool, int]:
+    """(dtype, shape, fortran_order, data offset) of a ``.npy`` file, reading only its header."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise NodeDataError(f"{path}: unsupported .npy format version {version}")
+            offset = f.tell()
+    except NodeDataError:
+        raise
+    except (ValueError, EOFError) as exc:
+        raise NodeDataError(f"{path}: not a readable .npy file ({exc})") from exc
+    return np.dtype(dtype), tuple(int(s) for s in shape), bool(fortran), int(offset)
+
+
+def describe_npy(path: str | os.PathLike, name: str) -> NodeArray:
+    """Header of one node data file, checked to be a complete, C-ordered plain array."""
+    path = Path(path)
+    dtype, shape, fortran, offset = read_npy_header(path)
+    if dtype.hasobject or dtype.fields is not None:
+        raise NodeDataError(f"{path}: {name} has dtype {dtype}; plain numeric arrays only")
+    if len(shape) == 0:
+        raise NodeDataError(f"{path}: {name} is a scalar, expected one row per node")
+    if fortran and len(shape) > 1:
+        raise NodeDataError(f"{path}: {name} is stored in Fortran order; save it C-ordered "
+                            "(numpy.save(path, numpy.ascontiguousarray(a)))")
+    arr = NodeArray(name=name, path=str(path), dtype=dtype, shape=shape, offset=offset)
+    expected = offset + arr.nbytes
+    size = path.stat().st_size
+    if size < expected:
+        raise NodeDataError(f"{path}: {name} is truncated ({size} bytes, header promises {expected})")
+    return arr
+
+
+def _check_kind(arr: NodeArray, num_nodes: int) -> None:
+    where = arr.path
+    if arr.num_rows != num_nodes:
+        raise NodeDataError(f"{where}: {arr.name} has {arr.num_rows} rows, the graph has {num_nodes} nodes")
+    if arr.name == FEATURES:
+        if len(arr.shape) != 2:
+            raise NodeDataError(f"{where}: features must be 2-D (num_nodes x F), got shape {arr.shape}")
+        if arr.dtype not in _FEATURE_DTYPES:
+            raise NodeDataError(f"{where}: features must be float32 or float16, got {arr.dtype}")
+    elif arr.name == LABELS:
+        if len(arr.shape) not in (1, 2):
+            raise NodeDataError(f"{where}: labels must be 1-D (classes) or 2-D (multi-label), "
+                                f"got shape {arr.shape}")
+        if arr.dtype.kind not in "iu":
+            raise NodeDataError(f"{where}: labels must be integers, got {arr.dtype}")
+    elif arr.name.endswith(MASK_SUFFIX):
+        if len(arr.shape) != 1:
+            raise NodeDataError(f"{where}: {arr.name} must be 1-D, got shape {arr.shape}")
+        if arr.dtype != np.bool_:
+            raise NodeDataError(f"{where}: {arr.name} must be bool, got {arr.dtype}")
+
+
+def open_node_data(path: str | os.PathLike, num_nodes: int, *, require_features: bool = True) -> NodeData:
+    """Find and check the node data files of a folder against a graph of ``num_nodes`` nodes.
+
+    Recognised: ``features.npy``, ``labels.npy``, ``*_mask.npy``; other files
+    are ignored. Raises :class:`NodeDataError` for a missing folder, missing
+    features (when required), a row count other than ``num_nodes``, a wrong
+    dtype or shape, a Fortran-ordered or truncated file.
+    """
+    folder = Path(path)
+    if not folder.exists():
+        raise NodeDataError(f"{folder}: no such node data folder")
+    if not folder.is_dir():
+        raise NodeDataError(f"{folder}: node data must be a folder holding features.npy, labels.npy, *_mask.npy")
+    arrays: dict[str, NodeArray] = {}
+    names = [FEATURES, LABELS] + sorted(p.name[:-4] for p in folder.glob(f"*{MASK_SUFFIX}.npy"))
+    for name in names:
+        file = folder / f"{name}.npy"
+        if not file.is_file():
+            continue
+        arr = describe_npy(file, name)
+        _check_kind(arr, num_nodes)
+        arrays[name] = arr
+    if require_features and FEATURES not in arrays:
+        found = sorted(p.name for p in folder.glob("*.npy"))
+        raise NodeDataError(f"{folder}: node data folder has no features.npy (found {found or 'no .npy files'})")
+    if not arrays:
+        raise NodeDataError(f"{folder}: no node data files (features.npy, labels.npy, *_mask.npy)")
+    return NodeData(path=str(folder), num_nodes=int(num_nodes), arrays=arrays)
