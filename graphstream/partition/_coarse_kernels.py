@@ -114,6 +114,33 @@ def coarse_keys_block(first, offs, nbrs, cl, num_clusters, out):
 
 
 @njit(cache=True)
+def coarse_halo_keys_block(first, offs, nbrs, cl, num_clusters, stamp, out):
+    """Like :func:`coarse_keys_block`, but each node emits each neighbouring cluster once.
+
+    Summed, the weight of (A, B) is the number of nodes of A with a
+    neighbour in B plus those of B with a neighbour in A: the halo entries
+    that cutting A from B creates, the replication factor's own currency.
+    ``stamp`` (one int64 per cluster) is scratch.
+    """
+    m = 0
+    for i in range(offs.shape[0] - 1):
+        u = first + i
+        cu = cl[u]
+        tag = u + 1
+        for j in range(offs[i], offs[i + 1]):
+            cv = cl[nbrs[j]]
+            if cv == cu or stamp[cv] == tag:
+                continue
+            stamp[cv] = tag
+            if cu < cv:
+                out[m] = np.int64(cu) * num_clusters + cv
+            else:
+                out[m] = np.int64(cv) * num_clusters + cu
+            m += 1
+    return m
+
+
+@njit(cache=True)
 def run_lengths(sorted_keys):
     """Unique keys of a sorted array and their multiplicities."""
     m = sorted_keys.shape[0]

@@ -41,11 +41,11 @@ from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import GraphStore
 from . import _coarse_kernels as K
+from ._shared import MAX_PARTS
 from .plan import PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
 
 ALGORITHM = "coarse-refine"
-MAX_PARTS = 1 << 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,17 +53,24 @@ class CoarseRefineParams:
     """Parameters (defaults measured on the shared graphs, see docs/partition-quality.md).
 
     lp_passes: label-propagation sweeps (step 2).
-    cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2).
+    cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2); on small
+        graphs (num_nodes < factor * k * 2) the cap is 1 and the coarse graph is the graph.
     max_coarse_edges: bound on the coarse graph's edges (step 3).
+    coarse_weights: "halo" (cluster pair weight = nodes of each with a neighbour in the
+        other: the halo entries a cut creates) or "edges" (edge count) (step 3).
+    coarse_metis: "kway" (multilevel k-way, edge-cut objective), "recursive"
+        (recursive bisection) or "kway-vol" (k-way, communication-volume objective) (step 4).
     refine_passes: refinement sweeps (step 5); stops early when a sweep moves nothing.
     block_entries: neighbour entries read per vertex-stream block.
     bucket_entries: bucket buffer of the external sort (entries).
     batch_size: edges per store batch (default: the store's chunk).
     """
     lp_passes: int = 5
-    cluster_cap_factor: float = 20.0
+    cluster_cap_factor: float = 200.0
     max_coarse_edges: int = 1 << 23
     refine_passes: int = 8
+    coarse_weights: str = "halo"
+    coarse_metis: str = "kway"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
     bucket_entries: int = DEFAULT_BUCKET_ENTRIES
     batch_size: int | None = None
@@ -77,6 +84,8 @@ class CoarseRefineParams:
             "block_entries": self.block_entries >= 1,
             "bucket_entries": self.bucket_entries >= 1,
             "batch_size": self.batch_size is None or self.batch_size >= 1,
+            "coarse_weights": self.coarse_weights in ("edges", "halo"),
+            "coarse_metis": self.coarse_metis in ("kway", "recursive", "kway-vol"),
         }
         for name, ok in checks.items():
             if not ok:
@@ -91,6 +100,8 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
     (removed at the end) when None. ``params``: fields of
     :class:`CoarseRefineParams`.
     """
+    if "passes" in params:   # the CLI's --passes: the refinement sweeps
+        params["refine_passes"] = params.pop("passes")
     unknown = set(params) - set(CoarseRefineParams.__dataclass_fields__)
     if unknown:
         raise ParameterError(f"coarse-refine: unknown parameter(s) {sorted(unknown)}")
@@ -127,11 +138,12 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     cl, num_clusters = K.compact_labels(label, degree)
     del label
     csizes = np.bincount(cl[cl >= 0], minlength=num_clusters).astype(np.int64)
-    keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges, cfg.block_entries)
+    keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges, cfg.block_entries,
+                                           halo=cfg.coarse_weights == "halo")
     watch.lap("coarse_graph")
 
     # 4. coarse graph partitioned in memory; isolated nodes fill the least loaded parts
-    cpart = partition_coarse(keys, weights, csizes, num_clusters, k, seed, balance)
+    cpart = partition_coarse(keys, weights, csizes, num_clusters, k, seed, balance, cfg.coarse_metis)
     del keys, weights
     owner = np.zeros(n, dtype=np.int32)
     has_cluster = cl >= 0
@@ -193,7 +205,8 @@ def label_propagation(vs: VertexStream, cap: int, sweeps: int, seed: int,
 # -- step 3 ---------------------------------------------------------------------------------------
 
 def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges: int,
-                 block_entries: int = DEFAULT_BLOCK_ENTRIES) -> tuple[np.ndarray, np.ndarray, int]:
+                 block_entries: int = DEFAULT_BLOCK_ENTRIES, halo: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Inter-cluster edges (key = cu * C + cv, cu < cv) with summed weights, at most ``max_edges``.
 
     Each block's keys are sorted and run-length reduced, then merged into the
@@ -204,10 +217,14 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
     weights = np.empty(0, dtype=np.int64)
     dropped = 0
     buf = np.empty(0, dtype=np.int64)
+    stamp = np.zeros(num_clusters if halo else 0, dtype=np.int64)
     for blk in vs.blocks(block_entries):
         if len(buf) < len(blk.neighbours):
             buf = np.empty(len(blk.neighbours), dtype=np.int64)
-        m = K.coarse_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, buf)
+        if halo:
+            m = K.coarse_halo_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, stamp, buf)
+        else:
+            m = K.coarse_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, buf)
         if m == 0:
             continue
         bk, bw = K.run_lengths(np.sort(buf[:m]))
@@ -225,7 +242,7 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
 # -- step 4 ---------------------------------------------------------------------------------------
 
 def partition_coarse(keys: np.ndarray, weights: np.ndarray, csizes: np.ndarray, num_clusters: int,
-                     k: int, seed: int, balance: float) -> np.ndarray:
+                     k: int, seed: int, balance: float, method: str = "kway") -> np.ndarray:
     """Part of every cluster: METIS on the weighted coarse graph (LPT packing when it is trivial)."""
     if k == 1 or num_clusters == 0:
         return np.zeros(num_clusters, dtype=np.int32)
@@ -239,7 +256,14 @@ def partition_coarse(keys: np.ndarray, weights: np.ndarray, csizes: np.ndarray, 
 
     xadj, adjncy, ew = K.symmetric_csr(keys, weights, num_clusters)
     opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=int(seed) & 0x7FFFFFFF)
-    res = pymetis.part_graph(k, xadj=xadj, adjncy=adjncy, vweights=csizes, eweights=ew, options=opts)
+    if method == "kway-vol":
+        opts.objtype = 1   # METIS_OBJTYPE_VOL (cluster sizes are not passed as vsize: measured worse)
+    if hasattr(pymetis, "CSRAdjacency"):   # pymetis >= 2025 deprecates xadj=/adjncy=
+        graph = {"adjacency": pymetis.CSRAdjacency(xadj, adjncy)}
+    else:
+        graph = {"xadj": xadj, "adjncy": adjncy}
+    res = pymetis.part_graph(k, **graph, vweights=csizes, eweights=ew, options=opts,
+                             recursive=method == "recursive")
     return np.asarray(res[1], dtype=np.int32)
 
 
