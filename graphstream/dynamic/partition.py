@@ -147,7 +147,8 @@ def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike,
                 "path": f"part-{p:05d}", "num_nodes": int(len(members[p])),
                 "num_owned_instances": int(owned_instances[p]), "total_snapshot_edges": t.total_edges,
                 "bytes_full": t.bytes_full, "bytes_stored": t.bytes_stored,
-                "transfer_bytes_full": t.transfer_bytes_full, "transfer_bytes_delta": t.transfer_bytes_delta})
+                "transfer_bytes_full": t.transfer_bytes_full, "transfer_bytes_delta": t.transfer_bytes_delta,
+                "transfer_bytes_adaptive": t.transfer_bytes_adaptive})
         # owned + halo nodes over all parts / nodes active at some time
         node_rf = sum(m["num_nodes"] for m in parts_meta) / max(1, num_active)
         manifest = {

@@ -392,6 +392,7 @@ class SnapshotTotals:
     bytes_stored: int = 0        # keyframes + every delta (what this store holds)
     transfer_bytes_full: int = 0   # ship every snapshot in full
     transfer_bytes_delta: int = 0  # ship snapshot 0, then deltas
+    transfer_bytes_adaptive: int = 0  # per step the smaller of delta and full copy
     total_edges: int = 0
     total_added: int = 0
     total_removed: int = 0
@@ -463,6 +464,7 @@ class SnapshotWriter:
             self.rem.append(pos=EMPTY)
             self.chg.append(pos=EMPTY, count=EMPTY)
             tot.transfer_bytes_delta += full
+            tot.transfer_bytes_adaptive += full
         else:
             delta = diff_sorted(self._prev_k, self._prev_c, keys, counts)
             asrc, adst = decode_keys(delta.added_keys, self.num_nodes, self.id_dtype)
@@ -473,6 +475,7 @@ class SnapshotWriter:
                                           self.id_bytes)
             tot.bytes_stored += nbytes
             tot.transfer_bytes_delta += nbytes
+            tot.transfer_bytes_adaptive += min(nbytes, full)
             tot.total_added += len(delta.added_keys)
             tot.total_removed += len(delta.removed_pos)
         if self.inner is not None:
@@ -503,7 +506,8 @@ class SnapshotWriter:
                 "directed": self.directed, "id_dtype": str(self.id_dtype),
                 "keyframe_every": self.keyframe_every, "node_lists": self.inner is not None,
                 "bytes_full": t.bytes_full, "bytes_stored": t.bytes_stored,
-                "transfer_bytes_full": t.transfer_bytes_full, "transfer_bytes_delta": t.transfer_bytes_delta}
+                "transfer_bytes_full": t.transfer_bytes_full, "transfer_bytes_delta": t.transfer_bytes_delta,
+                "transfer_bytes_adaptive": t.transfer_bytes_adaptive}
         meta.update(self.extra_attrs)
         meta.update(attrs or {})
         self.group.attrs.update(meta)
@@ -543,6 +547,7 @@ class SnapshotBuildResult:
             "transfer_bytes_full": t.transfer_bytes_full, "transfer_bytes_delta": t.transfer_bytes_delta,
             "transfer_ratio": (t.transfer_bytes_full / t.transfer_bytes_delta
                                if t.transfer_bytes_delta else None),
+            "transfer_bytes_adaptive": t.transfer_bytes_adaptive,
             "bytes_on_disk": self.bytes_on_disk, "seconds": self.seconds,
             "peak_rss_bytes": self.peak_rss_bytes, "phases": self.laps,
         }
