@@ -42,3 +42,7 @@ class NodeDataError(GraphStreamError):
 
 class DiskFullError(GraphStreamError):
     """Writing output failed for lack of space; nothing valid was left behind."""
+
+
+class InputNotFoundError(GraphStreamError, FileNotFoundError):
+    """An input file or dataset folder does not exist."""

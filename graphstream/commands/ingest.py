@@ -1,0 +1,66 @@
+"""graphstream ingest SRC OUT.zarr: read an edge file into a graph store."""
+from __future__ import annotations
+
+import os
+
+from .._resources import Stopwatch, peak_rss_bytes
+from ..errors import ParameterError
+from ..store import DEFAULT_CHUNK
+
+
+def _column(value: str) -> int | str:
+    """A 0-based column index, or a header name."""
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ingest", help="read an edge file (SNAP/CSV/TSV[.gz|.bz2|.xz], npy, parquet) "
+                                      "into a graph store")
+    p.add_argument("source", help="edge file")
+    p.add_argument("out", help="output graph store (.zarr)")
+    p.add_argument("--format", dest="fmt", default="auto",
+                   choices=["auto", "snap", "csv", "tsv", "npy", "parquet"],
+                   help="input format (default: npy/parquet by content, csv/tsv by name, else snap)")
+    p.add_argument("--undirected", action="store_true", help="record the graph as undirected")
+    p.add_argument("--one-based", action="store_true", help="ids start at 1")
+    p.add_argument("--relabel", action="store_true",
+                   help="map arbitrary ids (sparse, 64-bit, strings) to 0..n-1 and save the id map")
+    p.add_argument("--src-column", type=_column, default=0, metavar="N", help="source id column (default 0)")
+    p.add_argument("--dst-column", type=_column, default=1, metavar="N",
+                   help="destination id column (default 1)")
+    p.add_argument("--time-column", type=_column, default=None, metavar="N", help="timestamp column (int64)")
+    p.add_argument("--weight-column", type=_column, default=None, metavar="N", help="weight column (float32)")
+    p.add_argument("--delimiter", default=None, metavar="D",
+                   help="field delimiter (default: blanks or comma; ',' for csv, tab for tsv; '\\t' = tab)")
+    p.add_argument("--header", default="auto", choices=["auto", "yes", "no"], help="first data line is a header")
+    p.add_argument("--num-nodes", type=int, default=None, metavar="N",
+                   help="declared node count (ids must be below it; default max id + 1)")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, metavar="N", help="edges per stored chunk")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(run=run)
+
+
+def run(args) -> dict:
+    from ..ingest import ingest
+    watch = Stopwatch()
+    delimiter = args.delimiter
+    if delimiter in ("\\t", "tab", "TAB"):
+        delimiter = "\t"
+    if args.chunk_size < 1:
+        raise ParameterError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    store = ingest(args.source, args.out, fmt=args.fmt, undirected=args.undirected, one_based=args.one_based,
+                   relabel=args.relabel, src_column=args.src_column, dst_column=args.dst_column,
+                   time_column=args.time_column, weight_column=args.weight_column, delimiter=delimiter,
+                   header=args.header, num_nodes=args.num_nodes, chunk_size=args.chunk_size,
+                   overwrite=args.overwrite)
+    seconds = watch.seconds
+    result = store.info.to_dict()
+    result.update({
+        "format": store.attrs.get("ingest", {}).get("format"),
+        "input_bytes": os.path.getsize(args.source),
+        "seconds": seconds,
+        "edges_per_second": store.num_edges / seconds if seconds > 0 else None,
+        "peak_rss_bytes": peak_rss_bytes(),
+    })
+    return result

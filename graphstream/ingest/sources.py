@@ -1,0 +1,179 @@
+"""Binary edge sources: ``.npy`` (E x k integer array) and parquet.
+
+Both are read in blocks of rows (memory-mapped for npy, row batches for
+parquet), so memory stays bounded whatever the file size. Ids are checked
+here, vectorised, with the row number in the message (rows are 1-based).
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+
+from ..errors import InputFormatError, InvalidIdError, ParameterError
+from .text import NonNumericIdError, TextBlock
+
+NPY_MAGIC = b"\x93NUMPY"
+PARQUET_MAGIC = b"PAR1"
+
+
+def check_ids(path: str, src: np.ndarray, dst: np.ndarray, first_row: int, *, one_based: bool,
+              num_nodes: int | None, relabel: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Shift 1-based ids and refuse negative ones or ids beyond ``num_nodes``."""
+    if relabel or len(src) == 0:
+        return src, dst
+    if one_based:
+        src = src - 1
+        dst = dst - 1
+    lo = min(int(src.min()), int(dst.min()))
+    if lo < 0:
+        row = first_row + int(np.flatnonzero((src < 0) | (dst < 0))[0])
+        if one_based:
+            raise InvalidIdError(f"{path}: row {row}: node id below 1 with --one-based")
+        raise InvalidIdError(f"{path}: row {row}: negative node id {lo} (pass --relabel for arbitrary ids)")
+    if num_nodes is not None:
+        hi = max(int(src.max()), int(dst.max()))
+        if hi >= num_nodes:
+            row = first_row + int(np.flatnonzero((src >= num_nodes) | (dst >= num_nodes))[0])
+            raise InvalidIdError(f"{path}: row {row}: node id {hi + int(one_based)} is beyond the declared "
+                                 f"node count {num_nodes}")
+    return src, dst
+
+
+def _int64_ids(path: str, a: np.ndarray, what: str) -> np.ndarray:
+    if a.dtype == np.uint64 and len(a) and int(a.max()) > np.iinfo(np.int64).max:
+        raise InvalidIdError(f"{path}: {what} id {int(a.max())} does not fit a 64-bit signed integer")
+    return a.astype(np.int64, copy=False)
+
+
+# ---------------------------------------------------------------------------
+# .npy
+# ---------------------------------------------------------------------------
+def iter_npy(path: str | os.PathLike, *, src_column: int = 0, dst_column: int = 1, time_column: int = -1,
+             weight_column: int = -1, rows: int = 1 << 20, one_based: bool = False,
+             num_nodes: int | None = None, relabel: bool = False) -> Iterator[TextBlock]:
+    """Blocks of an integer E x k ``.npy`` array (memory-mapped; E x 2 is src, dst)."""
+    name = str(path)
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:
+        raise InputFormatError(f"{name}: not a readable .npy array ({exc})") from exc
+    if not isinstance(arr, np.ndarray) or arr.ndim != 2:
+        raise InputFormatError(f"{name}: expected a 2-D array of edges (E x 2), got shape "
+                               f"{getattr(arr, 'shape', None)}")
+    if arr.dtype.kind not in "iu":
+        raise InputFormatError(f"{name}: expected an integer array (int32/int64), got dtype {arr.dtype}")
+    cols = [c for c in (src_column, dst_column, time_column, weight_column) if c >= 0]
+    if max(cols) >= arr.shape[1]:
+        raise ParameterError(f"{name}: column {max(cols)} selected but the array has {arr.shape[1]} columns")
+    for start in range(0, arr.shape[0], rows):
+        block = np.asarray(arr[start:start + rows])
+        src = _int64_ids(name, block[:, src_column], "source")
+        dst = _int64_ids(name, block[:, dst_column], "destination")
+        src, dst = check_ids(name, src, dst, start + 1, one_based=one_based, num_nodes=num_nodes,
+                             relabel=relabel)
+        yield TextBlock(src=np.ascontiguousarray(src), dst=np.ascontiguousarray(dst),
+                        time=block[:, time_column].astype(np.int64) if time_column >= 0 else None,
+                        weight=block[:, weight_column].astype(np.float32) if weight_column >= 0 else None,
+                        spans=None, buf=np.empty(0, np.uint8), first_line=start + 1)
+
+
+# ---------------------------------------------------------------------------
+# parquet
+# ---------------------------------------------------------------------------
+def _parquet_column(schema_names: list[str], col: int | str | None, what: str, path: str) -> str | None:
+    if col is None or (isinstance(col, int) and col < 0):
+        return None
+    if isinstance(col, str) and not col.isdigit():
+        if col not in schema_names:
+            raise ParameterError(f"{path}: {what} {col!r} not in the parquet columns {schema_names}")
+        return col
+    i = int(col)
+    if i >= len(schema_names):
+        raise ParameterError(f"{path}: {what} {i} selected but the file has {len(schema_names)} columns")
+    return schema_names[i]
+
+
+def parquet_string_ids(path: str | os.PathLike, src_column, dst_column) -> bool:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    schema = pq.read_schema(path)
+    names = schema.names
+    for col, what in ((src_column, "src column"), (dst_column, "dst column")):
+        t = schema.field(_parquet_column(names, col, what, str(path))).type
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
+                or pa.types.is_large_binary(t):
+            return True
+    return False
+
+
+def iter_parquet(path: str | os.PathLike, *, src_column: int | str = 0, dst_column: int | str = 1,
+                 time_column: int | str | None = None, weight_column: int | str | None = None,
+                 rows: int = 1 << 20, one_based: bool = False, num_nodes: int | None = None,
+                 relabel: bool = False) -> Iterator[TextBlock]:
+    """Row batches of a parquet file; string/binary id columns need ``relabel``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from .relabel import spans_from_arrow
+
+    name = str(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputFormatError(f"{name}: not a readable parquet file ({exc})") from exc
+    names = pf.schema_arrow.names
+    cols = {"src": _parquet_column(names, src_column, "src column", name),
+            "dst": _parquet_column(names, dst_column, "dst column", name),
+            "time": _parquet_column(names, time_column, "time column", name),
+            "weight": _parquet_column(names, weight_column, "weight column", name)}
+    wanted = [c for c in cols.values() if c is not None]
+    first = 1
+    try:
+        batches = pf.iter_batches(batch_size=rows, columns=list(dict.fromkeys(wanted)))
+        for batch in batches:
+            for key, col in cols.items():
+                if col is not None and batch.column(col).null_count:
+                    bad = first + int(np.flatnonzero(batch.column(col).is_null().to_numpy(
+                        zero_copy_only=False))[0])
+                    raise InputFormatError(f"{name}: row {bad}: missing value in column {col!r}")
+            s, d = batch.column(cols["src"]), batch.column(cols["dst"])
+            time = weight = None
+            if cols["time"] is not None:
+                t = batch.column(cols["time"])
+                if pa.types.is_timestamp(t.type):
+                    t = t.cast(pa.int64())
+                time = _numeric(t, name, cols["time"]).astype(np.int64)
+            if cols["weight"] is not None:
+                weight = _numeric(batch.column(cols["weight"]), name, cols["weight"]).astype(np.float32)
+            if pa.types.is_integer(s.type) and pa.types.is_integer(d.type):
+                src = _int64_ids(name, s.to_numpy(), "source")
+                dst = _int64_ids(name, d.to_numpy(), "destination")
+                src, dst = check_ids(name, src, dst, first, one_based=one_based, num_nodes=num_nodes,
+                                     relabel=relabel)
+                yield TextBlock(src=src, dst=dst, time=time, weight=weight, spans=None,
+                                buf=np.empty(0, np.uint8), first_line=first)
+            elif relabel and all(pa.types.is_string(x.type) or pa.types.is_large_string(x.type)
+                                 or pa.types.is_binary(x.type) or pa.types.is_large_binary(x.type)
+                                 or pa.types.is_integer(x.type) for x in (s, d)):
+                buf, spans = spans_from_arrow(pc.cast(s, pa.large_string()), pc.cast(d, pa.large_string()))
+                yield TextBlock(src=None, dst=None, time=time, weight=weight, spans=spans, buf=buf,
+                                first_line=first)
+            else:
+                kind = s.type if not pa.types.is_integer(s.type) else d.type
+                if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                    raise NonNumericIdError(f"{name}: id columns hold strings ({kind}); pass --relabel")
+                raise InputFormatError(f"{name}: id columns must be integers (or strings with --relabel), "
+                                       f"got {s.type} and {d.type}")
+            first += batch.num_rows
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputFormatError(f"{name}: corrupt parquet data ({exc})") from exc
+
+
+def _numeric(col, path: str, name: str) -> np.ndarray:
+    import pyarrow as pa
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+        raise InputFormatError(f"{path}: column {name!r} must be numeric, got {col.type}")
+    return col.to_numpy()
