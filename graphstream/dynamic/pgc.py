@@ -55,8 +55,8 @@ class PGCConfig:
     rounds: int = 30
     cap_by: str = "volume"          # "volume" (workload units) or "instances"
     chunk_cap: float | None = None  # default: total / (num_parts * chunks_per_part)
-    chunks_per_part: int = 16
-    balance: float = 1.10           # hard per-part cap: balance * total / num_parts
+    chunks_per_part: int = 2
+    balance: float = 1.05           # hard per-part cap: balance * total / num_parts
     instance_cost: float = 1.0
     edge_cost: float = 1.0
     seed: int = 0

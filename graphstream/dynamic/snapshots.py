@@ -528,6 +528,7 @@ class SnapshotBuildResult:
     edge_life: int
     keyframe_every: int
     sorted_input: bool
+    bucketed: bool
     totals: SnapshotTotals
     bytes_on_disk: int
     seconds: float
@@ -540,7 +541,7 @@ class SnapshotBuildResult:
             "path": self.path, "num_snapshots": self.num_snapshots, "num_nodes": self.num_nodes,
             "num_events": self.num_events, "window_seconds": self.window_seconds, "t0": self.t0,
             "edge_life": self.edge_life, "keyframe_every": self.keyframe_every,
-            "sorted_input": self.sorted_input, "total_snapshot_edges": t.total_edges,
+            "sorted_input": self.sorted_input, "bucketed": self.bucketed, "total_snapshot_edges": t.total_edges,
             "total_added": t.total_added, "total_removed": t.total_removed,
             "bytes_full": t.bytes_full, "bytes_stored": t.bytes_stored,
             "storage_ratio": t.bytes_full / t.bytes_stored if t.bytes_stored else None,
@@ -602,7 +603,8 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     with atomic_dir(out, overwrite=overwrite) as tmp:
         tmp.rmdir()  # zarr creates the group folder itself
         with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.scratch-") as scratch:
-            if scan.sorted and (declared or assume_sorted is None):
+            bucketed = not (scan.sorted and (declared or assume_sorted is None))
+            if not bucketed:
                 runs = _runs_sorted(store, spec, declared, buffer_events, batch_size)
             else:
                 log(f"{store.path}: events are not sorted by time; bucketing by window on disk")
@@ -618,7 +620,7 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     return SnapshotBuildResult(
         path=str(out), num_snapshots=writer.num_snapshots, num_nodes=store.num_nodes,
         num_events=store.num_edges, window_seconds=spec.seconds, t0=spec.t0, edge_life=int(edge_life),
-        keyframe_every=int(keyframe_every), sorted_input=scan.sorted, totals=writer.totals,
+        keyframe_every=int(keyframe_every), sorted_input=scan.sorted, bucketed=bucketed, totals=writer.totals,
         bytes_on_disk=_disk_bytes(out), seconds=watch.seconds, peak_rss_bytes=peak_rss_bytes(),
         laps=dict(watch.laps))
 
