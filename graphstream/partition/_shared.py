@@ -48,7 +48,7 @@ def num_words(k: int) -> int:
 
 # -- hashing and random numbers --------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def mix64(x):
     """splitmix64 finaliser: a bijection of uint64 with good avalanche."""
     x = (x ^ (x >> np.uint64(30))) * _M1
@@ -56,13 +56,13 @@ def mix64(x):
     return x ^ (x >> np.uint64(31))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def hash_node(v, seed):
     """Seeded hash of a node id (uint64)."""
     return mix64(np.uint64(v) + (np.uint64(seed) + np.uint64(1)) * _GOLDEN)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def next_random(state):
     """Counter-based random uint64; ``state`` is a uint64[1] array advanced in place."""
     state[0] += _GOLDEN
@@ -88,17 +88,17 @@ def seed_state(seed: int) -> np.ndarray:
 
 # -- replica bitsets -------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def has_bit(bits, v, p):
     return (bits[v, p >> 6] >> np.uint64(p & 63)) & np.uint64(1) != np.uint64(0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def set_bit(bits, v, p):
     bits[v, p >> 6] |= np.uint64(1) << np.uint64(p & 63)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def popcount64(x):
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._driver import assign_edges, edge_plan
 from ._shared import hash_node
@@ -35,10 +36,16 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         **params) -> PartitionPlan:
     if params:
         raise TypeError(f"dbh takes no parameters, got {sorted(params)}")
+    watch = Stopwatch()
     deg = total_degree(store)                                   # pass 1
+    watch.lap("degrees")
     loads = np.zeros(k, dtype=np.int64)
     path = assign_edges(store, k, "dbh", work_dir,              # pass 2
                         lambda b: dbh_edges(b.src, b.dst, deg, k, seed, loads))
+    watch.lap("partitioning")
     max_deg = int(deg.max())
     del deg
-    return edge_plan(store, k, "dbh", path, loads, {"seed": seed}, passes=2, max_degree=max_deg)
+    plan = edge_plan(store, k, "dbh", path, loads, {"seed": seed}, passes=2, max_degree=max_deg)
+    watch.lap("owner")
+    plan.metrics["phase_seconds"] = watch.laps
+    return plan

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
+from .._resources import Stopwatch
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
 from ._shared import hash_node, mix64
@@ -53,10 +54,16 @@ def hash_edges(src, dst, k, seed, loads):
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
         **params) -> PartitionPlan:
     cfg = HashConfig(**params)
+    watch = Stopwatch()
     if cfg.mode == "vertex":
         owner = hash_owner(store.num_nodes, k, seed)
-        return PartitionPlan(algorithm="hash", num_parts=k, owner=owner,
-                             params={"seed": seed, **asdict(cfg)}, metrics={"passes": 0})
+        watch.lap("owner")
+        return PartitionPlan(algorithm="hash", num_parts=k, owner=owner, params={"seed": seed, **asdict(cfg)},
+                             metrics={"passes": 0, "phase_seconds": watch.laps})
     loads = np.zeros(k, dtype=np.int64)
     path = assign_edges(store, k, "hash", work_dir, lambda b: hash_edges(b.src, b.dst, k, seed, loads))
-    return edge_plan(store, k, "hash", path, loads, {"seed": seed, **asdict(cfg)}, passes=1)
+    watch.lap("partitioning")
+    plan = edge_plan(store, k, "hash", path, loads, {"seed": seed, **asdict(cfg)}, passes=1)
+    watch.lap("owner")
+    plan.metrics["phase_seconds"] = watch.laps
+    return plan

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
+from .._resources import Stopwatch
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
 from ._shared import new_bitsets, next_random, seed_state
@@ -33,6 +34,21 @@ from .plan import PartitionPlan
 class HDRFConfig:
     lam: float = 1.0
     eps: float = 1.0
+
+
+@njit(cache=True, inline="always")
+def _scores(u, v, bits, loads, gu_rep, gv_rep, maxload, scale, scores):
+    """Every part's score into ``scores``, branch-free so that LLVM vectorises it
+    (a 0/1 replica bit times g is exactly g or 0.0, the same sum as the spec's)."""
+    k = loads.shape[0]
+    for w in range(bits.shape[1]):
+        bu = bits[u, w]
+        bv = bits[v, w]
+        lo = w << 6
+        for b in range(min(64, k - lo)):
+            fu = np.float64((bu >> np.uint64(b)) & np.uint64(1))
+            fv = np.float64((bv >> np.uint64(b)) & np.uint64(1))
+            scores[lo + b] = fu * gu_rep + fv * gv_rep + (maxload - loads[lo + b]) * scale
 
 
 @njit(cache=True)
@@ -52,32 +68,26 @@ def hdrf_edges(src, dst, partial, bits, loads, state, rng, lam, eps, scores):
         gv_rep = 1.0 + (1.0 - dv / (du + dv))
         maxload = state[0]
         scale = lam / (eps + maxload - state[1])
-        best = -1.0
+        _scores(u, v, bits, loads, gu_rep, gv_rep, maxload, scale, scores)
+        best = scores[0]
+        for p in range(1, k):
+            best = max(best, scores[p])
         ties = 0
-        for w in range((k + 63) >> 6):
-            bu = bits[u, w]
-            bv = bits[v, w]
-            for b in range(min(64, k - (w << 6))):
-                p = (w << 6) + b
-                gu = gu_rep if (bu >> np.uint64(b)) & np.uint64(1) else 0.0
-                gv = gv_rep if (bv >> np.uint64(b)) & np.uint64(1) else 0.0
-                s = gu + gv + (maxload - loads[p]) * scale
-                scores[p] = s
-                if s > best:
-                    best = s
-                    ties = 1
-                elif s == best:
-                    ties += 1
-        r = 0
-        if ties > 1:
-            r = np.int64(next_random(rng) % np.uint64(ties))
         chosen = 0
         for p in range(k):
             if scores[p] == best:
-                if r == 0:
+                if ties == 0:
                     chosen = p
-                    break
-                r -= 1
+                ties += 1
+        if ties > 1:
+            # the r-th best part in id order, r = random mod (number of ties)
+            r = np.int64(next_random(rng) % np.uint64(ties))
+            for p in range(k):
+                if scores[p] == best:
+                    if r == 0:
+                        chosen = p
+                        break
+                    r -= 1
         # assign, keep maxload / minload
         bits[u, chosen >> 6] |= np.uint64(1) << np.uint64(chosen & 63)
         bits[v, chosen >> 6] |= np.uint64(1) << np.uint64(chosen & 63)
@@ -102,6 +112,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         batch_size: int | None = None, **params) -> PartitionPlan:
     """HDRF has no capacity: ``balance`` is accepted for the common interface and unused."""
     cfg = HDRFConfig(**params)
+    watch = Stopwatch()
     n = store.num_nodes
     partial = np.zeros(n, dtype=np.int64)
     bits = new_bitsets(n, k)
@@ -112,8 +123,12 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     path = assign_edges(store, k, "hdrf", work_dir,
                         lambda b: hdrf_edges(b.src, b.dst, partial, bits, loads, state, rng, cfg.lam, cfg.eps,
                                              scores), batch_size)
+    watch.lap("partitioning")
     max_deg = int(partial.max())
     vc_rf = vertex_cut_rf_from_bits(bits)
     del partial, bits
-    return edge_plan(store, k, "hdrf", path, loads, {**asdict(cfg), "seed": seed}, passes=1,
+    plan = edge_plan(store, k, "hdrf", path, loads, {**asdict(cfg), "seed": seed}, passes=1,
                      vertex_cut=vc_rf, max_degree=max_deg)
+    watch.lap("owner")
+    plan.metrics["phase_seconds"] = watch.laps
+    return plan

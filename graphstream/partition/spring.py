@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
+from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._shared import _heap_pop, _heap_push, pack_least_loaded
 from .plan import PartitionPlan
@@ -193,19 +194,24 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         batch_size: int | None = None, **params) -> PartitionPlan:
     """SPRING is deterministic: ``seed`` is accepted for the common interface and unused."""
     cfg = SpringConfig(**params)
+    watch = Stopwatch()
     n = store.num_nodes
     tau = cfg.resolve_tau(store.num_edges, k)
     deg = total_degree(store, batch_size)                                  # pass 1
+    watch.lap("degrees")
     cluster = np.full(n, -1, dtype=store.id_dtype)
     vol = np.zeros(n, dtype=np.int64)
     rich = np.full(n, -1, dtype=store.id_dtype)
     for batch in store.stream(batch_size):                                 # pass 2
         cluster_edges(batch.src, batch.dst, deg, cluster, vol, rich, tau)
+    watch.lap("clustering")
     del vol
     final, size = merge_clusters(cluster, deg, rich, cfg.beta * n / k)     # 4-5
     del cluster, rich, deg
+    watch.lap("merging")
     owner = pack_clusters(final, size, k)                                  # 6
+    watch.lap("packing")
     nclusters = len(cluster_roots(final))
     return PartitionPlan(algorithm="spring", num_parts=k, owner=owner,
                          params={**asdict(cfg), "tau": tau, "seed": seed},
-                         metrics={"passes": 2, "clusters": nclusters})
+                         metrics={"passes": 2, "clusters": nclusters, "phase_seconds": watch.laps})

@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from .._atomic import remove_path
+from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._driver import PARTS_NAME, edge_plan
 from ._shared import (EdgePartWriter, hash_node, has_bit, new_bitsets, open_edge_parts, pack_least_loaded,
@@ -91,7 +92,7 @@ def clusters_to_parts(vol: np.ndarray, k: int) -> np.ndarray:
 
 # -- phase 2: scoring -----------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _least_loaded(loads):
     best = 0
     for p in range(1, loads.shape[0]):
@@ -100,7 +101,7 @@ def _least_loaded(loads):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def score_partition(u, v, deg, com, vol, com2part, bits, loads, cap, seed):
     """The 2b choice for edge (u, v)."""
     cu = com[u]
@@ -184,17 +185,20 @@ def partition_rest(src, dst, pre, deg, com, vol, com2part, bits, loads, cap, see
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
         batch_size: int | None = None, **params) -> PartitionPlan:
     cfg = TwoPSConfig(**params)
+    watch = Stopwatch()
     n = store.num_nodes
     m = store.num_edges
     tau = 2 * m // k                                     # the authors' MAX_COM_VOLUME
     cap = int(balance * m / k)                           # MAX_PARTITION_LOAD
     deg = total_degree(store, batch_size)                                   # pass 0
+    watch.lap("degrees")
     com = np.zeros(n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
     vol = np.zeros(n + 1, dtype=np.int64)
     next_id = np.ones(1, dtype=com.dtype)
     for _ in range(cfg.passes):                                             # phase 1
         for batch in store.stream(batch_size):
             cluster_edges(batch.src, batch.dst, deg, com, vol, next_id, tau)
+    watch.lap("clustering")
     com2part = clusters_to_parts(vol, k)
     bits = new_bitsets(n, k)
     loads = np.zeros(k, dtype=np.int64)
@@ -205,6 +209,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         writer.write(batch.start, prepartition_edges(batch.src, batch.dst, deg, com, vol, com2part,
                                                      bits, loads, cap, seed))
     writer.close()
+    watch.lap("prepartitioning")
     prepartitioned = int(loads.sum())
     final_path = str(out_dir / PARTS_NAME)
     writer = EdgePartWriter(final_path, store, k, "2ps-l")
@@ -212,6 +217,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         writer.write(batch.start, partition_rest(batch.src, batch.dst, pre, deg, com, vol, com2part,
                                                  bits, loads, cap, seed))
     writer.close()
+    watch.lap("partitioning")
     remove_path(pre_path)
     max_deg = int(deg.max())
     vc_rf = vertex_cut_rf_from_bits(bits)
@@ -219,6 +225,8 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     plan = edge_plan(store, k, "2ps-l", final_path, loads,
                      {**asdict(cfg), "seed": seed, "balance": balance, "tau": tau, "capacity": cap},
                      passes=cfg.passes + 3, vertex_cut=vc_rf, max_degree=max_deg)
+    watch.lap("owner")
     plan.metrics["prepartitioned_edges"] = prepartitioned
+    plan.metrics["phase_seconds"] = watch.laps
     return plan
 
