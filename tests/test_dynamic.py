@@ -234,3 +234,19 @@ def test_generator_churn_is_controlled_and_seeded(tmp_path):
     for t, (s, d) in enumerate(a):
         np.testing.assert_array_equal(snaps.snapshot_keys(t)[0], np.unique(s.astype(np.int64) * 4096 + d))
     assert res.totals.transfer_bytes_delta < res.totals.transfer_bytes_full / 2
+
+
+def test_sequence_ships_a_full_snapshot_then_deltas(college, tmp_path):
+    build_snapshots(college.path, tmp_path / "s.zarr", window=3 * DAY, edge_life=2, keyframe_every=5)
+    snaps = open_snapshots(tmp_path / "s.zarr")
+    n = snaps.num_nodes
+    start = 3
+    resident = None
+    for t, item in snaps.sequence(start, start + 9):
+        if t == start:
+            src, dst = item
+            resident = src.astype(np.int64) * n + dst
+        else:
+            added = item.added_src.astype(np.int64) * n + item.added_dst
+            resident = apply_delta_vectorized(resident, item.removed_pos, added)
+        np.testing.assert_array_equal(resident, snaps.snapshot_keys(t)[0])

@@ -15,7 +15,7 @@ from graphstream import GraphWriter
 from graphstream.cli import main as cli_main
 from graphstream.dynamic import build_snapshots, open_snapshots
 from graphstream.dynamic.baselines import sequence_partition, snapshot_partition
-from graphstream.dynamic.partition import open_dynamic_partitions, run_partition_command, write_part_sequences
+from graphstream.dynamic.partition import open_dynamic_partitions, run_partition_command
 from graphstream.dynamic.pgc import PGCConfig, pgc
 from graphstream.errors import GraphStreamError, ParameterError
 

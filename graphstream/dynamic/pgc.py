@@ -25,7 +25,6 @@ Never O(events): events were folded into snapshots by the snapshot builder.
 """
 from __future__ import annotations
 
-import os
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field

@@ -770,6 +770,16 @@ class SnapshotStore:
         for t in range(self.num_snapshots):
             yield self.snapshot(t)
 
+    def sequence(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, Any]]:
+        """What a consumer ships for snapshots [start, stop): ``(start, (src, dst))``
+        in full first (a sequence always starts from a full snapshot), then
+        ``(t, Delta)`` for each later t; rebuild t with the removed positions
+        and the added pairs (:func:`graphstream.dynamic.delta.apply_delta_vectorized`)."""
+        start = self._check(start)
+        stop = self.num_snapshots if stop is None else min(int(stop), self.num_snapshots)
+        for t in range(start, stop):
+            yield (t, self.snapshot(t)) if t == start else (t, self.delta(t))
+
 
 def open_snapshots(path: str | os.PathLike) -> SnapshotStore:
     """Open a complete snapshot store; refuse missing, foreign or incomplete ones."""
