@@ -77,6 +77,71 @@ def ensure_store(work: Path, scale: int, edge_factor: int) -> str:
     return str(path)
 
 
+def _shared_graphs(work: Path) -> dict:
+    """Stores of the shared real graphs: Cora, Citeseer, MUSAE facebook, web-NotreDame (undirected,
+    self-loops and duplicate pairs dropped, file order kept)."""
+    import gzip
+    import pickle
+    import numpy as np
+    from graphstream.store import GraphWriter, open_store
+    root = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+    out = {}
+
+    def store(name, load):
+        path = work / f"{name}.zarr"
+        try:
+            out[name] = open_store(path)
+            return
+        except Exception:
+            pass
+        src, dst = load()
+        a, b = np.minimum(src, dst), np.maximum(src, dst)
+        keep = a != b
+        src, dst, a, b = src[keep], dst[keep], a[keep], b[keep]
+        _, first = np.unique(a * (1 << 32) + b, return_index=True)
+        first.sort()
+        with GraphWriter(path, directed=False, overwrite=True) as w:
+            w.append(src[first], dst[first])
+        out[name] = open_store(path)
+
+    def planetoid(name):
+        with open(root / "planetoid" / f"ind.{name}.graph", "rb") as f:
+            g = pickle.load(f, encoding="latin1")
+        pairs = [(u, v) for u in sorted(g) for v in g[u]]
+        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+    def facebook():
+        e = np.loadtxt(root / "musae-facebook" / "facebook_edges.csv", delimiter=",", skiprows=1, dtype=np.int64)
+        return e[:, 0], e[:, 1]
+
+    def notredame():
+        e = np.loadtxt(gzip.open(root / "snap" / "web-NotreDame.txt.gz"), comments="#", dtype=np.int64)
+        return e[:, 0], e[:, 1]
+
+    for name, load in (("cora", lambda: planetoid("cora")), ("citeseer", lambda: planetoid("citeseer")),
+                       ("facebook", facebook), ("web-NotreDame", notredame)):
+        store(name, load)
+    return out
+
+
+def tau_scan(work: Path) -> dict:
+    """SPRING's replication factor for tau = f * |E| / k over the shared graphs, k in 4..32."""
+    from graphstream.partition import partition
+    factors = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+    table = {}
+    for name, store in _shared_graphs(work).items():
+        for f in factors:
+            for k in (4, 8, 16, 32):
+                m = partition(store, k, "spring", tau_factor=f).metrics
+                table.setdefault(name, {}).setdefault(str(f), {})[k] = {
+                    "replication_factor": round(m["replication_factor"], 4),
+                    "node_balance": round(m["node_balance"], 3)}
+    mean = {str(f): sum(table[g][str(f)][k]["replication_factor"] for g in table for k in (4, 8, 16, 32))
+            / (4 * len(table)) for f in factors}
+    return {"tau_scan": table, "mean_replication_factor_by_factor": mean,
+            "best_factor": min(mean, key=mean.get)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=22)
@@ -84,6 +149,8 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=32)
     ap.add_argument("--algos", default="spring,2ps-l,hdrf,dbh,hash,hash-edge")
     ap.add_argument("--work", default="/tmp/graphstream-bench-partition")
+    ap.add_argument("--tau-scan", action="store_true",
+                    help="instead: SPRING replication factor vs tau on the shared real graphs")
     ap.add_argument("--child", nargs=4, metavar=("ALGO", "STORE", "K", "WORK"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -92,6 +159,9 @@ def main() -> None:
         return
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.tau_scan:
+        print(json.dumps(tau_scan(work), indent=1))
+        return
     t = time.perf_counter()
     store_path = ensure_store(work, args.scale, args.edge_factor)
     gen_seconds = time.perf_counter() - t
