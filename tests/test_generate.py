@@ -33,12 +33,12 @@ def ref_edge(seed: int, scale: int, e: int, a=0.57, b=0.19, c=0.19, permute=True
     for _ in range(9):                       # edge key, then 4 xor keys, then 4 multipliers
         state = (state + GOLDEN) & MASK
         keys.append(ref_mix(state))
-    ta, tab, tabc = (round(p * 2**32) for p in (a, a + b, a + b + c))
-    words = (scale + 1) // 2
+    ta, tab, tabc = (round(p * 2**21) for p in (a, a + b, a + b + c))
+    words = (scale + 2) // 3
     s = d = 0
     for level in range(scale):
-        h = ref_mix((keys[0] + (e * words + level // 2) * GOLDEN) & MASK)
-        u = (h >> 32) if level % 2 else (h & 0xFFFFFFFF)
+        h = ref_mix((keys[0] + (e * words + level // 3) * GOLDEN) & MASK)
+        u = (h >> (21 * (level % 3))) & (2**21 - 1)
         quadrant = 0 if u < ta else 1 if u < tab else 2 if u < tabc else 3   # A B C D
         s = (s << 1) | (quadrant >> 1)
         d = (d << 1) | (quadrant & 1)
@@ -59,7 +59,7 @@ def params(scale=16, edge_factor=16, seed=1, a=0.57, b=0.19, c=0.19) -> RmatPara
     return RmatParams(scale=scale, edge_factor=edge_factor, seed=seed, a=a, b=b, c=c)
 
 
-@pytest.mark.parametrize("scale", [1, 2, 5, 16, 17, 31, 33])
+@pytest.mark.parametrize("scale", [1, 2, 3, 4, 5, 16, 17, 31, 33, 48])
 @pytest.mark.parametrize("permute", [False, True])
 def test_kernel_matches_reference(scale, permute):
     p = params(scale=scale, edge_factor=4, seed=12345)

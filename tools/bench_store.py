@@ -121,16 +121,17 @@ def phase_export(args) -> dict:
 
 @njit(cache=True)
 def _put_int(buf, pos, v, end):
-    start = pos
-    while True:
-        buf[pos] = 48 + v % 10
+    """Decimal digits of v >= 0, then the byte ``end``, at buf[pos:]; returns the new end."""
+    digits = 1
+    x = v // 10
+    while x > 0:
+        digits += 1
+        x //= 10
+    for k in range(digits - 1, -1, -1):
+        buf[pos + k] = 48 + v % 10
         v //= 10
-        pos += 1
-        if v == 0:
-            break
-    buf[start:pos] = buf[start:pos][::-1].copy()
-    buf[pos] = end
-    return pos + 1
+    buf[pos + digits] = end
+    return pos + digits + 1
 
 
 @njit(cache=True)

@@ -15,7 +15,8 @@ Determinism. Each edge's random numbers are a pure function of (seed, edge
 index, level): a counter-based generator, the splitmix64 finaliser applied to
 ``key + (edge * words + word) * golden`` (Steele, Lea & Flood, "Fast
 splittable pseudorandom number generators", OOPSLA 2014). One 64-bit word
-feeds two levels (32 bits each, compared with 32-bit fixed-point thresholds).
+feeds three levels (21 bits each, compared with 21-bit fixed-point
+thresholds, so a, b, c are exact to 2**-21).
 So any chunk of the edge sequence can be generated on its own, in any order,
 by any number of threads: the output is bit-for-bit the same whatever the
 chunk size or numba thread count.
@@ -53,7 +54,7 @@ from ..store import DEFAULT_CHUNK, GraphStore, GraphWriter, id_dtype_for
 GRAPH500_A, GRAPH500_B, GRAPH500_C = 0.57, 0.19, 0.19
 MAX_SCALE = 48           # 2**48 nodes: far beyond any disk, still exact in the 64-bit counters
 PERMUTE_ROUNDS = 4
-RNG_NAME = "splitmix64-counter/v1"   # recorded in the store: changes here must change this name
+RNG_NAME = "splitmix64-counter/v2"   # recorded in the store: changes here must change this name
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -61,6 +62,8 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _G = np.uint64(_GOLDEN)
 _BLOCK = 512             # edges per vectorised inner block; any value gives the same edges
+_LEVEL_BITS = 21         # random bits per level: 3 levels per 64-bit hash word
+_LEVELS_PER_WORD = 3
 
 
 # -- the integer hash (splitmix64 finaliser), in numba and in plain Python ---------------------
@@ -116,10 +119,13 @@ class RmatParams:
         return max(0.0, 1.0 - self.a - self.b - self.c)
 
     def thresholds(self) -> tuple[int, int, int]:
-        """Cumulative a, a+b, a+b+c as 32-bit fixed point: a level picks quadrant
-        A if u < ta, B if u < tab, C if u < tabc, else D, for u uniform in [0, 2**32)."""
+        """Cumulative a, a+b, a+b+c as 21-bit fixed point: a level picks quadrant
+        A if u < ta, B if u < tab, C if u < tabc, else D, for u uniform in
+        [0, 2**21) (probabilities exact to 2**-21, about 5e-7)."""
+        one = 1 << _LEVEL_BITS
+
         def fix(p: float) -> int:
-            return min(1 << 32, max(0, int(round(p * (1 << 32)))))
+            return min(one, max(0, int(round(p * one))))
         return fix(self.a), fix(self.a + self.b), fix(self.a + self.b + self.c)
 
     def keys(self) -> tuple[int, list[int], list[int]]:
@@ -157,14 +163,16 @@ def _quadrant_bits(u, ta, tab, tabc):
 def _rmat_kernel(first_edge, scale, key, ta, tab, tabc, xor_keys, mults, permute, src, dst):
     """Fill src/dst with edges first_edge .. first_edge + len(src) of the stream.
 
-    Edge e, level l uses 32 bits of hash word (e * words + l // 2); levels fill
+    Edge e, level l uses bits 21 * (l % 3) .. + 21 of hash word e * words + l // 3
+    (words = ceil(scale / 3)); levels fill
     the ids from the top bit down. Blocks of edges go to threads; inside a
     block every loop runs over the block's edges, innermost, so it vectorises.
     """
     n = src.shape[0]
-    words = (scale + 1) // 2
-    drop = np.uint64(2 * words - scale)      # an odd scale draws one spare level: drop it
-    lo32 = np.uint64(0xFFFFFFFF)
+    words = (scale + _LEVELS_PER_WORD - 1) // _LEVELS_PER_WORD
+    drop = np.uint64(_LEVELS_PER_WORD * words - scale)   # spare levels of the last word: dropped
+    lo21 = np.uint64((1 << _LEVEL_BITS) - 1)
+    stride = np.uint64(words) * _G
     mask = (np.uint64(1) << np.uint64(scale)) - np.uint64(1)
     shift = np.uint64(max(1, (scale + 1) // 2))
     nblocks = (n + _BLOCK - 1) // _BLOCK
@@ -173,15 +181,20 @@ def _rmat_kernel(first_edge, scale, key, ta, tab, tabc, xor_keys, mults, permute
         m = min(n, lo + _BLOCK) - lo
         s_acc = np.zeros(_BLOCK, dtype=np.uint64)
         d_acc = np.zeros(_BLOCK, dtype=np.uint64)
-        # 1. Descend the levels: two per hash word, 32 bits each.
+        # key + (e * words + w) * G = base(e) + w * G: one multiply per edge, not per word.
+        base = np.empty(_BLOCK, dtype=np.uint64)
+        for j in range(m):
+            base[j] = key + np.uint64(first_edge + lo + j) * stride
+        # 1. Descend the levels: three per hash word, 21 bits each.
         for w in range(words):
+            wg = np.uint64(w) * _G
             for j in range(m):
-                ctr = np.uint64(first_edge + lo + j) * np.uint64(words) + np.uint64(w)
-                h = _mix64(key + ctr * _G)
-                s0, d0 = _quadrant_bits(h & lo32, ta, tab, tabc)
-                s1, d1 = _quadrant_bits(h >> np.uint64(32), ta, tab, tabc)
-                s_acc[j] = (s_acc[j] << np.uint64(2)) | (s0 << np.uint64(1)) | s1
-                d_acc[j] = (d_acc[j] << np.uint64(2)) | (d0 << np.uint64(1)) | d1
+                h = _mix64(base[j] + wg)
+                s0, d0 = _quadrant_bits(h & lo21, ta, tab, tabc)
+                s1, d1 = _quadrant_bits((h >> np.uint64(21)) & lo21, ta, tab, tabc)
+                s2, d2 = _quadrant_bits((h >> np.uint64(42)) & lo21, ta, tab, tabc)
+                s_acc[j] = (s_acc[j] << np.uint64(3)) | (s0 << np.uint64(2)) | (s1 << np.uint64(1)) | s2
+                d_acc[j] = (d_acc[j] << np.uint64(3)) | (d0 << np.uint64(2)) | (d1 << np.uint64(1)) | d2
         for j in range(m):
             s_acc[j] >>= drop
             d_acc[j] >>= drop
