@@ -31,7 +31,7 @@ def register(sub) -> None:
     p.add_argument("--tau", type=float, default=None, help="SPRING: cluster volume cap (edges)")
     p.add_argument("--passes", type=int, default=None,
                    help="2PS-L: streaming clustering passes (1); coarse-refine: its passes")
-    p.add_argument("--lambda", dest="lam", type=float, default=None, help="HDRF: balance weight (1.0)")
+    p.add_argument("--lambda", dest="lam", type=float, default=None, help="HDRF: balance weight (default 10; the paper's 1 collapses on ordered streams)")
     p.add_argument("--hash-mode", dest="hash_mode", choices=("vertex", "edge"), default=None,
                    help="hash: vertex (owner = hash(v), default) or edge (part = hash(u, v))")
     p.add_argument("--work-dir", default=None, help="where edge partitioners write part[e] (temp folder)")
