@@ -1,0 +1,366 @@
+"""Parts onto devices: checks, the whole graph reassembled, pinned non-blocking copies.
+
+A *part* is anything with the attributes of the builder's ``Part``
+(:func:`graphstream.open_partitions`): ``global_ids`` (inner nodes first, then
+halo), ``num_inner``, a local CSR ``indptr``/``indices`` whose inner rows are
+complete, and the part's rows of ``features``, ``labels`` and
+``train_mask``/``val_mask``/``test_mask`` (``None`` when absent), possibly
+memory-mapped. :class:`ArrayPart` is the in-memory stand-in used by tests and
+by :func:`assemble_whole_graph`.
+
+Only inner nodes are training or evaluation targets; halo nodes feed
+aggregation only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from graphstream.build.loader import PartitionsError
+from graphstream.errors import NodeDataError, ParameterError
+
+from .models import Block, SparseRows
+
+
+# The builder's loader error: one type for every "these parts are wrong" condition.
+PartsError = PartitionsError
+
+
+@dataclass
+class ArrayPart:
+    """A part held in memory, with the attribute names of the builder's ``Part``."""
+    global_ids: np.ndarray
+    num_inner: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    features: np.ndarray
+    labels: np.ndarray
+    train_mask: np.ndarray | None = None
+    val_mask: np.ndarray | None = None
+    test_mask: np.ndarray | None = None
+    degree: np.ndarray | None = None   # aggregation degree in the whole graph, per local node
+    path: str = "<memory>"
+
+
+@dataclass
+class PartSet:
+    """The parts of a dataset plus what is known about the whole graph."""
+    parts: Sequence[Any]
+    num_nodes: int
+    num_features: int
+    num_classes: int
+    path: str = "<memory>"
+    manifest: dict | None = None
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def num_train(self, i: int) -> int:
+        return int(np.count_nonzero(inner_mask(self.parts[i], "train_mask")))
+
+
+def inner_mask(part, name: str) -> np.ndarray:
+    """The boolean mask ``name`` over the part's inner nodes (all False if absent)."""
+    m = getattr(part, name, None)
+    k = int(part.num_inner)
+    if m is None:
+        return np.zeros(k, bool)
+    m = np.asarray(m)
+    if len(m) < k:
+        raise NodeDataError(f"{_where(part)}: {name} has {len(m)} rows, fewer than its {k} inner nodes")
+    return m[:k].astype(bool)
+
+
+def _where(part) -> str:
+    return str(getattr(part, "path", "part"))
+
+
+def check_parts(parts: Sequence[Any], *, path: str = "<memory>", manifest: dict | None = None) -> PartSet:
+    """Check that the parts fit together; return them as a :class:`PartSet`.
+
+    Raises :class:`PartsError` for missing or inconsistent parts (inner nodes
+    that do not cover every node exactly once, CSR shapes that disagree) and
+    :class:`NodeDataError` for feature dimension or label mismatches.
+    """
+    if len(parts) == 0:
+        raise PartsError(f"{path}: no parts")
+    num_features = None
+    max_label = -1
+    inner_total = 0
+    max_gid = -1
+    for i, part in enumerate(parts):
+        where = _where(part)
+        gids = np.asarray(part.global_ids)
+        k, n = int(part.num_inner), len(gids)
+        if not 0 <= k <= n:
+            raise PartsError(f"{where}: num_inner={k} outside [0, {n}] (global_ids has {n} entries)")
+        indptr = np.asarray(part.indptr)
+        if len(indptr) != n + 1 or (len(indptr) and indptr[-1] != len(part.indices)):
+            raise PartsError(f"{where}: CSR indptr has {len(indptr)} entries and ends at "
+                             f"{indptr[-1] if len(indptr) else None}, expected {n + 1} entries ending at "
+                             f"{len(part.indices)} (the number of indices)")
+        feats = part.features
+        if feats is None or len(feats.shape) != 2 or feats.shape[0] != n:
+            raise NodeDataError(f"{where}: features have shape {None if feats is None else feats.shape}, "
+                                f"expected ({n}, F) for {n} local nodes")
+        if num_features is None:
+            num_features = int(feats.shape[1])
+        elif feats.shape[1] != num_features:
+            raise NodeDataError(f"{where}: features have dimension {feats.shape[1]}, but part 0 has "
+                                f"{num_features}")
+        labels = np.asarray(part.labels)
+        if len(labels) < k:
+            raise NodeDataError(f"{where}: labels have {len(labels)} rows, expected at least {k}")
+        if k:
+            max_label = max(max_label, int(labels[:k].max()))
+            max_gid = max(max_gid, int(gids[:k].max()))
+        inner_total += k
+    num_nodes = int(manifest["num_nodes"]) if manifest and "num_nodes" in manifest else max_gid + 1
+    if inner_total != num_nodes:
+        raise PartsError(f"{path}: the parts' inner nodes number {inner_total}, expected {num_nodes} "
+                         "(every node owned by exactly one part)")
+    seen = np.zeros(num_nodes, bool)
+    for part in parts:
+        g = np.asarray(part.global_ids)[:int(part.num_inner)]
+        if len(g) and (g.min() < 0 or g.max() >= num_nodes or seen[g].any()
+                       or len(np.unique(g)) != len(g)):
+            raise PartsError(f"{_where(part)}: inner global ids out of range or owned twice")
+        seen[g] = True
+    if manifest and "num_classes" in manifest:
+        num_classes = int(manifest["num_classes"])
+    else:
+        num_classes = max_label + 1
+    if num_classes <= 0:
+        raise NodeDataError(f"{path}: no labels found")
+    return PartSet(list(parts), num_nodes, int(num_features), int(num_classes), path, manifest)
+
+
+def open_parts(path) -> PartSet:
+    """Open a partitioned dataset folder (``graphstream.open_partitions``) and check it."""
+    from pathlib import Path
+
+    import graphstream
+    p = Path(path)
+    if not (p / "manifest.json").is_file():
+        raise PartsError(f"{p}: not a partitioned dataset (no manifest.json)")
+    opened = graphstream.open_partitions(str(p))
+    manifest = dict(opened.manifest)
+    parts = []
+    for i in range(len(opened)):
+        part = opened[i]
+        if not hasattr(part, "path"):
+            try:
+                part.path = str(p / manifest["parts"][i]["path"])
+            except Exception:  # noqa: BLE001 - a label for messages only
+                pass
+        parts.append(part)
+    if int(manifest.get("num_parts", len(parts))) != len(parts):
+        raise PartsError(f"{p}: manifest says {manifest.get('num_parts')} parts, found {len(parts)}")
+    for i, (part, entry) in enumerate(zip(parts, manifest.get("parts", []))):
+        if "num_inner" in entry and int(entry["num_inner"]) != int(part.num_inner):
+            raise PartsError(f"{p}: part {i} has {part.num_inner} inner nodes, manifest says "
+                             f"{entry['num_inner']}")
+    return check_parts(parts, path=str(p), manifest=manifest)
+
+
+def assemble_whole_graph(parts: PartSet) -> ArrayPart:
+    """The whole graph, rebuilt from the parts' inner rows (complete by contract).
+
+    Node ``v``'s row comes from the part that owns it, with local ids mapped
+    back to global ones; features, labels and masks likewise. Memory is that of
+    the whole graph: it is meant for evaluation and centralised training.
+    """
+    n = parts.num_nodes
+    deg = np.zeros(n, np.int64)
+    for part in parts.parts:
+        k = int(part.num_inner)
+        ip = np.asarray(part.indptr)
+        deg[np.asarray(part.global_ids)[:k]] = np.diff(ip[:k + 1])
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), np.int64)
+    feats = np.empty((n, parts.num_features), np.float32)
+    labels = np.zeros(n, np.int64)
+    masks = {m: np.zeros(n, bool) for m in ("train_mask", "val_mask", "test_mask")}
+    for part in parts.parts:
+        k = int(part.num_inner)
+        gids = np.asarray(part.global_ids).astype(np.int64)
+        ip = np.asarray(part.indptr).astype(np.int64)
+        local_cols = np.asarray(part.indices[:ip[k]]).astype(np.int64)
+        inner = gids[:k]
+        # Rows keep their order within each node; place each row at its global offset.
+        lens = np.diff(ip[:k + 1])
+        dest = np.repeat(indptr[inner] - ip[:k], lens) + np.arange(ip[k])
+        indices[dest] = gids[local_cols]
+        feats[inner] = np.asarray(part.features[:k], dtype=np.float32)
+        labels[inner] = np.asarray(part.labels[:k])
+        for m in masks:
+            masks[m][inner] = inner_mask(part, m)
+    return ArrayPart(np.arange(n, dtype=np.int64), n, indptr, indices, feats, labels,
+                     masks["train_mask"], masks["val_mask"], masks["test_mask"], degree=deg,
+                     path=f"{parts.path}[whole]")
+
+
+# -- onto a device ------------------------------------------------------------
+
+def to_device(array, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Host array -> device tensor; through pinned memory and a non-blocking copy on CUDA."""
+    # A copy when the array is a read-only memmap: torch wants writable memory.
+    t = torch.from_numpy(np.require(array, requirements=["C", "W"]))
+    if dtype is not None and t.dtype != dtype and device.type == "cpu":
+        t = t.to(dtype)
+    if device.type == "cuda":
+        t = t.pin_memory().to(device, non_blocking=True)
+        if dtype is not None:
+            t = t.to(dtype)
+    return t
+
+
+def aggregation_degree(part) -> np.ndarray:
+    """Every local node's aggregation degree in the whole graph (float32).
+
+    The builder stores it (``degree``); without it, a node's row length, or
+    for a halo node whose row is partial the number of times it appears as a
+    neighbour if larger (on a whole undirected graph both agree).
+    """
+    deg = getattr(part, "degree", None)
+    if deg is not None:
+        return np.asarray(deg, dtype=np.float32)
+    indptr = np.asarray(part.indptr, np.int64)
+    n = len(indptr) - 1
+    colcount = np.bincount(np.asarray(part.indices, np.int64), minlength=n)[:n]
+    return np.maximum(np.diff(indptr), colcount).astype(np.float32)
+
+
+def full_block(indptr: np.ndarray, indices: np.ndarray, deg: np.ndarray, device: torch.device) -> Block:
+    """The square block of a whole (local) graph: every node to every node."""
+    n = len(indptr) - 1
+    indptr = np.asarray(indptr, np.int64)
+    rowlen = np.diff(indptr)
+    row = np.repeat(np.arange(n, dtype=np.int64), rowlen)
+    return Block(to_device(row, device), to_device(indices, device, torch.int64), n, n,
+                 to_device(deg, device))
+
+
+@dataclass
+class DeviceGraph:
+    """A part on a device: features, labels, the full block, target node ids.
+
+    ``indptr``/``indices`` stay on the host for the sampler (numba);
+    ``deg`` is the aggregation degree of every local node in the whole graph
+    and ``rowlen`` its row length here (host copies for mini-batches).
+    """
+    x: torch.Tensor | SparseRows
+    y: torch.Tensor
+    block: Block
+    train_idx: torch.Tensor
+    val_idx: torch.Tensor
+    test_idx: torch.Tensor
+    num_inner: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    deg: np.ndarray
+    rowlen: np.ndarray
+    train_nodes: np.ndarray
+
+    @property
+    def num_train(self) -> int:
+        return int(len(self.train_nodes))
+
+
+SPARSE_DENSITY = 0.1
+
+
+def features_to_device(features, device: torch.device, block_rows: int = 65536):
+    """Features as a dense float32 tensor, or as :class:`SparseRows` when under 10% are non-zero.
+
+    Read in row blocks, so a memory-mapped matrix is never densified twice.
+    """
+    n, f = features.shape
+    nnz = 0
+    for a in range(0, n, block_rows):
+        nnz += int(np.count_nonzero(features[a:a + block_rows]))
+    if n == 0 or nnz >= SPARSE_DENSITY * n * f:
+        return to_device(np.asarray(features, dtype=np.float32), device)
+    indptr = np.zeros(n + 1, np.int64)
+    indices = np.empty(nnz, np.int64)
+    values = np.empty(nnz, np.float32)
+    pos = 0
+    for a in range(0, n, block_rows):
+        blk = np.asarray(features[a:a + block_rows])
+        r, c = np.nonzero(blk)
+        indptr[a + 1:a + 1 + len(blk)] = np.cumsum(np.bincount(r, minlength=len(blk))) + pos
+        indices[pos:pos + len(c)] = c
+        values[pos:pos + len(c)] = blk[r, c]
+        pos += len(c)
+    return SparseRows(to_device(indptr, device), to_device(indices, device), to_device(values, device), int(f))
+
+
+def load_part(part, device: torch.device) -> DeviceGraph:
+    """Copy a part's arrays to ``device`` (pinned, non-blocking on CUDA)."""
+    k = int(part.num_inner)
+    indptr = np.asarray(part.indptr).astype(np.int64)
+    indices = np.asarray(part.indices).astype(np.int64)
+    block = full_block(indptr, indices, aggregation_degree(part), device)
+    masks = {m: np.flatnonzero(inner_mask(part, m)).astype(np.int64)
+             for m in ("train_mask", "val_mask", "test_mask")}
+    x = features_to_device(part.features, device)
+    y = to_device(np.asarray(part.labels).astype(np.int64), device)
+    graph = DeviceGraph(x, y, block, to_device(masks["train_mask"], device), to_device(masks["val_mask"], device),
+                        to_device(masks["test_mask"], device), k, indptr, indices,
+                        block.src_deg.cpu().numpy(), np.diff(indptr).astype(np.float32), masks["train_mask"])
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+    return graph
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu`` or ``cuda[:i]``; refuse CUDA when there is none."""
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ParameterError(f"--device {name}: CUDA was asked for but no CUDA device is available "
+                                 f"(torch {torch.__version__})")
+        return torch.device(name)
+    if name != "cpu":
+        raise ParameterError(f"--device {name}: expected cpu or cuda")
+    return torch.device("cpu")
+
+
+__all__ = ["ArrayPart", "DeviceGraph", "aggregation_degree", "PartSet", "PartsError", "assemble_whole_graph", "check_parts",
+           "full_block", "inner_mask", "load_part", "open_parts", "resolve_device", "split_graph", "to_device"]
+
+
+def split_graph(whole: ArrayPart, owner: np.ndarray) -> list[ArrayPart]:
+    """Cut an in-memory graph into parts with a one-hop halo (tests, benchmarks).
+
+    Part m holds the nodes with ``owner == m`` (inner, in increasing global id)
+    and then their neighbours owned elsewhere (halo, increasing global id);
+    inner rows are complete, halo rows empty: the builder's contract at its
+    leanest.
+    """
+    owner = np.asarray(owner)
+    indptr = np.asarray(whole.indptr, np.int64)
+    indices = np.asarray(whole.indices, np.int64)
+    out = []
+    for m in range(int(owner.max()) + 1):
+        inner = np.flatnonzero(owner == m)
+        lens = indptr[inner + 1] - indptr[inner]
+        cols = indices[np.concatenate([np.arange(indptr[v], indptr[v + 1]) for v in inner])
+                       if len(inner) else np.zeros(0, np.int64)]
+        halo = np.setdiff1d(np.unique(cols), inner)
+        gids = np.concatenate([inner, halo]).astype(np.int64)
+        local = np.full(len(owner), -1, np.int64)
+        local[gids] = np.arange(len(gids))
+        ip = np.zeros(len(gids) + 1, np.int64)
+        ip[1:len(inner) + 1] = np.cumsum(lens)
+        ip[len(inner) + 1:] = ip[len(inner)]
+
+        def rows(a):
+            return None if a is None else np.asarray(a)[gids]
+        out.append(ArrayPart(gids, len(inner), ip, local[cols], np.asarray(whole.features)[gids],
+                             np.asarray(whole.labels)[gids], rows(whole.train_mask), rows(whole.val_mask),
+                             rows(whole.test_mask), degree=np.diff(indptr)[gids], path=f"<memory part {m}>"))
+    return out

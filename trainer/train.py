@@ -1,0 +1,281 @@
+"""The worker loop: local training on parts, model averaging every E epochs.
+
+Per worker ``r`` of ``q`` (spec: ../shared/specs/trainer.md):
+
+1. take parts ``r, r + q, r + 2q, ...`` (dealt cyclically; with p = q one part
+   each), load them onto the device, build one model (same seed everywhere,
+   so every worker starts from the same W) and one Adam optimizer per part
+   (optimizer state stays local, never averaged);
+2. for every synchronisation round: for each own part, start from the current
+   averaged weights W, train ``sync_every`` epochs (full batch, or sampled
+   mini-batches: no gradient is ever synchronised, parts may have different
+   numbers of batches) and add ``n_i W_i`` to the averaging buffer;
+3. one all_reduce averages the buffers: W = sum_i (n_i / n) W_i;
+4. worker 0 evaluates W on the whole graph (validation and test), keeps the
+   best-validation W and writes the checkpoint (W, best W, round, every
+   part's optimizer state), from which ``resume`` continues exactly.
+
+Randomness (dropout, batch order, neighbour samples) is reseeded from
+(seed, part, epoch), so a resumed run equals an uninterrupted one.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+
+from graphstream.errors import GraphStreamError, ParameterError
+
+from .averaging import WeightedAverager, flat_parameters, load_flat_
+from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
+from .evaluate import evaluate
+from .models import MODELS, Block, build_model
+from .optim import Adam
+from .sampler import SamplerConfig, iter_batches
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run (stored in checkpoints)."""
+    model: str = "gcn"
+    hidden: int = 256
+    num_layers: int = 2
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 200
+    sync_every: int = 1
+    mini_batch: bool = False
+    fanouts: tuple[int, ...] = (25, 10)
+    batch_size: int = 512
+    seed: int = 0
+    device: str = "cpu"
+    checkpoint: str | None = None
+    resume: bool = False
+    record_weights: bool = False   # return every round's local and averaged weights (tests)
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise ParameterError(f"--model {self.model}: expected one of {', '.join(MODELS)}")
+        for name in ("hidden", "epochs", "sync_every", "batch_size", "num_layers"):
+            if getattr(self, name) < 1:
+                raise ParameterError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.mini_batch and len(self.fanouts) != self.num_layers:
+            raise ParameterError(f"--fanout has {len(self.fanouts)} values, the model has {self.num_layers} layers")
+        if self.resume and not self.checkpoint:
+            raise ParameterError("--resume needs --checkpoint PATH")
+
+
+@dataclass
+class WorkerResult:
+    rank: int
+    parts: list[int]
+    losses: list[float] = field(default_factory=list)    # mean local loss per epoch (this worker)
+    train_seconds: float = 0.0
+    sync_seconds: float = 0.0
+    history: list[dict] = field(default_factory=list)   # rank 0: per round evaluation
+    summary: dict[str, Any] | None = None                # rank 0
+    recorded: list[dict] = field(default_factory=list)  # record_weights
+
+
+def _seed_for(*xs: int) -> int:
+    return int(np.random.SeedSequence([int(x) & 0xFFFFFFFF for x in xs]).generate_state(1)[0])
+
+
+def _epoch_full(model, opt, g, config: TrainConfig) -> float:
+    model.train()
+    opt.zero_grad()
+    out = model(g.x, [g.block] * config.num_layers)
+    loss = F.cross_entropy(out[g.train_idx], g.y[g.train_idx])
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, device) -> float:
+    model.train()
+    sampler = SamplerConfig(tuple(config.fanouts), config.batch_size, config.seed)
+    total, count = 0.0, 0
+    for mb in iter_batches(g.indptr, g.indices, g.train_nodes, sampler, epoch, stream=part_id):
+        nodes = torch.from_numpy(mb.nodes)
+        blocks = [Block(torch.from_numpy(h.row), torch.from_numpy(h.col), h.num_dst, h.num_src,
+                        torch.from_numpy(g.deg[mb.nodes[:h.num_src]]),
+                        torch.from_numpy(g.rowlen[mb.nodes[:h.num_dst]] / np.maximum(h.dst_sampled, 1)))
+                  .to(device, non_blocking=True) for h in mb.hops]
+        nodes = nodes.to(device, non_blocking=True)
+        x = g.x.index_select(0, nodes)
+        y = g.y.index_select(0, nodes[:mb.num_seeds])
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x, blocks), y)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach()) * mb.num_seeds
+        count += mb.num_seeds
+    return total / max(count, 1)
+
+
+def _save_checkpoint(path: str, state: dict) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def _gather(obj, rank: int, world: int) -> list | None:
+    if world == 1 or not dist.is_initialized():
+        return [obj]
+    out = [None] * world if rank == 0 else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerResult:
+    """One worker's whole run (see the module doc); ``source`` is a parts folder or a PartSet."""
+    wall = time.perf_counter()
+    device = resolve_device(config.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+    parts: PartSet = source if isinstance(source, PartSet) else open_parts(source)
+    p = len(parts)
+    mine = list(range(rank, p, world))                                   # step 1: dealt cyclically
+    n_train = [parts.num_train(i) for i in range(p)]
+    total_train = sum(n_train)
+    graphs = {i: load_part(parts.parts[i], device) for i in mine}
+    model = build_model(config.model, parts.num_features, config.hidden, parts.num_classes,
+                        num_layers=config.num_layers, dropout=config.dropout, seed=config.seed).to(device)
+    opts = {i: Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay) for i in mine}
+    averager = WeightedAverager(total_train, distributed=world > 1)
+    result = WorkerResult(rank, mine)
+    whole = load_part(assemble_whole_graph(parts), device) if rank == 0 else None
+    W = flat_parameters(model)
+    rounds = math.ceil(config.epochs / config.sync_every)
+    start_round, best = 0, {"val_accuracy": -1.0, "round": -1, "weights": W.clone(), "epoch": 0}
+
+    if config.resume and Path(config.checkpoint).exists():
+        ckpt = torch.load(config.checkpoint, map_location="cpu", weights_only=False)
+        if ckpt["num_parts"] != p or ckpt["workers"] != world or ckpt["sync_every"] != config.sync_every:
+            raise ParameterError(f"{config.checkpoint}: checkpoint was written with {ckpt['num_parts']} parts, "
+                                 f"{ckpt['workers']} workers, sync every {ckpt['sync_every']}; this run has "
+                                 f"{p}, {world}, {config.sync_every}")
+        W = ckpt["weights"]
+        start_round = ckpt["round"] + 1
+        best = ckpt["best"]
+        result.history = ckpt.get("history", [])
+        for i in mine:
+            opts[i].load_state_dict(ckpt["optimizers"][i])
+        result.losses = ckpt.get("losses", {}).get(rank, [])
+    load_flat_(model, W)
+
+    for r in range(start_round, rounds):
+        first_epoch = r * config.sync_every
+        n_epochs = min(config.sync_every, config.epochs - first_epoch)
+        t0 = time.perf_counter()
+        round_losses = np.zeros(n_epochs)
+        record = {"round": r, "local": []} if config.record_weights else None
+        for i in mine:                                                   # step 2: local epochs
+            load_flat_(model, W)
+            g = graphs[i]
+            for e in range(n_epochs):
+                epoch = first_epoch + e
+                torch.manual_seed(_seed_for(config.seed, i, epoch))
+                if config.mini_batch:
+                    loss = _epoch_mini(model, opts[i], g, config, i, epoch, device)
+                else:
+                    loss = _epoch_full(model, opts[i], g, config)
+                round_losses[e] += loss / len(mine)
+            if record is not None:
+                record["local"].append((i, flat_parameters(model, torch.float32), n_train[i]))
+            averager.add(model, n_train[i])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        result.train_seconds += time.perf_counter() - t0
+        result.losses.extend(round_losses.tolist())
+        W = averager.average_into(model)                                 # step 3: one all_reduce
+        if record is not None:
+            record["averaged"] = flat_parameters(model, torch.float32)
+            result.recorded.append(record)
+        ckpt_opts = _gather({i: opts[i].state_dict() for i in mine}, rank, world) if config.checkpoint else None
+        all_losses = _gather(result.losses, rank, world) if config.checkpoint else None
+        if rank == 0:                                                    # step 4: evaluate, keep the best
+            scores = evaluate(model, whole)
+            scores.update(round=r, epoch=first_epoch + n_epochs)
+            result.history.append(scores)
+            if scores["val_accuracy"] > best["val_accuracy"]:
+                best = {"val_accuracy": scores["val_accuracy"], "round": r, "weights": W.clone(),
+                        "epoch": first_epoch + n_epochs}
+            if config.checkpoint:
+                optimizers = {k: v for d in ckpt_opts for k, v in d.items()}
+                _save_checkpoint(config.checkpoint, {
+                    "format": "graphstream.trainer.checkpoint", "config": asdict(config), "round": r,
+                    "weights": W, "best": best, "optimizers": optimizers, "history": result.history,
+                    "losses": dict(enumerate(all_losses)), "num_parts": p, "workers": world,
+                    "sync_every": config.sync_every})
+    result.sync_seconds = averager.seconds
+    if rank == 0:
+        load_flat_(model, best["weights"])
+        final = result.history[-1] if result.history else {}
+        best_scores = evaluate(model, whole)
+        result.summary = {
+            "test_accuracy": best_scores["test_accuracy"], "val_accuracy": best_scores["val_accuracy"],
+            "train_accuracy": best_scores["train_accuracy"], "best_epoch": best["epoch"],
+            "final_test_accuracy": final.get("test_accuracy"), "final_val_accuracy": final.get("val_accuracy"),
+            "epochs": config.epochs, "rounds": rounds, "seconds": time.perf_counter() - wall,
+            "train_seconds": result.train_seconds, "sync_seconds": averager.seconds,
+            "epoch_seconds": result.train_seconds / max(1, config.epochs - start_round * config.sync_every),
+            "num_parts": p, "workers": world, "parts_per_worker": len(mine)}
+        if config.checkpoint:
+            torch.save({"weights": best["weights"], "config": asdict(config)}, f"{config.checkpoint}.best")
+    return result
+
+
+def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: bool = False,
+                 threads: int | None = None) -> dict:
+    """Train on a parts folder (or a :class:`PartSet`); return worker 0's summary plus the run's shape.
+
+    ``centralized`` trains the same model on the whole graph reassembled from
+    the parts, in this process, for comparison. ``threads`` is the number of
+    torch CPU threads per worker (default: cores / workers; on a busy machine
+    1 avoids OpenMP threads spinning against each other).
+    """
+    from .launch import launch
+    device = resolve_device(config.device)
+    parts = source if isinstance(source, PartSet) else open_parts(source)
+    if centralized:
+        whole = assemble_whole_graph(parts)
+        single = check_parts([whole], path=f"{parts.path}[whole]")
+        single = replace(single, num_classes=parts.num_classes)
+        res = launch(train_worker, 1, (single, replace(config, sync_every=1)), threads_per_worker=threads)[0]
+        out = dict(res.summary, mode="centralized", num_parts=len(parts), workers=1)
+        return _finish(out, res, config)
+    if workers < 1:
+        raise ParameterError(f"--workers must be >= 1, got {workers}")
+    if workers > len(parts):
+        raise ParameterError(f"--workers {workers}: more workers than parts ({len(parts)} in {parts.path})")
+    if device.type == "cuda" and workers > torch.cuda.device_count():
+        raise ParameterError(f"--workers {workers}: only {torch.cuda.device_count()} CUDA devices")
+    if sum(parts.num_train(i) for i in range(len(parts))) == 0:
+        raise GraphStreamError(f"{parts.path}: no training nodes (train_mask empty in every part)")
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    payload = parts if not isinstance(source, (str, os.PathLike)) else str(source)
+    results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads)
+    out = dict(results[0].summary, mode="averaged", sync_every=config.sync_every)
+    out["worker_train_seconds"] = [r.train_seconds for r in results]
+    return _finish(out, results[0], config, results)
+
+
+def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | None = None) -> dict:
+    out.update(model=config.model, hidden=config.hidden, mini_batch=config.mini_batch, seed=config.seed,
+               device=config.device, losses=res.losses, history=res.history)
+    if results is not None and config.record_weights:
+        out["recorded"] = [r.recorded for r in results]
+    return out
+
+
+__all__ = ["TrainConfig", "WorkerResult", "run_training", "train_worker"]
