@@ -209,3 +209,13 @@ def test_cli_partition_on_snapshot_store(college, tmp_path, capsys):
         run_partition_command(argparse.Namespace(store=str(college), k=None, algo="pgc", seed=0, out=None))
     with pytest.raises(GraphStreamError):
         open_dynamic_partitions(tmp_path)
+
+
+def test_fitted_cost_model_is_usable(college):
+    from graphstream.dynamic.pgc import fit_cost_model
+    ic, ec = fit_cost_model(feature_dim=16, hidden=16, sizes=(1000, 4000), degrees=(2, 16))
+    assert ic == 1.0 and ec >= 0.0
+    args = argparse.Namespace(store=str(college), k=2, algo="pgc", seed=0, out=None, cost_model="fit",
+                              feature_dim=16)
+    report = run_partition_command(args)
+    assert report["balance_lambda"] is not None and report["balance_lambda"] < 1.3

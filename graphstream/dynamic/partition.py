@@ -35,7 +35,7 @@ from ..errors import ParameterError, StoreError
 from ..partition._shared import has_bit, new_bitsets, set_bit
 from .baselines import sequence_partition, snapshot_partition
 from .delta import encode_keys
-from .pgc import DynamicPartitionResult, PGCConfig, pgc
+from .pgc import DynamicPartitionResult, PGCConfig, fit_cost_model, pgc
 from .snapshots import SnapshotStore, SnapshotWriter, open_snapshots
 
 FORMAT = "graphstream.dynamic_partitions"
@@ -264,6 +264,11 @@ def config_from_args(args) -> PGCConfig:
     if k is None:
         raise ParameterError("give -k K (number of parts) to partition a snapshot store")
     balance = getattr(args, "balance", None)
+    instance_cost = float(getattr(args, "instance_cost", 1.0))
+    edge_cost = float(getattr(args, "edge_cost", 1.0))
+    if getattr(args, "cost_model", None) == "fit":
+        # the spec's "linear fit from measured timings": one GCN-style layer timed here
+        instance_cost, edge_cost = fit_cost_model(feature_dim=int(getattr(args, "feature_dim", 64)))
     return PGCConfig(
         num_parts=int(k), seed=int(getattr(args, "seed", 0) or 0),
         spatial_weight=float(getattr(args, "spatial_weight", 1.0)),
@@ -273,8 +278,7 @@ def config_from_args(args) -> PGCConfig:
         chunk_cap=getattr(args, "chunk_cap", None),
         chunks_per_part=int(getattr(args, "chunks_per_part", 2)),
         balance=float(balance) if balance is not None else 1.05,
-        instance_cost=float(getattr(args, "instance_cost", 1.0)),
-        edge_cost=float(getattr(args, "edge_cost", 1.0)),
+        instance_cost=instance_cost, edge_cost=edge_cost,
         memory_budget=getattr(args, "memory_budget", None),
         scratch_dir=getattr(args, "work_dir", None))
 
@@ -306,7 +310,8 @@ def run_partition_command(args) -> dict[str, Any]:
     result = partition_snapshots(snaps, config, algo)
     try:
         report = {"store": snaps.path, "algorithm": algo, "num_parts": config.num_parts,
-                  "num_snapshots": snaps.num_snapshots, "num_nodes": snaps.num_nodes}
+                  "num_snapshots": snaps.num_snapshots, "num_nodes": snaps.num_nodes,
+                  "instance_cost": config.instance_cost, "edge_cost": config.edge_cost}
         report.update(result.metrics)
         if out is not None:
             manifest = write_part_sequences(result, out, overwrite=overwrite)

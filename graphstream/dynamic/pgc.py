@@ -658,3 +658,38 @@ def pgc(snaps: SnapshotStore, config: PGCConfig) -> DynamicPartitionResult:
         "seconds": watch.seconds, "phases": dict(watch.laps), "peak_rss_bytes": peak_rss_bytes(),
     })
     return DynamicPartitionResult("pgc", config, graph, inst_part, metrics, labels, cg.num_chunks)
+
+
+# -- the workload model, fitted -----------------------------------------------------------
+
+def fit_cost_model(feature_dim: int = 64, hidden: int = 64, sizes: tuple[int, ...] = (2000, 6000, 16000),
+                   degrees: tuple[int, ...] = (2, 6, 16), seed: int = 0) -> tuple[float, float]:
+    """(instance_cost, edge_cost) from a least-squares fit of measured timings.
+
+    Times one GCN-style layer in numpy (gather + segment sum over edges,
+    then a dense transform per instance) on random graphs of every size and
+    degree given, fits ``seconds = a * instances + b * edges + c`` and
+    returns (a, b) scaled so that a = 1. Only the ratio matters: caps and
+    loads are relative to the total workload.
+    """
+    import time
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((feature_dim, hidden)).astype(np.float32)
+    rows, times = [], []
+    for n in sizes:
+        x = rng.standard_normal((n, feature_dim)).astype(np.float32)
+        for d in degrees:
+            e = n * d
+            indices = rng.integers(0, n, e)
+            indptr = np.arange(0, e + 1, d)
+            best = np.inf
+            for _ in range(3):
+                a = time.perf_counter()
+                agg = np.add.reduceat(x[indices], indptr[:-1], axis=0)
+                _ = agg @ w
+                best = min(best, time.perf_counter() - a)
+            rows.append((n, e, 1.0))
+            times.append(best)
+    coef, *_ = np.linalg.lstsq(np.asarray(rows, dtype=np.float64), np.asarray(times), rcond=None)
+    a, b = max(float(coef[0]), 1e-12), max(float(coef[1]), 0.0)
+    return 1.0, b / a
