@@ -390,6 +390,35 @@ def test_interrupted_write(tmp_path, monkeypatch, exc_type):
     assert_no_store(tmp_path / "g.zarr")
 
 
+def test_sigkill_mid_ingest_leaves_nothing_valid(tmp_path):
+    """A process killed mid-write leaves no OUT and a hidden partial store that open_store refuses."""
+    src = write(tmp_path / "g.txt", "".join(f"{i} {i + 1}\n" for i in range(5000)))
+    out = tmp_path / "g.zarr"
+    code = f"""
+import os, signal
+from graphstream.store import GraphWriter
+from graphstream.ingest import ingest
+real = GraphWriter.append
+calls = []
+def append(self, *a, **k):
+    calls.append(1)
+    if len(calls) == 3:
+        self._wait()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, *a, **k)
+GraphWriter.append = append
+ingest({str(src)!r}, {str(out)!r}, rows_per_block=1000, chunk_size=500)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    assert not out.exists()
+    partial = [p for p in tmp_path.iterdir() if p.name.startswith(".g.zarr.tmp-")]
+    assert len(partial) == 1
+    assert zarr.open_group(str(partial[0]), mode="r")["src"].shape[0] == 2000  # two blocks were written
+    with pytest.raises(IncompleteStoreError, match="incomplete"):
+        open_store(partial[0])
+
+
 def test_killed_write_is_refused(tmp_path):
     """A writer that never closes (a killed process) leaves a store open_store refuses."""
     from graphstream.store import GraphWriter

@@ -50,33 +50,60 @@ def _int64_ids(path: str, a: np.ndarray, what: str) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # .npy
 # ---------------------------------------------------------------------------
+def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
+    """(shape, dtype, fortran_order, data offset) of a .npy file, without reading its data."""
+    fmt = np.lib.format
+    with open(path, "rb") as f:
+        try:
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(f)
+            else:
+                shape, fortran, dtype = fmt.read_array_header_2_0(f)
+        except ValueError as exc:
+            raise InputFormatError(f"{path}: not a readable .npy array ({exc})") from exc
+        return shape, dtype, fortran, f.tell()
+
+
 def iter_npy(path: str | os.PathLike, *, src_column: int = 0, dst_column: int = 1, time_column: int = -1,
              weight_column: int = -1, rows: int = 1 << 20, one_based: bool = False,
              num_nodes: int | None = None, relabel: bool = False) -> Iterator[TextBlock]:
-    """Blocks of an integer E x k ``.npy`` array (memory-mapped; E x 2 is src, dst)."""
+    """Blocks of an integer E x k ``.npy`` array (E x 2 is src, dst).
+
+    C-ordered arrays are read block by block with plain reads (a memory map
+    would count the whole file in the resident set); Fortran-ordered ones
+    through a memory map.
+    """
     name = str(path)
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as exc:
-        raise InputFormatError(f"{name}: not a readable .npy array ({exc})") from exc
-    if not isinstance(arr, np.ndarray) or arr.ndim != 2:
-        raise InputFormatError(f"{name}: expected a 2-D array of edges (E x 2), got shape "
-                               f"{getattr(arr, 'shape', None)}")
-    if arr.dtype.kind not in "iu":
-        raise InputFormatError(f"{name}: expected an integer array (int32/int64), got dtype {arr.dtype}")
+    shape, dtype, fortran, offset = _npy_header(name)
+    if len(shape) != 2:
+        raise InputFormatError(f"{name}: expected a 2-D array of edges (E x 2), got shape {shape}")
+    if dtype.kind not in "iu":
+        raise InputFormatError(f"{name}: expected an integer array (int32/int64), got dtype {dtype}")
     cols = [c for c in (src_column, dst_column, time_column, weight_column) if c >= 0]
-    if max(cols) >= arr.shape[1]:
-        raise ParameterError(f"{name}: column {max(cols)} selected but the array has {arr.shape[1]} columns")
-    for start in range(0, arr.shape[0], rows):
-        block = np.asarray(arr[start:start + rows])
-        src = _int64_ids(name, block[:, src_column], "source")
-        dst = _int64_ids(name, block[:, dst_column], "destination")
-        src, dst = check_ids(name, src, dst, start + 1, one_based=one_based, num_nodes=num_nodes,
-                             relabel=relabel)
-        yield TextBlock(src=np.ascontiguousarray(src), dst=np.ascontiguousarray(dst),
-                        time=block[:, time_column].astype(np.int64) if time_column >= 0 else None,
-                        weight=block[:, weight_column].astype(np.float32) if weight_column >= 0 else None,
-                        spans=None, buf=np.empty(0, np.uint8), first_line=start + 1)
+    if max(cols) >= shape[1]:
+        raise ParameterError(f"{name}: column {max(cols)} selected but the array has {shape[1]} columns")
+    num_rows, width = shape
+    mm = np.load(name, mmap_mode="r") if fortran else None
+    with open(name, "rb") as f:
+        f.seek(offset)
+        for start in range(0, num_rows, rows):
+            count = min(rows, num_rows - start)
+            if mm is not None:
+                block = np.asarray(mm[start:start + count])
+            else:
+                block = np.empty((count, width), dtype=dtype)
+                got = f.readinto(memoryview(block).cast("B"))
+                if got != block.nbytes:
+                    raise InputFormatError(f"{name}: file is truncated (expected {num_rows} rows)")
+            src = _int64_ids(name, block[:, src_column], "source")
+            dst = _int64_ids(name, block[:, dst_column], "destination")
+            src, dst = check_ids(name, src, dst, start + 1, one_based=one_based, num_nodes=num_nodes,
+                                 relabel=relabel)
+            yield TextBlock(src=np.ascontiguousarray(src), dst=np.ascontiguousarray(dst),
+                            time=block[:, time_column].astype(np.int64) if time_column >= 0 else None,
+                            weight=block[:, weight_column].astype(np.float32) if weight_column >= 0 else None,
+                            spans=None, buf=np.empty(0, np.uint8), first_line=start + 1)
 
 
 # ---------------------------------------------------------------------------
