@@ -187,8 +187,16 @@ def _sort_rows(indptr, out):
     for r in range(indptr.shape[0] - 1):
         a = indptr[r]
         b = indptr[r + 1]
-        if b - a > 1:
-            out[a:b] = np.sort(out[a:b])
+        if b - a > 24:
+            out[a:b].sort()  # in place, no allocation
+        else:  # most rows are short: insertion sort
+            for i in range(a + 1, b):
+                x = out[i]
+                j = i - 1
+                while j >= a and out[j] > x:
+                    out[j + 1] = out[j]
+                    j -= 1
+                out[j + 1] = x
 
 
 # ---------------------------------------------------------------------------

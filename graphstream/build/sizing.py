@@ -51,8 +51,10 @@ def data_size(store: GraphStore, nodes_dir: str | os.PathLike | None) -> DataSiz
     entries = store.num_edges if store.directed else 2 * store.num_edges
     row = 0
     if nodes_dir is not None:
-        row = open_node_data(nodes_dir, store.num_nodes, require_features=False).row_bytes
-        # Labels are shipped as int64 whatever their file dtype.
+        data = open_node_data(nodes_dir, store.num_nodes, require_features=False)
+        for name, arr in data.arrays.items():
+            # to_torch() ships labels as int64 whatever their file dtype.
+            row += arr.row_bytes // arr.dtype.itemsize * 8 if name == "labels" else arr.row_bytes
     return DataSize(store.num_nodes, entries, row + _NODE_STRUCT_BYTES, _ENTRY_BYTES)
 
 
