@@ -185,15 +185,20 @@ def big(work: Path, args, partial: dict, save) -> dict:
     events = str(work / "big-events.zarr")
     snaps = str(work / "big-snaps.zarr")
     shuf = str(work / "big-snaps-unsorted.zarr")
-    out["generate"] = child(BIG_GEN.format(scale=args.big_scale, m=args.big_edges, t=args.big_snapshots,
-                                           churn=0.1, events=events))
-    save()
-    if "error" in out["generate"]:
-        return out
-    out["snapshots"] = child(BIG_SNAP.format(events=events, snaps=snaps, extra=""))
-    save()
-    if "error" in out["snapshots"]:
-        return out
+    if args.reuse_big and Path(snaps).exists() and isinstance(args.reuse_big, str):
+        previous = json.loads(Path(args.reuse_big).read_text())["big"]
+        out["generate"], out["snapshots"] = previous["generate"], previous["snapshots"]
+        out["generate"]["reused_from"] = args.reuse_big
+    else:
+        out["generate"] = child(BIG_GEN.format(scale=args.big_scale, m=args.big_edges, t=args.big_snapshots,
+                                               churn=0.1, events=events))
+        save()
+        if "error" in out["generate"]:
+            return out
+        out["snapshots"] = child(BIG_SNAP.format(events=events, snaps=snaps, extra=""))
+        save()
+        if "error" in out["snapshots"]:
+            return out
     out["pgc"] = child(BIG_PGC.format(snaps=snaps, k=8, rounds=args.big_rounds, budget=args.big_budget,
                                       scratch=str(work)))
     save()
@@ -214,7 +219,9 @@ def main() -> None:
     p.add_argument("--big-scale", type=int, default=20)
     p.add_argument("--big-edges", type=int, default=2_000_000, help="edges per snapshot")
     p.add_argument("--big-snapshots", type=int, default=50)
-    p.add_argument("--big-rounds", type=int, default=5, help="label propagation rounds on the big graph")
+    p.add_argument("--big-rounds", type=int, default=10, help="label propagation rounds on the big graph")
+    p.add_argument("--reuse-big", default=None, metavar="JSON",
+                   help="reuse the big events and snapshot store of an earlier run (its JSON output)")
     p.add_argument("--big-budget", type=int, default=256 << 20,
                    help="bytes of O(instances) arrays kept in RAM (beyond: memory-mapped)")
     p.add_argument("--big-unsorted", action="store_true", help="also time the external bucketing path")

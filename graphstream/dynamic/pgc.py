@@ -220,10 +220,12 @@ class InstanceGraph:
     def num_snapshots(self) -> int:
         return len(self.offsets) - 1
 
-    def snapshots(self, desc: str = "snapshots"):
-        """Yield each snapshot with its active nodes' local ids set (reset after)."""
-        with progress(self.num_snapshots, desc, unit="snapshot") as bar:
-            for t in range(self.num_snapshots):
+    def snapshots(self, desc: str = "snapshots", only: np.ndarray | None = None):
+        """Yield each snapshot (or those in ``only``, ascending) with its active
+        nodes' local ids set in ``local_of`` (reset after)."""
+        ts = range(self.num_snapshots) if only is None else [int(t) for t in only]
+        with progress(len(ts), desc, unit="snapshot") as bar:
+            for t in ts:
                 keys, counts = self.snaps.snapshot_keys(t)
                 src, dst = decode_keys(keys, self.snaps.num_nodes)
                 active = _active_sorted(src, dst, self.local_of)
@@ -281,18 +283,33 @@ def _label_weight(labs, wts, m, lab):
 
 
 @njit(cache=True)
+def _mark_dirty(q, dirty, offsets, dirty_count):
+    """Flag instance q for a revisit (and count it in its snapshot)."""
+    if not dirty[q]:
+        dirty[q] = True
+        t = np.searchsorted(offsets, q, side="right") - 1
+        dirty_count[t] += 1
+
+
+@njit(cache=True)
 def _lp_snapshot(indptr, indices, base, order, labels, sizes, deg, prev, nxt, ws, wt,
-                 ic, ec, by_volume, cap, labs, wts):
+                 ic, ec, by_volume, cap, labs, wts, dirty, offsets, dirty_count, t):
     """One sweep of label propagation over the instances of one snapshot.
 
     Each instance takes the label of largest total edge weight among its
     spatial and temporal neighbours, keeping its own on ties; a label may
-    not grow past ``cap``. Returns the number of instances that moved.
+    not grow past ``cap``. Only instances flagged ``dirty`` are visited (all
+    at first; afterwards those with a neighbour that moved), since the
+    others would choose as before. Returns the number of instances that moved.
     """
     moved = 0
     for jj in range(order.shape[0]):
         j = order[jj]
         i = base + j
+        if not dirty[i]:
+            continue
+        dirty[i] = False
+        dirty_count[t] -= 1
         a = indptr[j]
         b = indptr[j + 1]
         ms = b - a
@@ -336,6 +353,11 @@ def _lp_snapshot(indptr, indices, base, order, labels, sizes, deg, prev, nxt, ws
             sizes[best] += vol
             labels[i] = best
             moved += 1
+            for e in range(a, b):
+                _mark_dirty(base + indices[e], dirty, offsets, dirty_count)
+            for q in (prev[i], nxt[i]):
+                if q >= 0:
+                    _mark_dirty(q, dirty, offsets, dirty_count)
     return moved
 
 
@@ -351,7 +373,9 @@ def label_propagation(graph: InstanceGraph, config: PGCConfig, cap: float) -> tu
 
     Rounds visit the snapshots in time order (each is rebuilt from its
     keyframe and deltas once per round) and the instances of a snapshot in
-    a seeded random order.
+    a seeded random order. After the first round only instances with a
+    neighbour that moved are revisited (a move blocked only by the cap is
+    retried when a neighbour moves); a round ends the loop when nothing moved.
     """
     num = graph.num_instances
     labels = graph.arrays.alloc(num, graph.inst_dtype)
@@ -364,18 +388,23 @@ def label_propagation(graph: InstanceGraph, config: PGCConfig, cap: float) -> tu
     max_deg = int(graph.deg.max()) if num else 0
     labs = np.empty(max_deg + 2, dtype=graph.inst_dtype)
     wts = np.empty(max_deg + 2, dtype=np.float64)
+    dirty = graph.arrays.alloc(num, np.bool_, fill=True)
+    dirty_count = np.diff(graph.offsets)
     for _round in range(config.rounds):
         moved = 0
-        for s in graph.snapshots("label propagation"):
+        # snapshots without a dirty instance are skipped whole (not even rebuilt)
+        todo = np.flatnonzero(dirty_count > 0)
+        for s in graph.snapshots("label propagation", only=todo):
             indptr, indices = _adjacency(s.src, s.dst, graph.local_of, len(s.active))
             order = rng.permutation(len(s.active))
             moved += _lp_snapshot(indptr, indices, s.base, order, labels, sizes, graph.deg, graph.prev,
                                   graph.next, float(config.spatial_weight), float(config.temporal_weight),
-                                  ic, ec, by_volume, float(cap), labs, wts)
+                                  ic, ec, by_volume, float(cap), labs, wts, dirty, graph.offsets,
+                                  dirty_count, s.t)
         moved_per_round.append(int(moved))
         if moved == 0:
             break
-    del sizes
+    del sizes, dirty
     return labels, moved_per_round
 
 
