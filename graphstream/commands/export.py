@@ -1,0 +1,27 @@
+"""graphstream export PARTS_DIR --to dgl|pyg OUT [--overwrite] [--graph-name NAME] [--json]."""
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="write a partitioned dataset in DistDGL's or PyG's partition format",
+                       description="Write a partitioned dataset (graphstream partition --out) in the partition "
+                                   "format of DistDGL (dgl.distributed.load_partition, DistGraph) or PyG "
+                                   "(torch_geometric.distributed.LocalGraphStore/LocalFeatureStore.from_partition). "
+                                   "--to dgl needs the dgl package: run it with .venv-dgl/bin/graphstream "
+                                   "(made by tools/dgl-env.sh).")
+    p.add_argument("parts", help="partitioned dataset folder (with manifest.json)")
+    # No argparse choices: an unknown target is a GraphStreamError (exit 2, one line) like any bad input.
+    p.add_argument("--to", dest="target", required=True, metavar="{dgl,pyg}", help="target format")
+    p.add_argument("out", help="output folder (written atomically)")
+    p.add_argument("--graph-name", default=None,
+                   help="DGL: graph name in the config and for DistGraph (default: OUT's folder name)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(run=run)
+
+
+def run(args) -> dict:
+    from ..export import export
+
+    return export(args.parts, args.out, args.target, overwrite=args.overwrite,
+                  graph_name=args.graph_name).to_dict()

@@ -1,0 +1,157 @@
+"""Exporters: a partitioned dataset, rewritten in the partition format of DistDGL or PyG.
+
+``export(parts_dir, out, "dgl" | "pyg")`` reads a folder written by
+``graphstream partition --out`` (see ``docs/format.md``) and writes, into a
+temporary sibling renamed into place at the end, what
+``dgl.distributed.load_partition`` / ``DistGraph`` or
+``torch_geometric.distributed.LocalGraphStore.from_partition`` /
+``LocalFeatureStore.from_partition`` read. ``docs/export.md`` shows how to
+train on the result.
+
+Both formats take the part's edges from its *inner rows* only: row ``v``
+lists the nodes that feed ``v``'s aggregation (its neighbours, or its
+in-neighbours when directed), so every edge ``u -> v`` is written exactly
+once, by the part that owns ``v``, which is how DGL and PyG assign edges to
+partitions (by destination). An undirected graph therefore exports with both
+directions of each edge, as DGL and PyG represent it.
+
+Memory: O(num_nodes) for the id maps, plus one part's edges and node data at a
+time (the libraries' writers take whole tensors). The libraries are imported
+only by the writer that needs them: the DGL writer needs ``dgl`` (the
+``.venv-dgl`` environment made by ``tools/dgl-env.sh``), the PyG writer needs
+only ``torch``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from importlib import import_module
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import NodeDataError, ParameterError
+
+if TYPE_CHECKING:  # the loader is imported lazily: ``graphstream.export`` stays light
+    from ..build.loader import Part, PartitionedDataset
+
+TARGETS = ("dgl", "pyg")
+REQUIRED_NODE_DATA = ("features", "labels")
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote (the ``--json`` output of ``graphstream export``)."""
+    target: str
+    out: str
+    entry: str                      # the file a trainer opens (DGL's JSON config, PyG's root folder)
+    num_parts: int
+    num_nodes: int
+    num_edges: int                  # directed edges as the library counts them (both directions if undirected)
+    node_data: list[str]
+    seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    parts: list[dict[str, int]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class IdMaps:
+    """Where every node lives: its owner part and its position in the parts' concatenated inner nodes.
+
+    ``new_id[v]`` is v's id once each part's inner nodes form a contiguous
+    range (``node_offsets[p] .. node_offsets[p + 1]``) in part order, inner
+    nodes in the part's own (ascending global id) order. ``edge_offsets`` does
+    the same for the edges of the inner rows.
+    """
+    owner: np.ndarray               # int32 (num_nodes,)
+    new_id: np.ndarray              # int64 (num_nodes,)
+    node_offsets: np.ndarray        # int64 (num_parts + 1,)
+    edge_offsets: np.ndarray        # int64 (num_parts + 1,)
+
+
+def open_for_export(parts_dir: str | os.PathLike) -> "PartitionedDataset":
+    """Open a partitioned dataset and refuse one without the node data a trainer needs."""
+    from ..build.loader import open_partitions
+
+    dataset = open_partitions(parts_dir)
+    if len(dataset) == 0:
+        raise NodeDataError(f"{parts_dir}: the dataset has no parts")
+    present = dataset[0].node_files
+    missing = [name for name in REQUIRED_NODE_DATA if name not in present]
+    if missing:
+        files = ", ".join(f"{m}.npy" for m in missing)
+        raise NodeDataError(
+            f"{parts_dir}: no node {' or '.join(missing)} in the parts ({files} missing); "
+            f"partition with --nodes NODE_DATA_DIR so that the parts carry features and labels")
+    return dataset
+
+
+def inner_num_edges(part: "Part") -> int:
+    """Edges of the part's inner rows: the edges it owns (their destination is inner)."""
+    return int(part.indptr[part.num_inner])
+
+
+def inner_edges(part: "Part") -> tuple[np.ndarray, np.ndarray]:
+    """Local (src, dst) of the inner rows' edges, in CSR order (dst ascending): src feeds dst."""
+    indptr = np.asarray(part.indptr[: part.num_inner + 1], dtype=np.int64)
+    dst = np.repeat(np.arange(part.num_inner, dtype=np.int64), np.diff(indptr))
+    src = np.asarray(part.indices[: indptr[-1]], dtype=np.int64)
+    return src, dst
+
+
+def id_maps(dataset: "PartitionedDataset") -> IdMaps:
+    """Owner and contiguous new id of every node, from the parts' inner ``global_ids``."""
+    n = dataset.num_nodes
+    owner = np.full(n, -1, dtype=np.int32)
+    new_id = np.full(n, -1, dtype=np.int64)
+    node_offsets = np.zeros(len(dataset) + 1, dtype=np.int64)
+    edge_offsets = np.zeros(len(dataset) + 1, dtype=np.int64)
+    for p, part in enumerate(dataset):
+        inner = np.asarray(part.global_ids[: part.num_inner], dtype=np.int64)
+        if inner.size and (inner.min() < 0 or inner.max() >= n):
+            raise NodeDataError(f"{part.path}: global_ids outside 0..{n - 1}")
+        if np.any(owner[inner] >= 0):
+            raise NodeDataError(f"{part.path}: inner nodes also owned by another part")
+        owner[inner] = p
+        new_id[inner] = node_offsets[p] + np.arange(inner.size, dtype=np.int64)
+        node_offsets[p + 1] = node_offsets[p] + inner.size
+        edge_offsets[p + 1] = edge_offsets[p] + inner_num_edges(part)
+    if np.any(owner < 0):
+        raise NodeDataError(f"{dataset.path}: {int(np.count_nonzero(owner < 0))} nodes belong to no part")
+    return IdMaps(owner=owner, new_id=new_id, node_offsets=node_offsets, edge_offsets=edge_offsets)
+
+
+def node_rows(part: "Part", name: str, stop: int | None = None) -> np.ndarray:
+    """Rows ``0 .. stop`` of a node data file as a writable in-RAM array (the libraries keep tensors)."""
+    arr = part.features if name == "features" else part.labels if name == "labels" else part.masks[name]
+    stop = part.num_nodes if stop is None else stop
+    out = np.array(arr[:stop])
+    if name == "labels":
+        out = out.astype(np.int64, copy=False)
+    return out
+
+
+def mask_names(part: "Part") -> list[str]:
+    return sorted(part.masks)
+
+
+def export(parts_dir: str | os.PathLike, out: str | os.PathLike, target: str, *,
+           overwrite: bool = False, graph_name: str | None = None) -> ExportResult:
+    """Write the partitioned dataset ``parts_dir`` to ``out`` in ``target``'s format ("dgl" or "pyg")."""
+    if target not in TARGETS:
+        raise ParameterError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
+    from .._atomic import check_output
+
+    check_output(out, overwrite)  # fail before any work, not after it
+    module = import_module(f"{__name__}.{target}")
+    kwargs: dict[str, Any] = {"overwrite": overwrite}
+    if target == "dgl":
+        kwargs["graph_name"] = graph_name
+    return module.export(Path(parts_dir), Path(out), **kwargs)
+
+
+__all__ = ["ExportResult", "IdMaps", "TARGETS", "export", "id_maps", "inner_edges", "open_for_export"]

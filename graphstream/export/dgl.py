@@ -1,0 +1,155 @@
+"""DistDGL's partition format, written from a graphstream partitioned dataset.
+
+The layout is the one ``dgl.distributed.partition_graph`` writes and
+``dgl.distributed.load_partition`` / ``DistGraph`` read (DGL 2.1)::
+
+    OUT/GRAPH_NAME.json        partition config: node_map/edge_map id ranges, part-N file paths
+    OUT/partN/graph.dgl        the part's DGLGraph: inner nodes, then halo nodes; the inner rows' edges
+    OUT/partN/node_feat.dgl    "_N/feat", "_N/label", "_N/<name>_mask" rows of the inner nodes
+    OUT/partN/edge_feat.dgl    empty (graphstream parts carry no edge data)
+    OUT/partN/orig_nids.dgl    {"_N": original id of each inner node} (as DGL's dist. pipeline writes)
+
+Steps (as ``partition_graph`` does them, but from our parts instead of METIS):
+
+1. Renumber: DistDGL's RangePartitionBook needs each part's inner nodes to
+   be one contiguous id range, so node ``v`` of part ``p`` gets
+   ``node_offsets[p] + (v's rank among p's inner nodes)``; edges likewise get
+   ``edge_offsets[p] + their rank in p's inner rows``. Local ids are unchanged
+   (inner nodes first, ascending), so ``nid2localnid`` = new id - range start
+   holds, which DistDGL's samplers and DistTensors rely on.
+2. Per part, a DGLGraph with ``ndata`` ``_ID`` (new global id, int64),
+   ``inner_node`` (uint8), ``part_id`` (int64) and ``edata`` ``_ID``,
+   ``inner_edge`` (uint8), in DGL's reserved dtypes. All edges are inner
+   (halo_hops = 1: a part holds the in-edges of its inner nodes).
+3. Node data of the inner nodes in ``ntype/name`` keys; masks as uint8,
+   which is what DGL's own writer leaves on disk for bool masks.
+4. The JSON config, written last.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .._atomic import atomic_dir
+from .._report import log, progress
+from .._resources import Stopwatch, peak_rss_bytes
+from ..errors import GraphStreamError
+from . import ExportResult, id_maps, inner_edges, inner_num_edges, mask_names, node_rows, open_for_export
+
+NTYPE = "_N"
+ETYPE = "_N:_E:_N"
+# graphstream node data name -> DGL ndata name (DGL's built-in datasets use these).
+NDATA_NAMES = {"features": "feat", "labels": "label"}
+
+
+def _import_dgl():
+    try:
+        import dgl  # noqa: F401  (DGL 2.1 needs torch<=2.2.1 and numpy<2: see tools/dgl-env.sh)
+        import torch
+        from dgl.data.utils import save_tensors
+    except ImportError as exc:
+        raise GraphStreamError(
+            f"exporting to DGL needs the dgl package ({exc}); create its environment with "
+            f"`bash tools/dgl-env.sh` and run `.venv-dgl/bin/graphstream export ... --to dgl`") from exc
+    return dgl, torch, save_tensors
+
+
+def _graph_name(name: str | None, out: Path) -> str:
+    name = name or re.sub(r"[^A-Za-z0-9_.-]", "_", out.name) or "graph"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise GraphStreamError(f"graph name {name!r}: use letters, digits, '_', '.', '-' only")
+    return name
+
+
+def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: str | None = None) -> ExportResult:
+    """Write ``parts_dir`` as a DistDGL partition folder ``out`` (config ``out/<graph_name>.json``)."""
+    watch = Stopwatch()
+    dgl, torch, save_tensors = _import_dgl()
+    dataset = open_for_export(parts_dir)
+    name = _graph_name(graph_name, out)
+    k = len(dataset)
+    # Step 1: the renumbering (O(num_nodes)).
+    maps = id_maps(dataset)
+    masks = mask_names(dataset[0])
+    config = {
+        "graph_name": name,
+        "num_nodes": int(dataset.num_nodes),
+        "num_edges": int(maps.edge_offsets[-1]),
+        "part_method": str(dataset.manifest.get("algorithm", "graphstream")),
+        "num_parts": k,
+        "halo_hops": 1,
+        "node_map": {NTYPE: [[int(maps.node_offsets[p]), int(maps.node_offsets[p + 1])] for p in range(k)]},
+        "edge_map": {ETYPE: [[int(maps.edge_offsets[p]), int(maps.edge_offsets[p + 1])] for p in range(k)]},
+        "ntypes": {NTYPE: 0},
+        "etypes": {ETYPE: 0},
+    }
+    part_rows = []
+    with atomic_dir(out, overwrite) as tmp, progress(k, "export dgl", unit="part") as bar:
+        for p, part in enumerate(dataset):
+            part_dir = tmp / f"part{p}"
+            part_dir.mkdir()
+            ni, n_local = part.num_inner, part.num_nodes
+            gids = np.asarray(part.global_ids, dtype=np.int64)
+            # Step 2: the part's graph, local ids as in our CSR.
+            src, dst = inner_edges(part)
+            g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n_local, idtype=torch.int64)
+            g.ndata[dgl.NID] = torch.from_numpy(maps.new_id[gids])
+            inner = np.zeros(n_local, dtype=np.uint8)
+            inner[:ni] = 1
+            g.ndata["inner_node"] = torch.from_numpy(inner)
+            g.ndata["part_id"] = torch.from_numpy(maps.owner[gids].astype(np.int64))
+            ne = src.size
+            g.edata[dgl.EID] = torch.arange(int(maps.edge_offsets[p]), int(maps.edge_offsets[p]) + ne,
+                                            dtype=torch.int64)
+            g.edata["inner_edge"] = torch.ones(ne, dtype=torch.uint8)
+            dgl.save_graphs(str(part_dir / "graph.dgl"), [g])
+            del g, src, dst
+            # Step 3: node data of the inner nodes, then the original ids.
+            feats = {}
+            for key in ("features", "labels", *masks):
+                rows = node_rows(part, key, ni)
+                if key in masks:
+                    rows = rows.astype(np.uint8)
+                feats[f"{NTYPE}/{NDATA_NAMES.get(key, key)}"] = torch.from_numpy(rows)
+            save_tensors(str(part_dir / "node_feat.dgl"), feats)
+            save_tensors(str(part_dir / "edge_feat.dgl"), {})
+            save_tensors(str(part_dir / "orig_nids.dgl"), {NTYPE: torch.from_numpy(gids[:ni].copy())})
+            del feats
+            config[f"part-{p}"] = {
+                "node_feats": f"part{p}/node_feat.dgl",
+                "edge_feats": f"part{p}/edge_feat.dgl",
+                "part_graph": f"part{p}/graph.dgl",
+            }
+            part_rows.append({"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)})
+            bar.update(1)
+        # Step 4: the config, last.
+        with open(tmp / f"{name}.json", "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=4)
+    log(f"exported {k} parts to DistDGL format: {out / (name + '.json')}")
+    return ExportResult(target="dgl", out=str(out), entry=str(out / f"{name}.json"), num_parts=k,
+                        num_nodes=int(dataset.num_nodes), num_edges=int(maps.edge_offsets[-1]),
+                        node_data=["features", "labels", *masks], seconds=watch.seconds,
+                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows)
+
+
+def part_to_dgl(part):
+    """One part as a DGLGraph over its local ids (inner nodes first, then halo).
+
+    Edges ``src -> dst`` are the inner rows' edges (src feeds dst's
+    aggregation). ``ndata``: ``_ID`` (global id, int64), ``inner_node``
+    (bool), and every node data array the part has (``feat``, ``label``,
+    ``*_mask``), halo rows included.
+    """
+    dgl, torch, _ = _import_dgl()
+    src, dst = inner_edges(part)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=part.num_nodes, idtype=torch.int64)
+    g.ndata[dgl.NID] = torch.from_numpy(np.asarray(part.global_ids, dtype=np.int64))
+    inner = torch.zeros(part.num_nodes, dtype=torch.bool)
+    inner[: part.num_inner] = True
+    g.ndata["inner_node"] = inner
+    for key in part.node_files:
+        g.ndata[NDATA_NAMES.get(key, key)] = torch.from_numpy(node_rows(part, key))
+    return g

@@ -1,0 +1,136 @@
+"""PyG's distributed partition format, written from a graphstream partitioned dataset.
+
+The layout is the one ``torch_geometric.distributed.Partitioner`` writes for
+a homogeneous graph and ``LocalGraphStore.from_partition`` /
+``LocalFeatureStore.from_partition`` read (PyG 2.5 to 2.8)::
+
+    OUT/META.json              {"num_parts", "is_hetero": false, "is_sorted": true, ...}
+    OUT/node_map.pt            int64 (num_nodes,): the part of every node
+    OUT/edge_map.pt            int64 (num_edges,): the part of every edge
+    OUT/part_N/graph.pt        {"row", "col", "edge_id", "size"}: the part's edges in global ids, sorted by col
+    OUT/part_N/node_feats.pt   {"global_id", "feats": {"x", "y", "<name>_mask"}}: rows of the inner nodes
+    OUT/part_N/edge_feats.pt   {} (graphstream parts carry no edge data)
+
+and, as PyG's distributed examples keep them beside the partitions:
+
+    OUT/label.pt               int64 labels of all nodes by global id (``feature_store.labels``)
+    OUT/<name>_idx/partitionN.pt   global ids of part N's inner nodes in each mask (train_idx, ...)
+
+PyG keeps the original node ids (no renumbering). Edge ids are new: edges
+are numbered part after part in their CSR order, ``edge_offsets[p] + rank``.
+``edge_map.pt`` is O(num_edges): it is filled through a memory-mapped
+scratch file inside the output, so RAM stays O(num_nodes + one part).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .._atomic import atomic_dir
+from .._report import log, progress
+from .._resources import Stopwatch, peak_rss_bytes
+from ..errors import GraphStreamError
+from . import ExportResult, id_maps, inner_edges, inner_num_edges, mask_names, node_rows, open_for_export
+
+# graphstream node data name -> PyG attribute name (``Data.x``, ``Data.y``).
+ATTR_NAMES = {"features": "x", "labels": "y"}
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as exc:
+        raise GraphStreamError(f"exporting to PyG needs torch ({exc}); install graphstream[train]") from exc
+    return torch
+
+
+def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResult:
+    """Write ``parts_dir`` as a PyG partition folder ``out`` (open it with ``LocalGraphStore.from_partition``)."""
+    watch = Stopwatch()
+    torch = _import_torch()
+    dataset = open_for_export(parts_dir)
+    k, n = len(dataset), dataset.num_nodes
+    maps = id_maps(dataset)
+    num_edges = int(maps.edge_offsets[-1])
+    masks = mask_names(dataset[0])
+    part_rows = []
+    with atomic_dir(out, overwrite) as tmp, progress(k, "export pyg", unit="part") as bar:
+        scratch = tmp / ".edge_map.scratch"
+        edge_map = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.int64, shape=(num_edges,))
+        labels = np.lib.format.open_memmap(tmp / ".label.scratch", mode="w+", dtype=np.int64,
+                                           shape=(n,) + tuple(dataset[0].labels.shape[1:]))
+        split_idx: dict[str, list] = {m: [] for m in masks}
+        for p, part in enumerate(dataset):
+            part_dir = tmp / f"part_{p}"
+            part_dir.mkdir()
+            ni = part.num_inner
+            gids = np.asarray(part.global_ids, dtype=np.int64)
+            lo, hi = int(maps.edge_offsets[p]), int(maps.edge_offsets[p + 1])
+            src, dst = inner_edges(part)
+            # CSR order is dst (= col) ascending, since inner local ids ascend with global ids.
+            torch.save({"edge_id": torch.arange(lo, hi, dtype=torch.int64),
+                        "row": torch.from_numpy(gids[src]),
+                        "col": torch.from_numpy(gids[dst]),
+                        "size": (n, n)}, part_dir / "graph.pt")
+            del src, dst
+            edge_map[lo:hi] = p
+            inner_ids = gids[:ni].copy()
+            feats = {}
+            for key in ("features", "labels", *masks):
+                rows = node_rows(part, key, ni)
+                if key in masks:
+                    rows = rows.astype(bool)
+                    split_idx[key].append(inner_ids[rows])
+                feats[ATTR_NAMES.get(key, key)] = torch.from_numpy(rows)
+            labels[inner_ids] = feats["y"].numpy()
+            torch.save({"global_id": torch.from_numpy(inner_ids), "feats": feats}, part_dir / "node_feats.pt")
+            torch.save({}, part_dir / "edge_feats.pt")
+            del feats
+            part_rows.append({"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)})
+            bar.update(1)
+        torch.save(torch.from_numpy(maps.owner.astype(np.int64)), tmp / "node_map.pt")
+        edge_map.flush()
+        torch.save(torch.from_numpy(edge_map), tmp / "edge_map.pt")
+        labels.flush()
+        torch.save(torch.from_numpy(labels), tmp / "label.pt")
+        del edge_map, labels
+        (tmp / ".edge_map.scratch").unlink()
+        (tmp / ".label.scratch").unlink()
+        for name, per_part in split_idx.items():
+            folder = tmp / f"{name[: -len('_mask')]}_idx"
+            folder.mkdir()
+            for p, ids in enumerate(per_part):
+                torch.save(torch.from_numpy(ids), folder / f"partition{p}.pt")
+        meta = {"num_parts": k, "node_types": None, "edge_types": None, "node_offset": None,
+                "is_hetero": False, "is_sorted": True}
+        with open(tmp / "META.json", "w", encoding="utf-8") as f:
+            json.dump(meta, f)
+    log(f"exported {k} parts to PyG format: {out}")
+    return ExportResult(target="pyg", out=str(out), entry=str(out), num_parts=k, num_nodes=int(n),
+                        num_edges=num_edges, node_data=["features", "labels", *masks], seconds=watch.seconds,
+                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows)
+
+
+def part_to_pyg(part):
+    """One part as a ``torch_geometric.data.Data`` over its local ids (inner nodes first, then halo).
+
+    ``edge_index`` holds the inner rows' edges as ``[src; dst]`` (src feeds
+    dst); ``global_id`` the global ids; ``inner_mask`` which nodes the part
+    owns; ``x``, ``y`` and ``*_mask`` every node data array the part has,
+    halo rows included (train only on ``train_mask & inner_mask``).
+    """
+    torch = _import_torch()
+    try:
+        from torch_geometric.data import Data
+    except ImportError as exc:
+        raise GraphStreamError(f"Part.to_pyg() needs torch_geometric ({exc})") from exc
+    src, dst = inner_edges(part)
+    inner = torch.zeros(part.num_nodes, dtype=torch.bool)
+    inner[: part.num_inner] = True
+    data = Data(edge_index=torch.from_numpy(np.stack([src, dst])), num_nodes=part.num_nodes,
+                global_id=torch.from_numpy(np.asarray(part.global_ids, dtype=np.int64)), inner_mask=inner)
+    for key in part.node_files:
+        data[ATTR_NAMES.get(key, key)] = torch.from_numpy(node_rows(part, key))
+    return data
