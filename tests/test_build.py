@@ -295,7 +295,7 @@ def test_synthetic_directed_multigraph(tmp_path, directed, tiny):
     np.save(nodes / "extra_mask.npy", np.arange(n) % 3 == 0)   # any *_mask travels too
     k = 6
     owner = _owner("random", n, k, seed=5)
-    config = BuildConfig(batch_size=100, read_bytes=64, sort_bytes=64, gather_bytes=40) if tiny else None
+    config = BuildConfig(batch_size=100, read_bytes=64, sort_bytes=64, gather_bytes=40, workers=1) if tiny else None
     build_partitions(store, _plan(owner, k), tmp_path / "parts", nodes=nodes, config=config,
                      work_dir=tmp_path if tiny else None)
     check_dataset(store, owner, k, tmp_path / "parts", nodes)
@@ -556,6 +556,27 @@ def _edit_part(folder: Path, i: int, **changes) -> None:
 
 def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-8])
+
+
+def test_part_pickles_as_paths(built):
+    part = open_partitions(built)[1]
+    part.features[0]  # touch a memmap: it must not travel with the pickle
+    blob = pickle.dumps(part)
+    assert len(blob) < 1000
+    again = pickle.loads(blob)
+    np.testing.assert_array_equal(again.features, part.features)
+    assert again.num_inner == part.num_inner
+
+
+def test_graph_without_edges(tmp_path):
+    with GraphWriter(tmp_path / "g.zarr", num_nodes=7, directed=False) as w:
+        pass
+    store = open_store(tmp_path / "g.zarr")
+    owner = _owner("ranges", 7, 3)
+    nodes = _write_node_data(tmp_path / "nodes", 7, seed=1)
+    manifest = build_partitions(store, _plan(owner, 3), tmp_path / "parts", nodes=nodes)
+    check_dataset(store, owner, 3, tmp_path / "parts", nodes)
+    assert manifest["metrics"]["replication_factor"] == 1.0 and manifest["metrics"]["edge_balance"] == 1.0
 
 
 def test_loader_indexing(built):

@@ -120,6 +120,12 @@ class Part:
             out[name] = tensor(a, np.int64 if name == "labels" else None)
         return out
 
+    def __reduce__(self):
+        # Pickle the description only: worker processes re-map the files instead of
+        # receiving copies of every array this process happened to touch.
+        return (Part, (self.path, self.index, self.num_inner, self.num_halo, self.num_edges, self.num_train,
+                       self.node_files))
+
     def __repr__(self) -> str:
         return (f"Part({self.index}, inner={self.num_inner}, halo={self.num_halo}, edges={self.num_edges}, "
                 f"node data={list(self.node_files)})")
