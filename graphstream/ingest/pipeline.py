@@ -16,6 +16,7 @@ non-numeric one later in the file, the ingest restarts once with string ids.
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -193,20 +194,15 @@ def _ingest_plan(path: str, out, plan: IngestPlan, *, overwrite: bool, is_url: b
     layout = plan.layout
     with_time = (layout.time_column >= 0) if layout is not None else time_column is not None
     with_weight = (layout.weight_column >= 0) if layout is not None else weight_column is not None
-    if is_url:
-        _write(path, str(out), plan, undirected=undirected, one_based=one_based, relabel=relabel,
+    # Local stores are built in a hidden sibling and renamed into place when complete;
+    # URL stores (fsspec) are written in place (GraphWriter removes them on failure).
+    target_ctx = nullcontext(out) if is_url else atomic_dir(out, overwrite=overwrite)
+    with target_ctx as target:
+        _write(path, str(target), plan, undirected=undirected, one_based=one_based, relabel=relabel,
                src_column=src_column, dst_column=dst_column, time_column=time_column,
                weight_column=weight_column, num_nodes=num_nodes, chunk_size=chunk_size,
                block_bytes=block_bytes, rows_per_block=rows_per_block, with_time=with_time,
-               with_weight=with_weight, overwrite=overwrite)
-        return open_store(out)
-    with atomic_dir(out, overwrite=overwrite) as tmp:
-        # The store is built in a hidden sibling and renamed into place when complete.
-        _write(path, str(tmp), plan, undirected=undirected, one_based=one_based, relabel=relabel,
-               src_column=src_column, dst_column=dst_column, time_column=time_column,
-               weight_column=weight_column, num_nodes=num_nodes, chunk_size=chunk_size,
-               block_bytes=block_bytes, rows_per_block=rows_per_block, with_time=with_time,
-               with_weight=with_weight, overwrite=True)
+               with_weight=with_weight, overwrite=overwrite or not is_url)
     return open_store(out)
 
 

@@ -69,34 +69,32 @@ def _strip_quotes(buf, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _parse_int(buf, a, b):
-    """Signed decimal integer in buf[a:b] -> (value, status)."""
+def _sign(buf, a, b):
+    """Strip quotes and a leading sign of buf[a:b] -> (a, b, negative, status)."""
     a, b = _strip_quotes(buf, a, b)
     if a >= b:
-        return 0, E_EMPTY
-    neg = False
-    if buf[a] == 45:
-        neg = True
+        return a, b, False, E_EMPTY
+    neg = buf[a] == 45
+    if neg or buf[a] == 43:
         a += 1
-    elif buf[a] == 43:
-        a += 1
-    if a >= b:
-        return 0, E_NONNUMERIC
+    return a, b, neg, (OK if a < b else E_NONNUMERIC)
+
+
+@njit(cache=True, nogil=True)
+def _parse_int(buf, a, b):
+    """Signed decimal integer in buf[a:b] -> (value, status)."""
+    a, b, neg, status = _sign(buf, a, b)
+    if status != OK:
+        return 0, status
     v = 0
-    if b - a <= 18:  # cannot overflow: no per-digit check (a division costs more than the parse)
-        for i in range(a, b):
-            c = np.int64(buf[i]) - 48
-            if c < 0 or c > 9:
-                return 0, E_NONNUMERIC
-            v = v * 10 + c
-    else:
-        for i in range(a, b):
-            c = np.int64(buf[i]) - 48
-            if c < 0 or c > 9:
-                return 0, E_NONNUMERIC
-            if v > (9223372036854775807 - c) // 10:
-                return 0, E_OVERFLOW
-            v = v * 10 + c
+    check = b - a > 18  # shorter numbers cannot overflow: no division per digit
+    for i in range(a, b):
+        c = np.int64(buf[i]) - 48
+        if c < 0 or c > 9:
+            return 0, E_NONNUMERIC
+        if check and v > (9223372036854775807 - c) // 10:
+            return 0, E_OVERFLOW
+        v = v * 10 + c
     if neg:
         v = -v
     return v, OK
@@ -105,15 +103,9 @@ def _parse_int(buf, a, b):
 @njit(cache=True, nogil=True)
 def _parse_float(buf, a, b):
     """Decimal number with optional fraction and exponent -> (value, status)."""
-    a, b = _strip_quotes(buf, a, b)
-    if a >= b:
-        return 0.0, E_EMPTY
-    neg = False
-    if buf[a] == 45:
-        neg = True
-        a += 1
-    elif buf[a] == 43:
-        a += 1
+    a, b, neg, status = _sign(buf, a, b)
+    if status != OK:
+        return 0.0, status
     mant = 0
     exp10 = 0
     digits = 0
