@@ -149,6 +149,33 @@ def rebuild_timing(path: Path) -> dict:
     return {"cpu_rebuild_seconds": t_rebuild, "cpu_full_copy_seconds": t_copy}
 
 
+def part_sequences(work: Path) -> dict:
+    """Per-part snapshot sequences (--out) of the 10%-churn R-MAT graph, k = 4, in a child process."""
+    snaps = work / "rmat-churn0.1.snaps.zarr"
+    if not snaps.exists():
+        return {"skipped": f"{snaps} absent (run the churn part first)"}
+    code = f"""
+import argparse, json
+from graphstream.dynamic.partition import run_partition_command
+for algo in ("pgc", "snapshot", "sequence"):
+    r = run_partition_command(argparse.Namespace(store={str(snaps)!r}, k=4, algo=algo, seed=0, out={str(work / 'parts')!r} + algo,
+                                                 overwrite=True))
+    print(json.dumps({{"algo": algo, **{{k: r[k] for k in ("balance_lambda", "cut_spatial_edges", "cut_temporal_edges",
+        "node_replication", "transfer_bytes_full", "transfer_bytes_delta", "seconds", "peak_rss_bytes")}}}}))
+"""
+    env = dict(os.environ, GRAPHSTREAM_PROGRESS="0")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1]}
+    out = {}
+    for line in proc.stdout.strip().splitlines():
+        d = json.loads(line)
+        out[d.pop("algo")] = d
+    for algo in out:
+        shutil.rmtree(work / f"parts{algo}", ignore_errors=True)
+    return out
+
+
 BIG_GEN = """
 import json, time
 from graphstream.dynamic.generate import DynamicRmatConfig, generate_dynamic
@@ -211,11 +238,101 @@ def big(work: Path, args, partial: dict, save) -> dict:
     return out
 
 
+def _mb(x) -> str:
+    return f"{x / 1e6:.2f} MB"
+
+
+def markdown(result: dict) -> str:
+    """The figures of a run as markdown tables (for docs/dynamic.md)."""
+    lines = []
+    real = result.get("real", {})
+    if real:
+        lines += ["### Delta storage and transfer, real datasets (keyframe every 8, int32 ids)", "",
+                  "| dataset | window | edge life | snapshots | full | stored (kf + deltas) | full / stored "
+                  "| transfer full / delta | adaptive | churn per step | on disk (zstd) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for name, e in real.items():
+            if "skipped" in e:
+                continue
+            for life in (1, 4):
+                f = e[f"edge_life_{life}"]
+                lines.append(f"| {name} | {e['window_seconds'] / 86400:g} d | {life} | {f['num_snapshots']} | "
+                             f"{_mb(f['bytes_full'])} | {_mb(f['bytes_stored'])} | {f['storage_ratio']:.2f}x | "
+                             f"{f['transfer_ratio']:.2f}x | {f['adaptive_transfer_ratio']:.2f}x | "
+                             f"{f['mean_churn']:.1%} | {_mb(f['bytes_on_disk'])} |")
+        lines += ["", "### PGC vs baselines (edge life 4; workload = 1 + spatial degree per instance)", "",
+                  "| dataset | k | algorithm | lambda | cut spatial | cut temporal | cut weight (1, 2) | chunks "
+                  "| seconds |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, e in real.items():
+            if "skipped" in e:
+                continue
+            part = e["partition"]
+            for k in ("k4", "k8"):
+                for algo, m in part[k].items():
+                    lam = "inf" if m["balance_lambda"] is None else f"{m['balance_lambda']:.3f}"
+                    lines.append(
+                        f"| {name} ({part['num_snapshots']} snapshots of {part['window_seconds'] / 86400:g} d) "
+                        f"| {k[1:]} | {algo} | {lam} | {m['cut_spatial_edges']} / {m['total_spatial_edges']} | "
+                        f"{m['cut_temporal_edges']} / {m['total_temporal_edges']} | {m['cut_weight']:.0f} | "
+                        f"{m['num_chunks'] if m['num_chunks'] is not None else '-'} | {m['seconds']:.2f} |")
+    churn = result.get("generated_churn", {})
+    if churn:
+        lines += ["", "### Generated R-MAT (scale 18, 1M edges per step, 10 steps, keyframe every 8)", "",
+                  "| churn asked | measured | full | stored | full / stored | transfer full / delta "
+                  "| numpy rebuild vs copy (9 steps) | build seconds |", "|---|---|---|---|---|---|---|---|"]
+        for key, f in churn.items():
+            lines.append(f"| {float(key.split('_')[1]):.0%} | {f['mean_churn']:.1%} | {_mb(f['bytes_full'])} | "
+                         f"{_mb(f['bytes_stored'])} | {f['storage_ratio']:.2f}x | {f['transfer_ratio']:.2f}x | "
+                         f"{f['cpu_rebuild_seconds']:.3f} s vs {f['cpu_full_copy_seconds']:.3f} s | "
+                         f"{f['seconds']:.1f} |")
+    parts = result.get("part_sequences", {})
+    if parts and "error" not in parts and "skipped" not in parts:
+        lines += ["", "### Per-part sequences (--out), R-MAT 10% churn, k = 4", "",
+                  "| algorithm | lambda | node replication | transfer full | transfer delta | seconds (incl. write) "
+                  "| peak RSS |", "|---|---|---|---|---|---|---|"]
+        for algo, m in parts.items():
+            lines.append(f"| {algo} | {m['balance_lambda']:.3f} | {m['node_replication']:.2f} | "
+                         f"{_mb(m['transfer_bytes_full'])} | {_mb(m['transfer_bytes_delta'])} | {m['seconds']:.1f} | "
+                         f"{_mb(m['peak_rss_bytes'])} |")
+    big = result.get("big", {})
+    if big:
+        lines += ["", "### 100M+ events (each phase in its own process)", "",
+                  "| phase | wall seconds | peak RSS | notes |", "|---|---|---|---|"]
+        g = big.get("generate", {})
+        if "events" in g:
+            c = g["config"]
+            lines.append(f"| generate | {g['seconds']:.1f} | {_mb(g['peak_rss_bytes'])} | {g['events']:,} events, "
+                         f"2^{c['scale']} nodes, {c['num_snapshots']} steps of {c['edges_per_snapshot']:,} edges, "
+                         f"churn {c['churn']:.0%} |")
+        for key, label in (("snapshots", "snapshots (sorted, one pass)"),
+                           ("snapshots_bucketed", "snapshots (forced external bucketing)")):
+            f = big.get(key, {})
+            if "num_snapshots" in f:
+                lines.append(f"| {label} | {f['seconds']:.1f} | {_mb(f['peak_rss_bytes'])} | "
+                             f"{f['num_events'] / f['seconds'] / 1e6:.2f} M events/s; stored "
+                             f"{_mb(f['bytes_stored'])} vs full {_mb(f['bytes_full'])}; transfer "
+                             f"{f['transfer_ratio']:.2f}x less |")
+            elif f:
+                lines.append(f"| {label} | - | - | did not finish: {f.get('error')} |")
+        m = big.get("pgc", {})
+        if "num_instances" in m:
+            ph = ", ".join(f"{k} {v:.0f} s" for k, v in m["phases"].items())
+            lines.append(f"| PGC k=8, {m['lp_rounds']} LP rounds | {m['seconds']:.1f} | {_mb(m['peak_rss_bytes'])} | "
+                         f"{m['num_instances']:,} instances, {m['num_chunks']:,} chunks, lambda "
+                         f"{m['balance_lambda']:.3f}, cut spatial {m['cut_spatial_edges'] / m['total_spatial_edges']:.1%}, "
+                         f"temporal {m['cut_temporal_edges'] / m['total_temporal_edges']:.1%}; labels memory-mapped: "
+                         f"{m['labels_memory_mapped']}; {ph} |")
+        elif m:
+            lines.append(f"| PGC | - | - | did not finish: {m.get('error')} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", default="/tmp/bench_dynamic")
     p.add_argument("--skip-big", action="store_true")
     p.add_argument("--only-big", action="store_true")
+    p.add_argument("--only-parts", action="store_true", help="only the per-part sequences figure")
     p.add_argument("--big-scale", type=int, default=20)
     p.add_argument("--big-edges", type=int, default=2_000_000, help="edges per snapshot")
     p.add_argument("--big-snapshots", type=int, default=50)
@@ -225,7 +342,11 @@ def main() -> None:
     p.add_argument("--big-budget", type=int, default=256 << 20,
                    help="bytes of O(instances) arrays kept in RAM (beyond: memory-mapped)")
     p.add_argument("--big-unsorted", action="store_true", help="also time the external bucketing path")
+    p.add_argument("--markdown", default=None, metavar="JSON", help="print the tables of an earlier run and exit")
     args = p.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())), end="")
+        return
     os.environ.setdefault("GRAPHSTREAM_PROGRESS", "0")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -235,10 +356,16 @@ def main() -> None:
         (work / "partial.json").write_text(json.dumps(result, indent=1))
 
     t = time.perf_counter()
+    if args.only_parts:
+        result["part_sequences"] = part_sequences(work)
+        print(json.dumps(result))
+        return
     if not args.only_big:
         result["real"] = real_datasets(work)
         save()
         result["generated_churn"] = generated_churn(work)
+        save()
+        result["part_sequences"] = part_sequences(work)
         save()
     if not args.skip_big:
         big(work, args, result, save)
