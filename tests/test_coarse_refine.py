@@ -137,13 +137,14 @@ def test_refine_delta_is_exact_on_low_degree_graphs(tmp_path):
     counters = np.zeros((n, (k + 3) // 4), dtype=np.uint8)
     cnt = np.zeros(k, dtype=np.int32)
     touched = np.empty(k, dtype=np.int32)
+    cand = np.empty(k, dtype=np.int32)
     before = rf_by_sets(src, dst, owner, n) * n
     for blk in vs.blocks():
         K.summary_block(blk.first, blk.offsets, blk.neighbours, owner, counters, cnt, touched)
     moves, change = 0, 0
     for blk in vs.blocks():
         m, c = K.refine_block(blk.first, blk.offsets, blk.neighbours, owner, size, n, counters, cnt, touched,
-                              False)
+                              cand, False)
         moves += m
         change += c
     after = rf_by_sets(src, dst, owner, n) * n

@@ -75,14 +75,14 @@ def lp_block(first, offs, nbrs, label, size, cap, cnt, touched, seed):
 
 
 @njit(cache=True)
-def compact_labels(label, degree):
+def compact_labels(label, offsets):
     """Cluster ids 0..C-1 for the labels of non-isolated nodes (-1 for isolated); returns (cl, C)."""
     n = label.shape[0]
-    remap = np.full(n, -1, dtype=np.int64)
+    remap = np.full(n, -1, dtype=np.int32)
     cl = np.full(n, -1, dtype=np.int32)
     c = 0
     for v in range(n):
-        if degree[v] == 0:
+        if offsets[v + 1] == offsets[v]:
             continue
         lab = label[v]
         if remap[lab] < 0:
@@ -263,7 +263,7 @@ def summary_block(first, offs, nbrs, owner, counters, cnt, touched):
 
 
 @njit(cache=True)
-def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, force):
+def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, cand, force):
     """One greedy refinement sweep over a block; returns (moves, change in sum of replicas).
 
     Moving u from part a to part b changes the number of replicas (the sum
@@ -273,12 +273,15 @@ def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, fo
     become halo of b) and R_a = #{y ~ u : owner[y] != a and c_y(a) = 1}
     (neighbours that leave the halo of a, u being their only neighbour
     there). Candidates are the parts of u's neighbours that have room
-    (size < cap). A move is taken when delta < 0, or delta = 0 and u has
-    more neighbours in b than in a (edge cut as the second objective). A
-    node of an overloaded part (size > cap) takes its best candidate when
-    delta <= 0, and any (or the least loaded part) when ``force``.
+    (size < cap), at most ``len(cand)`` of them, those holding most of u's
+    neighbours (so a sweep costs at most len(cand) x the stream). A move is
+    taken when delta < 0, or delta = 0 and u has more neighbours in b than
+    in a (edge cut as the second objective). A node of an overloaded part
+    (size > cap) takes its best candidate when delta <= 0, and any (or the
+    least loaded part) when ``force``.
     """
     k = size.shape[0]
+    max_cand = cand.shape[0]
     moves = 0
     change = 0
     for i in range(offs.shape[0] - 1):
@@ -309,30 +312,46 @@ def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, fo
                     size[b] += 1
                     moves += 1
             continue
-        own = 1 if cnt[a] == 0 else 0
-        r_a = 0
-        for j in range(offs[i], offs[i + 1]):
-            y = nbrs[j]
-            if y != u and owner[y] != a and _get(counters, y, a) == 1:
-                r_a += 1
-        best = -1
-        best_d = 0
-        best_c = 0
+        # candidates: the parts (other than a, with room) holding most of u's neighbours
+        nc = 0
         for t in range(nt):
             b = touched[t]
             if b == a or size[b] >= cap:
                 continue
+            if nc < max_cand:
+                cand[nc] = b
+                nc += 1
+            else:
+                w = 0
+                for c in range(1, nc):   # the weakest kept candidate (fewest neighbours, then highest id)
+                    if cnt[cand[c]] < cnt[cand[w]] or (cnt[cand[c]] == cnt[cand[w]] and cand[c] > cand[w]):
+                        w = c
+                if cnt[b] > cnt[cand[w]] or (cnt[b] == cnt[cand[w]] and b < cand[w]):
+                    cand[w] = b
+        own = 1 if cnt[a] == 0 else 0
+        r_a = 0
+        if nc > 0:
+            for j in range(offs[i], offs[i + 1]):
+                y = nbrs[j]
+                if y != u and owner[y] != a and _get(counters, y, a) == 1:
+                    r_a += 1
+        best = -1
+        best_d = 0
+        best_c = 0
+        for c in range(nc):
+            b = cand[c]
             a_b = 0
             for j in range(offs[i], offs[i + 1]):
                 y = nbrs[j]
                 if y != u and owner[y] != b and _get(counters, y, b) == 0:
                     a_b += 1
             d = a_b - r_a - own
-            c = cnt[b]
-            if best < 0 or d < best_d or (d == best_d and (c > best_c or (c == best_c and size[b] < size[best]))):
+            cb = cnt[b]
+            if (best < 0 or d < best_d or (d == best_d and (cb > best_c or (cb == best_c and (
+                    size[b] < size[best] or (size[b] == size[best] and b < best)))))):
                 best = b
                 best_d = d
-                best_c = c
+                best_c = cb
         take = False
         if best >= 0:
             if best_d < 0 or (best_d == 0 and best_c > cnt[a]):

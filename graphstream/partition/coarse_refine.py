@@ -67,8 +67,9 @@ class CoarseRefineParams:
     """
     lp_passes: int = 5
     cluster_cap_factor: float = 200.0
-    max_coarse_edges: int = 1 << 23
+    max_coarse_edges: int = 1 << 20
     refine_passes: int = 8
+    max_candidates: int = 8
     coarse_weights: str = "halo"
     coarse_metis: str = "kway"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
@@ -81,6 +82,7 @@ class CoarseRefineParams:
             "cluster_cap_factor": self.cluster_cap_factor > 0,
             "max_coarse_edges": self.max_coarse_edges >= 1,
             "refine_passes": self.refine_passes >= 0,
+            "max_candidates": self.max_candidates >= 1,
             "block_entries": self.block_entries >= 1,
             "bucket_entries": self.bucket_entries >= 1,
             "batch_size": self.batch_size is None or self.batch_size >= 1,
@@ -126,7 +128,6 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     vs = build_vertex_stream(store, work / "vertex_stream", batch_size=cfg.batch_size,
                              bucket_entries=cfg.bucket_entries)
     watch.lap("vertex_stream")
-    degree = vs.degree()
     passes = 2   # degree pass + sort pass over the edge store
 
     # 2. size-capped label propagation
@@ -135,16 +136,21 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     watch.lap("label_propagation")
 
     # 3. coarse graph (bounded)
-    cl, num_clusters = K.compact_labels(label, degree)
+    cl, num_clusters = K.compact_labels(label, vs.offsets)
     del label
     csizes = np.bincount(cl[cl >= 0], minlength=num_clusters).astype(np.int64)
-    keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges, cfg.block_entries,
+    keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges,
+                                          min(cfg.block_entries, cfg.max_coarse_edges),
                                            halo=cfg.coarse_weights == "halo")
     watch.lap("coarse_graph")
 
-    # 4. coarse graph partitioned in memory; isolated nodes fill the least loaded parts
-    cpart = partition_coarse(keys, weights, csizes, num_clusters, k, seed, balance, cfg.coarse_metis)
+    num_coarse_edges = len(keys)
+    xadj, adjncy, eweights = K.symmetric_csr(keys, weights, num_clusters)
     del keys, weights
+
+    # 4. coarse graph partitioned in memory; isolated nodes fill the least loaded parts
+    cpart = partition_coarse(xadj, adjncy, eweights, csizes, k, seed, balance, cfg.coarse_metis)
+    del xadj, adjncy, eweights
     owner = np.zeros(n, dtype=np.int32)
     has_cluster = cl >= 0
     owner[has_cluster] = cpart[cl[has_cluster]]
@@ -157,7 +163,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     # 5. refinement for the replication factor under the hard cap
     cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
     rf_before = replicas(vs, owner, k, cfg.block_entries) / n
-    sweeps, moves = refine(vs, owner, size, k, cap, cfg.refine_passes, cfg.block_entries)
+    sweeps, moves = refine(vs, owner, size, k, cap, cfg.refine_passes, cfg.block_entries,
+                           cfg.max_candidates)
     watch.lap("refine")
 
     rf = replicas(vs, owner, k, cfg.block_entries) / n
@@ -169,6 +176,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         "vertex_stream_passes": passes_vs,
         "peak_rss_bytes": peak_rss_bytes(),
         "num_clusters": int(num_clusters),
+        "coarse_edges": int(num_coarse_edges),
         "coarse_edges_dropped_weight": int(dropped),
         "replication_factor_before_refine": rf_before,
         "refine_sweeps": sweeps,
@@ -241,12 +249,17 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
 
 # -- step 4 ---------------------------------------------------------------------------------------
 
-def partition_coarse(keys: np.ndarray, weights: np.ndarray, csizes: np.ndarray, num_clusters: int,
+def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csizes: np.ndarray,
                      k: int, seed: int, balance: float, method: str = "kway") -> np.ndarray:
-    """Part of every cluster: METIS on the weighted coarse graph (LPT packing when it is trivial)."""
+    """Part of every cluster: METIS on the weighted coarse graph (LPT packing when it is trivial).
+
+    The coarse graph is given as symmetric CSR (``xadj``, ``adjncy``, edge weights ``ew``);
+    ``csizes`` are the node weights.
+    """
+    num_clusters = len(csizes)
     if k == 1 or num_clusters == 0:
         return np.zeros(num_clusters, dtype=np.int32)
-    if num_clusters <= k or len(keys) == 0:
+    if num_clusters <= k or len(adjncy) == 0:
         size = np.zeros(k, dtype=np.int64)
         part = np.empty(num_clusters, dtype=np.int32)
         order = np.argsort(-csizes, kind="stable")
@@ -254,7 +267,6 @@ def partition_coarse(keys: np.ndarray, weights: np.ndarray, csizes: np.ndarray, 
         return part
     import pymetis   # in-memory on the bounded coarse graph only
 
-    xadj, adjncy, ew = K.symmetric_csr(keys, weights, num_clusters)
     opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=int(seed) & 0x7FFFFFFF)
     if method == "kway-vol":
         opts.objtype = 1   # METIS_OBJTYPE_VOL (cluster sizes are not passed as vsize: measured worse)
@@ -277,7 +289,7 @@ def _lpt(order, weights, part, size) -> None:
 # -- step 5 ---------------------------------------------------------------------------------------
 
 def refine(vs: VertexStream, owner: np.ndarray, size: np.ndarray, k: int, cap: int, sweeps: int,
-           block_entries: int = DEFAULT_BLOCK_ENTRIES) -> tuple[int, int]:
+           block_entries: int = DEFAULT_BLOCK_ENTRIES, max_candidates: int = 8) -> tuple[int, int]:
     """Greedy replication-factor refinement (in place); returns (sweeps run, moves).
 
     Each sweep: one pass refreshing the neighbour-per-part counters, one pass
@@ -288,6 +300,7 @@ def refine(vs: VertexStream, owner: np.ndarray, size: np.ndarray, k: int, cap: i
     counters = np.zeros((n, (k + 3) // 4), dtype=np.uint8)
     cnt = np.zeros(k, dtype=np.int32)
     touched = np.empty(k, dtype=np.int32)
+    cand = np.empty(max_candidates, dtype=np.int32)
     total_moves = 0
     done = 0
     s = 0
@@ -301,7 +314,7 @@ def refine(vs: VertexStream, owner: np.ndarray, size: np.ndarray, k: int, cap: i
         moves = 0
         for blk in vs.blocks(block_entries):
             m, _ = K.refine_block(blk.first, blk.offsets, blk.neighbours, owner, size, cap, counters,
-                                  cnt, touched, force)
+                                  cnt, touched, cand, force)
             moves += m
         total_moves += moves
         done += 1

@@ -44,7 +44,7 @@ from numba import njit
 from ..errors import ParameterError, StoreError
 from ..store import GraphStore, degree_pass
 
-DEFAULT_BUCKET_ENTRIES = 1 << 25   # 128 MiB of int32 neighbours per bucket buffer
+DEFAULT_BUCKET_ENTRIES = 1 << 24   # 64 MiB of int32 neighbours per bucket buffer
 DEFAULT_BLOCK_ENTRIES = 1 << 22    # neighbours per block when reading (16 MiB of int32)
 META = "vertex_stream.json"
 
