@@ -306,6 +306,23 @@ def train_pyg_part(out: Path, stores: dict, p: int, steps: int = 3, seed: int = 
     return before, after
 
 
+def test_part_to_pyg(tmp_path):
+    pytest.importorskip("torch_geometric")
+    from graphstream import open_partitions
+
+    parts, src = toy_dataset(tmp_path / "parts", directed=True)
+    ours = ours_by_part(parts)
+    for p, part in enumerate(open_partitions(parts)):
+        data = part.to_pyg()
+        gid = data.global_id.numpy()
+        assert np.array_equal(edge_keys(gid[data.edge_index[0].numpy()], gid[data.edge_index[1].numpy()], 60),
+                              ours[p][1])
+        assert np.array_equal(data.x.numpy(), src["features"][gid])
+        assert np.array_equal(data.y.numpy(), src["labels"][gid])
+        assert np.array_equal(data.train_mask.numpy(), src["train_mask"][gid])
+        assert int(data.inner_mask.sum()) == part.num_inner and data.num_nodes == part.num_nodes
+
+
 def test_pyg_graphsage_trains_on_toy(tmp_path):
     parts, _ = toy_dataset(tmp_path / "parts", num_nodes=120, num_edges=600)
     out = tmp_path / "pyg"

@@ -126,6 +126,18 @@ class Part:
         return (Part, (self.path, self.index, self.num_inner, self.num_halo, self.num_edges, self.num_train,
                        self.node_files))
 
+    def to_dgl(self):
+        """The part as a ``dgl.DGLGraph`` over local ids (see :func:`graphstream.export.dgl.part_to_dgl`)."""
+        from ..export.dgl import part_to_dgl  # imports dgl only when called
+
+        return part_to_dgl(self)
+
+    def to_pyg(self):
+        """The part as a ``torch_geometric.data.Data`` (see :func:`graphstream.export.pyg.part_to_pyg`)."""
+        from ..export.pyg import part_to_pyg  # imports torch_geometric only when called
+
+        return part_to_pyg(self)
+
     def __repr__(self) -> str:
         return (f"Part({self.index}, inner={self.num_inner}, halo={self.num_halo}, edges={self.num_edges}, "
                 f"node data={list(self.node_files)})")
