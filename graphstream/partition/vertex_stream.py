@@ -78,6 +78,8 @@ class VertexStream:
         self.num_nodes = len(offsets) - 1
         self.num_entries = int(offsets[-1])
         self._data_offset = _npy_data_offset(self.path / "neighbours.npy")
+        self._ring: list[np.ndarray] = []
+        self._ring_busy = False
 
     def __repr__(self) -> str:
         return f"VertexStream({str(self.path)!r}, {self.num_nodes} nodes, {self.num_entries} entries)"
@@ -93,20 +95,37 @@ class VertexStream:
         return _cut_ranges(self.offsets, block_entries)
 
     def blocks(self, block_entries: int = DEFAULT_BLOCK_ENTRIES, prefetch: int = 1) -> Iterator[VertexBlock]:
-        """Yield :class:`VertexBlock` s in node order; the next ones are read in a background thread."""
+        """Yield :class:`VertexBlock` s in node order; the next ones are read in a background thread.
+
+        The neighbour arrays live in a ring of ``prefetch + 2`` reused
+        buffers (no allocation per block, so no heap churn): a block's
+        ``neighbours`` stay valid until ``prefetch + 1`` further blocks have
+        been requested; copy them to keep them longer.
+        """
         bounds = self.block_bounds(block_entries)
+        want = max(prefetch, 0) + 2
+        # One ring per stream, reused by successive sweeps (refinement makes dozens); an
+        # iteration started while another is open gets its own.
+        ring = self._ring if (not self._ring_busy and len(self._ring) == want) else None
+        if ring is None:
+            ring = [np.empty(0, dtype=self.id_dtype) for _ in range(want)]
+            if not self._ring_busy:
+                self._ring = ring
+        owns = ring is self._ring
+        if owns:
+            self._ring_busy = True
         f = open(self.path / "neighbours.npy", "rb")
         try:
             if prefetch <= 0:
-                for a, b in bounds:
-                    yield self._read(f, a, b)
+                for i, (a, b) in enumerate(bounds):
+                    yield self._read(f, a, b, ring, i % len(ring))
                 return
             # Reads run in one background thread, one at a time, on this handle.
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-vstream") as pool:
                 pending: deque = deque()
-                it = iter(bounds)
-                for a, b in it:
-                    pending.append(pool.submit(self._read, f, a, b))
+                it = enumerate(bounds)
+                for i, (a, b) in it:
+                    pending.append(pool.submit(self._read, f, a, b, ring, i % len(ring)))
                     if len(pending) > prefetch:
                         break
                 try:
@@ -114,17 +133,25 @@ class VertexStream:
                         blk = pending.popleft().result()
                         nxt = next(it, None)
                         if nxt is not None:
-                            pending.append(pool.submit(self._read, f, *nxt))
+                            i, (a, b) = nxt
+                            pending.append(pool.submit(self._read, f, a, b, ring, i % len(ring)))
                         yield blk
                 finally:
                     for fut in pending:
                         fut.cancel()
         finally:
             f.close()
+            if owns:
+                self._ring_busy = False
 
-    def _read(self, f, a: int, b: int) -> VertexBlock:
+    def _read(self, f, a: int, b: int, ring: list | None = None, slot: int = 0) -> VertexBlock:
         lo, hi = int(self.offsets[a]), int(self.offsets[b])
-        buf = np.empty(hi - lo, dtype=self.id_dtype)
+        if ring is None:
+            buf = np.empty(hi - lo, dtype=self.id_dtype)
+        else:
+            if len(ring[slot]) < hi - lo:
+                ring[slot] = np.empty(hi - lo, dtype=self.id_dtype)
+            buf = ring[slot][:hi - lo]
         f.seek(self._data_offset + lo * self.id_dtype.itemsize)
         got = f.readinto(memoryview(buf).cast("B")) if len(buf) else 0
         if got != buf.nbytes:
