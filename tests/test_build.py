@@ -267,6 +267,8 @@ def test_every_partitioner(real, tmp_path, algo, name, k):
     manifest = build_partitions(store, plan, out, nodes=nodes)
     assert manifest["algorithm"] == algo
     check_dataset(store, np.asarray(plan.owner), k, out, nodes)
+    if "vertex_cut_rf" in plan.metrics:  # edge partitioners: passed through to the manifest
+        assert manifest["metrics"]["vertex_cut_rf"] == plan.metrics["vertex_cut_rf"]
     if plan.metrics.get("replication_factor") is not None:
         # the partitioner's streamed metric and the builder's measured one must agree
         assert manifest["metrics"]["replication_factor"] == pytest.approx(plan.metrics["replication_factor"])
