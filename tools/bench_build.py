@@ -98,7 +98,7 @@ def stage_partition(a) -> dict:
     from graphstream.store import open_store
     store = open_store(a.store)
     t = time.perf_counter()
-    plan = partition(store, a.k, a.algo, work_dir=a.work)
+    plan = partition(store, a.k, a.algo, work_dir=a.work, metrics=not a.no_partition_metrics)
     s = time.perf_counter() - t
     np.save(a.owner, np.asarray(plan.owner))
     with open(a.owner + ".json", "w") as f:
@@ -216,6 +216,8 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the store and features afterwards")
     p.add_argument("--disk-margin", type=float, default=15.0,
                    help="GB of disk to leave free; a split that would not fit is measured part by part")
+    p.add_argument("--no-partition-metrics", action="store_true",
+                   help="skip the partitioner's own metrics pass (the build measures the same figures)")
     p.add_argument("--graph-only", action="store_true", help=argparse.SUPPRESS)
     # child-only
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
