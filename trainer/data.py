@@ -242,7 +242,7 @@ def full_block(indptr: np.ndarray, indices: np.ndarray, deg: np.ndarray, device:
     rowlen = np.diff(indptr)
     row = np.repeat(np.arange(n, dtype=np.int64), rowlen)
     return Block(to_device(row, device), to_device(indices, device, torch.int64), n, n,
-                 to_device(deg, device))
+                 to_device(deg, device), sorted_rows=True)
 
 
 @dataclass

@@ -14,7 +14,8 @@ functions beside the layers, as in PyTorch Geometric.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +38,10 @@ class Block:
             could have kept over the number it kept (float), so that a sampled
             sum estimates the full one without bias; ``None`` when every edge
             is kept.
+        sorted_rows: ``row`` is non-decreasing (CSR order). Then fixed-weight
+            aggregations (GCN, mean) run as one sparse CSR x dense product,
+            which never materialises the E x F messages (about 12x faster on
+            CPU for facebook); otherwise they gather and ``index_add_``.
     """
     row: Tensor
     col: Tensor
@@ -44,12 +49,27 @@ class Block:
     num_src: int
     src_deg: Tensor
     dst_scale: Tensor | None = None
+    sorted_rows: bool = False
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def to(self, device, non_blocking: bool = False) -> "Block":
         def mv(t):
             return None if t is None else t.to(device, non_blocking=non_blocking)
         return Block(mv(self.row), mv(self.col), self.num_dst, self.num_src, mv(self.src_deg),
-                     mv(self.dst_scale))
+                     mv(self.dst_scale), self.sorted_rows)
+
+    def sparse(self, name: str, weight_fn, dtype: torch.dtype) -> Tensor:
+        """The block as a sparse CSR matrix (num_dst x num_src) with ``weight_fn(self)`` values, cached."""
+        key = (name, dtype)
+        if key not in self.cache:
+            counts = torch.bincount(self.row, minlength=self.num_dst)
+            crow = torch.zeros(self.num_dst + 1, dtype=torch.int64, device=self.row.device)
+            torch.cumsum(counts, 0, out=crow[1:])
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+                self.cache[key] = torch.sparse_csr_tensor(crow, self.col, weight_fn(self).to(dtype),
+                                                          (self.num_dst, self.num_src), check_invariants=False)
+        return self.cache[key]
 
 
 @dataclass
@@ -134,13 +154,28 @@ def gcn_norm(block: Block) -> Tensor:
     :math:`d_i / s_i`). Returns the weights of the block's
     edges followed by the ``num_dst`` self-loop weights.
     """
-    deg_hat = block.src_deg + 1.0
-    inv_sqrt = deg_hat.rsqrt()
+    return torch.cat([gcn_edge_weight(block), gcn_self_weight(block)])
+
+
+def gcn_edge_weight(block: Block) -> Tensor:
+    """The block's edge weights in :func:`gcn_norm` (self-loops left out)."""
+    inv_sqrt = (block.src_deg + 1.0).rsqrt()
     w = inv_sqrt[block.row] * inv_sqrt[block.col]
     if block.dst_scale is not None:
         w = w * block.dst_scale[block.row]
-    self_w = inv_sqrt[:block.num_dst] ** 2
-    return torch.cat([w, self_w])
+    return w
+
+
+def gcn_self_weight(block: Block) -> Tensor:
+    r"""The self-loop weights in :func:`gcn_norm`: :math:`1 / \hat d_i`."""
+    return 1.0 / (block.src_deg[:block.num_dst] + 1.0)
+
+
+def mean_weight(block: Block) -> Tensor:
+    """Edge weights of the neighbour mean: :math:`1 / |N(i)|` for every edge into i."""
+    # float64: exact for callers in either precision (1/c rounds the same way once cast).
+    cnt = torch.bincount(block.row, minlength=block.num_dst).clamp(min=1).to(torch.float64)
+    return (1.0 / cnt)[block.row]
 
 
 def add_self_loops(block: Block) -> tuple[Tensor, Tensor]:
@@ -203,8 +238,12 @@ class GCNConv(nn.Module):
     def forward(self, x: Tensor, block: Block) -> Tensor:
         # Transform first: messages then carry out_channels values, not in_channels.
         x = linear(x, self.lin)
-        row, col = add_self_loops(block)
-        out = propagate(x, row, col, block.num_dst, gcn_norm(block))
+        if block.sorted_rows:
+            adj = block.sparse("gcn", gcn_edge_weight, x.dtype)
+            out = adj @ x + gcn_self_weight(block).to(x.dtype).unsqueeze(1) * x[:block.num_dst]
+        else:
+            row, col = add_self_loops(block)
+            out = propagate(x, row, col, block.num_dst, gcn_norm(block))
         return out if self.bias is None else out + self.bias
 
 
@@ -236,9 +275,12 @@ class SAGEConv(nn.Module):
         self.lin_neigh.reset_parameters()
 
     def forward(self, x: Tensor, block: Block) -> Tensor:
-        cnt = degree(block.row, block.num_dst).clamp(min=1.0)
         # W_2 mean(x_j) = mean(W_2 x_j): transform first, so sparse inputs work and messages are short.
-        mean = propagate(linear(x, self.lin_neigh), block.row, block.col, block.num_dst) / cnt.unsqueeze(1)
+        h = linear(x, self.lin_neigh)
+        if block.sorted_rows:
+            mean = block.sparse("mean", mean_weight, h.dtype) @ h
+        else:
+            mean = propagate(h, block.row, block.col, block.num_dst, mean_weight(block).to(h.dtype))
         return linear(x, self.lin_self)[:block.num_dst] + mean
 
 
@@ -362,4 +404,4 @@ def num_parameters(model: nn.Module) -> int:
 
 
 __all__ = ["MODELS", "Block", "GATConv", "GCNConv", "GNN", "SAGEConv", "SparseRows", "add_self_loops",
-           "build_model", "degree", "dropout", "linear", "gcn_norm", "num_parameters", "propagate", "segment_softmax"]
+           "build_model", "degree", "dropout", "gcn_edge_weight", "gcn_self_weight", "linear", "mean_weight", "gcn_norm", "num_parameters", "propagate", "segment_softmax"]
