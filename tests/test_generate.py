@@ -106,6 +106,9 @@ def test_deterministic_across_runs_chunks_and_threads(tmp_path):
     finally:
         numba.set_num_threads(saved)
     assert np.array_equal(s1, ref_src) and np.array_equal(d1, ref_dst)
+    for threads in (1, 3, 7):
+        s_t, d_t = rmat_edges(params(scale=12, seed=5), 0, 65536, threads=threads)
+        assert np.array_equal(s_t, ref_src) and np.array_equal(d_t, ref_dst)
     # Any sub-range is the same slice of the stream.
     s2, d2 = rmat_edges(params(scale=12, seed=5), 777, 3000)
     assert np.array_equal(s2, ref_src[777:3777]) and np.array_equal(d2, ref_dst[777:3777])

@@ -378,3 +378,25 @@ def test_info_cli_exit_code_2(tmp_path, capsys):
     assert captured.out == "" and "incomplete" in captured.err
     w.abort()
     assert not (tmp_path / "partial.zarr").exists()
+
+
+def test_fsspec_url_store():
+    """Any zarr store path works, fsspec URLs included (here the in-memory filesystem)."""
+    pytest.importorskip("fsspec")
+    url = f"memory://graphstream-test-{np.random.default_rng().integers(1 << 62)}/g.zarr"
+    src, dst, time, _ = random_edges(1000, 100)
+    store = write(url, src, dst, time, chunk_size=128, num_nodes=100)
+    again = open_store(url)
+    assert again.path == url and again.num_edges == 1000
+    data, _ = read(again, batch_size=300)
+    assert np.array_equal(data["src"], src) and np.array_equal(data["time"], time)
+    with pytest.raises(OutputExistsError):
+        GraphWriter(url)
+    with pytest.raises(StoreError):
+        open_store(url.replace("g.zarr", "none.zarr"))
+    w = GraphWriter(url, overwrite=True, chunk_size=10)
+    w.append(np.arange(25), np.arange(25))
+    with pytest.raises(IncompleteStoreError):
+        open_store(url)
+    w.abort()
+    assert store.num_nodes == 100

@@ -254,8 +254,11 @@ class GraphWriter:
         return group
 
     def _create_array(self, name: str, dtype: np.dtype) -> zarr.Array:
+        # write_empty_chunks: skip zarr's all-fill-value scan of every chunk (a
+        # full extra pass; edge chunks are almost never all zero).
         return self._group.create_array(name, shape=(0,), chunks=(self.chunk_size,), dtype=dtype,
-                                        compressors=self._compressor, fill_value=0, overwrite=True)
+                                        compressors=self._compressor, fill_value=0, overwrite=True,
+                                        config={"write_empty_chunks": True})
 
     # -- writing ---------------------------------------------------------
     def append(self, src: np.ndarray, dst: np.ndarray, time: np.ndarray | None = None,
