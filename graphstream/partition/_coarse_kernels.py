@@ -214,6 +214,14 @@ def symmetric_csr(keys, w, num_clusters):
 
 
 @njit(cache=True)
+def project_parts(cl, cpart, owner):
+    """owner[v] = cpart[cl[v]] for clustered nodes (isolated ones, cl = -1, are left alone)."""
+    for v in range(cl.shape[0]):
+        if cl[v] >= 0:
+            owner[v] = cpart[cl[v]]
+
+
+@njit(cache=True)
 def fill_least_loaded(nodes, owner, size):
     """Give each listed node to the currently smallest part (ties: lowest id)."""
     k = size.shape[0]
@@ -356,6 +364,8 @@ def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, ca
         if best >= 0:
             if best_d < 0 or (best_d == 0 and best_c > cnt[a]):
                 take = True
+            elif best_d == 0 and best_c == cnt[a] and size[best] + 1 < size[a]:
+                take = True    # free room in a fuller part at no cost: later gains may need it
             elif over and (best_d <= 0 or force):
                 take = True
         if best < 0 and over and force:

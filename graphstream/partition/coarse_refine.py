@@ -60,6 +60,8 @@ class CoarseRefineParams:
         other: the halo entries a cut creates) or "edges" (edge count) (step 3).
     coarse_metis: "kway" (multilevel k-way, edge-cut objective), "recursive"
         (recursive bisection) or "kway-vol" (k-way, communication-volume objective) (step 4).
+    coarse_trials: METIS runs on the coarse graph (seeds seed, seed+1, ...); the one whose
+        projection has the lowest replication factor is refined (one stream pass each) (step 4).
     refine_passes: refinement sweeps (step 5); stops early when a sweep moves nothing.
     block_entries: neighbour entries read per vertex-stream block.
     bucket_entries: bucket buffer of the external sort (entries).
@@ -70,6 +72,7 @@ class CoarseRefineParams:
     max_coarse_edges: int = 1 << 19
     refine_passes: int = 8
     max_candidates: int = 8
+    coarse_trials: int = 3
     coarse_weights: str = "halo"
     coarse_metis: str = "kway"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
@@ -83,6 +86,7 @@ class CoarseRefineParams:
             "max_coarse_edges": self.max_coarse_edges >= 1,
             "refine_passes": self.refine_passes >= 0,
             "max_candidates": self.max_candidates >= 1,
+            "coarse_trials": self.coarse_trials >= 1,
             "block_entries": self.block_entries >= 1,
             "bucket_entries": self.bucket_entries >= 1,
             "batch_size": self.batch_size is None or self.batch_size >= 1,
@@ -148,16 +152,21 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     xadj, adjncy, eweights = K.symmetric_csr(keys, weights, num_clusters)
     del keys, weights
 
-    # 4. coarse graph partitioned in memory; isolated nodes fill the least loaded parts
-    cpart = partition_coarse(xadj, adjncy, eweights, csizes, k, seed, balance, cfg.coarse_metis)
-    del xadj, adjncy, eweights
-    owner = np.zeros(n, dtype=np.int32)
-    has_cluster = cl >= 0
-    owner[has_cluster] = cpart[cl[has_cluster]]
-    del cl, cpart
-    size = np.bincount(owner[has_cluster], minlength=k).astype(np.int64)
-    K.fill_least_loaded(np.flatnonzero(~has_cluster), owner, size)
-    del has_cluster
+    # 4. coarse graph partitioned in memory (best of `coarse_trials` METIS seeds, judged by the
+    #    replication factor they give on the full graph); isolated nodes fill the least loaded parts
+    isolated = np.flatnonzero(cl < 0)
+    owner, size, best = None, None, None
+    for t in range(cfg.coarse_trials):
+        cpart = partition_coarse(xadj, adjncy, eweights, csizes, k, seed + t, balance, cfg.coarse_metis)
+        trial = np.zeros(n, dtype=np.int32)
+        K.project_parts(cl, cpart, trial)
+        tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
+        K.fill_least_loaded(isolated, trial, tsize)
+        r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
+        if best is None or r < best:
+            owner, size, best = trial, tsize, r
+        del trial, cpart
+    del xadj, adjncy, eweights, cl, isolated
     watch.lap("metis")
 
     # 5. refinement for the replication factor under the hard cap
@@ -169,7 +178,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
 
     rf = replicas(vs, owner, k, cfg.block_entries) / n
     metrics = _metrics(store, vs, owner, k, rf, cfg.block_entries)
-    passes_vs = lp_sweeps + 1 + 1 + 2 * sweeps + 1   # LP, coarse edges, rf_before, refine (2/sweep), rf
+    trials = cfg.coarse_trials if cfg.coarse_trials > 1 else 0
+    passes_vs = lp_sweeps + 1 + trials + 1 + 2 * sweeps + 1   # LP, coarse edges, trials, rf_before, refine, rf
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,
