@@ -270,8 +270,11 @@ def test_npy_bad_dtype_and_shape(tmp_path):
 
 
 def test_parquet(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # the parquet extra is optional
+        pytest.skip(f"pyarrow not usable: {exc}")
     rng = np.random.default_rng(5)
     e = rng.integers(0, 100, size=(3000, 2))
     t = rng.integers(0, 10**9, size=3000)

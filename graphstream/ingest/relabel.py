@@ -203,9 +203,14 @@ class StrRelabeler:
 
     def id_map(self) -> np.ndarray:
         """Original ids by local id, as a numpy array of str (invalid UTF-8 is replaced)."""
-        import pyarrow as pa
         n = self._count
         offsets = self._offsets[:n + 1]
+        try:
+            import pyarrow as pa
+        except ImportError:
+            arena = self._arena
+            return np.asarray([bytes(arena[offsets[i]:offsets[i + 1]]).decode("utf-8", errors="replace")
+                               for i in range(n)], dtype=str)
         raw = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [
             None, pa.py_buffer(offsets), pa.py_buffer(self._arena[:int(offsets[-1])])])
         try:

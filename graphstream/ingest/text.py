@@ -335,9 +335,8 @@ def compression_of(path: str | os.PathLike) -> str | None:
 class _Counted:
     """The raw file, remembering how many bytes were read (for progress)."""
 
-    def __init__(self, path: str | os.PathLike, arrow: bool):
-        import pyarrow as pa
-        self.raw = pa.OSFile(str(path), "rb") if arrow else open(path, "rb")
+    def __init__(self, path: str | os.PathLike, arrow):
+        self.raw = arrow.OSFile(str(path), "rb") if arrow is not None else open(path, "rb")
 
     def position(self) -> int:
         try:
@@ -352,12 +351,12 @@ def open_text(path: str | os.PathLike) -> tuple[IO[bytes], _Counted]:
     gzip and bz2 are decompressed by pyarrow (faster than the standard
     library, and it releases the GIL); xz by :mod:`lzma`.
     """
-    import pyarrow as pa
+    pa = _pyarrow()
     kind = compression_of(path)
-    if kind in ("gzip", "bz2") and pa.Codec.is_available(kind):
-        raw = _Counted(path, arrow=True)
+    if kind in ("gzip", "bz2") and pa is not None and pa.Codec.is_available(kind):
+        raw = _Counted(path, arrow=pa)
         return pa.CompressedInputStream(raw.raw, kind), raw
-    raw = _Counted(path, arrow=False)
+    raw = _Counted(path, arrow=None)
     if kind == "gzip":
         return gzip.GzipFile(fileobj=raw.raw, mode="rb"), raw
     if kind == "bz2":
@@ -367,13 +366,23 @@ def open_text(path: str | os.PathLike) -> tuple[IO[bytes], _Counted]:
     return raw.raw, raw
 
 
+def _pyarrow():
+    """pyarrow if it imports (it decompresses faster), else None: the standard library is used."""
+    try:
+        import pyarrow
+    except ImportError:
+        return None
+    return pyarrow
+
+
 def _read_block(f: IO[bytes], path: str, block_bytes: int) -> bytes:
-    import pyarrow as pa
+    pa = _pyarrow()
+    arrow_errors = (pa.ArrowException,) if pa is not None else ()
     try:
         return f.read(block_bytes)
     except EOFError as exc:
         raise InputFormatError(f"{path}: compressed data is truncated ({exc})") from exc
-    except (OSError, zlib.error, lzma.LZMAError, pa.ArrowException) as exc:
+    except (OSError, zlib.error, lzma.LZMAError, *arrow_errors) as exc:
         what = "truncated" if "runcated" in str(exc) else "corrupt"
         raise InputFormatError(f"{path}: compressed data is {what} ({exc})") from exc
 
