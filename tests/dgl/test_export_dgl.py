@@ -8,12 +8,19 @@
 * a DGL GraphSAGE (``dgl.nn.SAGEConv``) trains one epoch on every loaded
   part with DGL's NeighborSampler, halo features pulled from their owners'
   files as DistTensor would;
-for small graphs made here and SPRING partitions of Cora and MUSAE facebook.
+for small graphs made here and SPRING partitions of Cora and MUSAE facebook;
+* a real DistDGL job on Cora's export: one DistGraphServer per part, a
+  trainer reading features, sampling and training through DistGraph and
+  DistNodeDataLoader.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -231,3 +238,113 @@ def test_dgl_real_spring_partitions(real_root, monkeypatch, name):
     for p in loaded:
         before, after = train_dgl_part(loaded, p)
         assert math.isfinite(before) and math.isfinite(after) and after < before, (p, before, after)
+
+
+# ---------------------------------------------------------------- a real DistDGL job (servers + trainer)
+
+SERVER = """
+import os, sys
+os.environ["DGL_DIST_MODE"] = "distributed"
+from dgl.distributed import DistGraphServer
+DistGraphServer(int(sys.argv[1]), sys.argv[2], 1, 1, sys.argv[3], disable_shared_mem=True,
+                graph_format=["csc", "coo"]).start()
+"""
+
+CLIENT = """
+import os, sys
+os.environ["DGL_DIST_MODE"] = "distributed"
+os.environ["DGL_NUM_SERVER"] = "1"
+import numpy as np, torch, dgl
+from dgl.distributed import DistGraph, load_partition_book, sample_neighbors
+ip_config, config, result = sys.argv[1:4]
+dgl.distributed.initialize(ip_config)
+gpb, name, _, _ = load_partition_book(config, 0)
+g = DistGraph(name, gpb=gpb)
+n = g.num_nodes()
+every = torch.arange(n)
+feat, label = g.ndata["feat"][every], g.ndata["label"][every]
+fr = sample_neighbors(g, every, -1)          # every node's whole in-neighbourhood, through the servers
+src, dst = fr.edges()
+# One epoch of GraphSAGE over DistDGL's own loader.
+from dgl.nn import SAGEConv
+torch.manual_seed(0)
+train = torch.nonzero(g.ndata["train_mask"][every]).flatten()
+conv1, conv2 = SAGEConv(feat.shape[1], 32, "mean"), SAGEConv(32, int(label.max()) + 1, "mean")
+opt = torch.optim.Adam(list(conv1.parameters()) + list(conv2.parameters()), lr=0.01)
+loader = dgl.dataloading.DistNodeDataLoader(g, train, dgl.dataloading.NeighborSampler([10, 10]),
+                                            batch_size=256, shuffle=True)
+losses = []
+for input_nodes, seeds, blocks in loader:
+    h = conv2(blocks[1], conv1(blocks[0], g.ndata["feat"][input_nodes].float()).relu())
+    loss = torch.nn.functional.cross_entropy(h, g.ndata["label"][seeds])
+    opt.zero_grad(); loss.backward(); opt.step(); losses.append(float(loss))
+np.savez(result, num_nodes=n, num_edges=g.num_edges(), feat=feat.numpy(), label=label.numpy(),
+         src=src.numpy(), dst=dst.numpy(), losses=np.array(losses), num_train=train.numel())
+dgl.distributed.exit_client()
+"""
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_dist_job(config: Path, work: Path, timeout: float = 150) -> dict:
+    """Run the job; returns what the trainer saw (features, labels, sampled edges, losses)."""
+    k = json.loads(config.read_text())["num_parts"]
+    ip = work / "ip_config.txt"
+    ip.write_text("".join(f"127.0.0.1 {free_port()}\n" for _ in range(k)))
+    result = work / "result.npz"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    py = sys.executable
+
+    def private_shm(*cmd):   # the kvstore names its shared memory by tensor name: one /dev/shm per "machine"
+        return ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs /dev/shm && exec "$@"', "sh", *cmd]
+
+    procs = [subprocess.Popen(private_shm(py, "-c", SERVER, str(p), str(ip), str(config)), env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for p in range(1, k)]
+    # Machine 0: its server and the trainer share one /dev/shm, as on a real machine.
+    script = f'{py} -c "$SERVER" 0 {ip} {config} & {py} -c "$CLIENT" {ip} {config} {result}; rc=$?; wait; exit $rc'
+    machine0 = subprocess.Popen(["unshare", "-m", "sh", "-c", "mount -t tmpfs tmpfs /dev/shm && " + script],
+                                env={**env, "SERVER": SERVER, "CLIENT": CLIENT},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = machine0.communicate(timeout=timeout)
+        for p in procs:
+            p.wait(timeout=30)
+    finally:
+        for p in [machine0, *procs]:
+            if p.poll() is None:
+                p.kill()
+    if machine0.returncode != 0 or not result.exists():
+        raise AssertionError(f"DistDGL job failed (rc {machine0.returncode}):\n{out[-3000:]}")
+    return dict(np.load(result))
+
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="needs root and unshare: each DistGraphServer gets its own /dev/shm")
+def test_distdgl_job_on_cora_spring(real_root):
+    data_dir, parts = pipeline_parts(real_root, "cora")
+    config = real_root / "cora-dgl" / "cora.json"
+    if not config.exists():
+        export_dgl(parts, real_root / "cora-dgl", "cora")
+    work = real_root / "distjob"
+    work.mkdir(exist_ok=True)
+    seen = run_dist_job(config, work)
+    ours = ours_by_part(parts)
+    orig_of_new = np.concatenate([inner for inner, _ in ours])
+    features = np.load(data_dir / "features.npy", mmap_mode="r")
+    labels = np.load(data_dir / "labels.npy").astype(np.int64)
+    n = labels.shape[0]
+    assert int(seen["num_nodes"]) == n
+    assert int(seen["num_edges"]) == sum(len(k) for _, k in ours)
+    assert np.array_equal(seen["feat"], features[orig_of_new])
+    assert np.array_equal(seen["label"], labels[orig_of_new])
+    got = edge_keys(orig_of_new[seen["src"]], orig_of_new[seen["dst"]], n)
+    assert np.array_equal(got, np.sort(np.concatenate([k for _, k in ours])))
+    losses = seen["losses"]
+    assert losses.size == math.ceil(int(seen["num_train"]) / 256) and np.isfinite(losses).all()
