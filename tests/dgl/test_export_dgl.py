@@ -174,6 +174,7 @@ def train_dgl_part(loaded: dict, p: int, seed: int = 0) -> tuple[float, float]:
     from dgl.nn import SAGEConv
 
     torch.manual_seed(seed)
+    dgl.seed(seed)                          # the sampler's own random stream
     g, nfeat, gpb = loaded[p]
     nid = g.ndata[dgl.NID]
     owner = gpb.nid2partid(nid)
