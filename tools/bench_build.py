@@ -187,10 +187,17 @@ STAGES = {"split": stage_split, "generate": stage_generate, "features": stage_fe
 # parent
 # ---------------------------------------------------------------------------
 
+def _save_partial(args: argparse.Namespace, report: dict) -> None:
+    """The report so far, for long runs that may not finish (--partial FILE)."""
+    if args.partial:
+        Path(args.partial).write_text(json.dumps(report))
+
+
 def _child(stage: str, args: argparse.Namespace, **extra) -> dict:
     cmd = [sys.executable, __file__, "--child", stage]
     for key, value in {**vars(args), **extra}.items():
-        if key in ("child", "algos", "keep", "skip_features", "disk_margin") or value is None or value is False:
+        if key in ("child", "algos", "keep", "skip_features", "disk_margin", "partial") or value is None \
+                or value is False:
             continue
         cmd += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
     t = time.perf_counter()
@@ -216,6 +223,7 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the store and features afterwards")
     p.add_argument("--disk-margin", type=float, default=15.0,
                    help="GB of disk to leave free; a split that would not fit is measured part by part")
+    p.add_argument("--partial", default=None, help="rewrite the report to this file after every stage")
     p.add_argument("--no-partition-metrics", action="store_true",
                    help="skip the partitioner's own metrics pass (the build measures the same figures)")
     p.add_argument("--graph-only", action="store_true", help=argparse.SUPPRESS)
@@ -242,13 +250,17 @@ def main() -> None:
     t0 = time.perf_counter()
     try:
         report["generate"] = _child("generate", a, **common)
+        _save_partial(a, report)
         if not a.skip_features:
             report["features"] = _child("features", a, **common)
         report["baseline"] = _child("baseline", a, **common)
+        _save_partial(a, report)
         report["runs"] = {}
         for algo in [s.strip() for s in a.algos.split(",") if s.strip()]:
             owner = str(work / f"owner-{algo}.npy")
             run = {"partition": _child("partition", a, algo=algo, owner=owner, **common)}
+            report["runs"][algo] = run
+            _save_partial(a, report)
             if "error" not in run["partition"]:
                 out = str(work / f"parts-{algo}")
                 rf = run["partition"].get("replication_factor") or a.k
@@ -277,10 +289,12 @@ def main() -> None:
                     run["peak_rss_bytes"] = max(run["partition"]["peak_rss_bytes"], b["peak_rss_bytes"],
                                                 run.get("split", {}).get("peak_rss_bytes", 0))
             report["runs"][algo] = run
+            _save_partial(a, report)
     finally:
         report["total_seconds"] = time.perf_counter() - t0
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
+        _save_partial(a, report)
     print(json.dumps(report))
 
 
