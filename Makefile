@@ -6,12 +6,11 @@ PIP    := $(VENV)/bin/pip
 WORK   ?= work
 DATASETS ?= ../shared/datasets
 
-.PHONY: setup test demo clean
+.PHONY: setup test test-dgl demo clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt -e ".[train,test]"
+	$(PIP) install -q -c constraints.txt -e ".[train,test,pyg]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -19,6 +18,11 @@ setup: $(VENV)/.installed
 # Runs the whole test suite (GPU tests skip without a GPU).
 test: setup
 	$(PY) -m pytest -q tests
+
+# The DGL export tests, in their own environment (DGL 2.1 needs torch<=2.2.1, numpy<2).
+test-dgl:
+	bash tools/dgl-env.sh
+	.venv-dgl/bin/python -m pytest -q tests/dgl
 
 # The main job end to end, on a generated graph and, when present, a real dataset.
 demo: setup
