@@ -495,7 +495,7 @@ def chunk_statistics(graph: InstanceGraph, labels: np.ndarray, config: PGCConfig
     num = graph.num_instances
     used = np.zeros(num, dtype=np.bool_)
     _mark_used(labels, used)
-    new_id = np.cumsum(used, dtype=np.int64) - 1
+    new_id = np.cumsum(used, dtype=np.int32 if num < 2**31 else np.int64) - 1
     c = int(new_id[-1] + 1) if num else 0
     del used
     _relabel(labels, new_id)
@@ -528,15 +528,33 @@ def chunk_statistics(graph: InstanceGraph, labels: np.ndarray, config: PGCConfig
     h = np.zeros(len(keys), dtype=np.float64)
     h[np.searchsorted(keys, sk)] += config.spatial_weight * sc
     h[np.searchsorted(keys, tk)] += config.temporal_weight * tc
-    a, b = np.divmod(keys, max(c, 1))
-    rows = np.concatenate([a, b])
-    cols = np.concatenate([b, a])
-    hw = np.concatenate([h, h])
-    order = np.argsort(rows, kind="stable")
+    del sk, sc, tk, tc
     indptr = np.zeros(c + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=c), out=indptr[1:])
+    indices = np.empty(2 * len(keys), dtype=np.int32 if c < 2**31 else np.int64)
+    weights = np.empty(2 * len(keys), dtype=np.float64)
+    _pair_csr(keys, h, c, indptr, indices, weights)
     largest = float(work.max() if config.cap_by == "volume" else inst.max()) if c else 0.0
-    return ChunkGraph(c, inst, endpoints, work, indptr, cols[order], hw[order], largest)
+    return ChunkGraph(c, inst, endpoints, work, indptr, indices, weights, largest)
+
+
+@njit(cache=True)
+def _pair_csr(keys, h, c, indptr, indices, weights):
+    """Symmetric CSR of the chunk graph from its pair keys a*C+b (a < b), by counting."""
+    for x in range(keys.shape[0]):
+        indptr[keys[x] // c + 1] += 1
+        indptr[keys[x] % c + 1] += 1
+    for a in range(c):
+        indptr[a + 1] += indptr[a]
+    fill = indptr[:-1].copy()
+    for x in range(keys.shape[0]):
+        a = keys[x] // c
+        b = keys[x] % c
+        indices[fill[a]] = b
+        weights[fill[a]] = h[x]
+        fill[a] += 1
+        indices[fill[b]] = a
+        weights[fill[b]] = h[x]
+        fill[b] += 1
 
 
 # -- 3. chunk assignment --------------------------------------------------------------
