@@ -206,6 +206,8 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/graphstream-bench-train")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--epochs", default="cora=100,citeseer=100,facebook=50")
+    ap.add_argument("--model-epochs", default="cora=50,citeseer=50,facebook=20",
+                    help="epochs per dataset in the models section (one seed)")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--transfer-device", default=None, help="cuda when available, else cpu")
     ap.add_argument("--rmat-scale", type=int, default=20)
@@ -228,7 +230,8 @@ def main() -> None:
         result["accuracy"] = accuracy_section(work, datasets, tuple(int(s) for s in args.seeds.split(",")), epochs,
                                               args.hidden)
     if "models" in sections:
-        result["models"] = models_section(work, datasets, epochs, args.hidden)
+        model_epochs = {k: int(v) for k, v in (kv.split("=") for kv in args.model_epochs.split(","))}
+        result["models"] = models_section(work, datasets, model_epochs, args.hidden)
     if "transfer" in sections:
         dev = args.transfer_device or ("cuda" if torch.cuda.is_available() else "cpu")
         result["transfer"] = transfer_section(work, dev, args.rmat_scale, args.rmat_edges, args.rmat_snapshots)

@@ -494,8 +494,12 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         payload = source if isinstance(source, list) else str(source)
         results = launch(dynamic_worker, workers, (payload, config), backend=backend, threads_per_worker=threads)
     res0 = results[0]
+    if res0 is None:   # a non-zero torchrun rank: worker 0 reports
+        return {"rank": next(r.rank for r in results if r is not None), "workers": workers}
     transfer = TransferStats()
     for r in results:
+        if r is None:
+            continue
         for f in ("bytes", "seconds", "host_seconds", "snapshots", "full_snapshots"):
             setattr(transfer, f, getattr(transfer, f) + getattr(r.transfer, f))
     return {
@@ -505,6 +509,7 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         "mode": "centralized" if centralized else "averaged", "sync_every": config.sync_every,
         "num_parts": len(stores), "workers": workers, "seconds": time.perf_counter() - wall,
         "train_seconds": res0.train_seconds, "sync_seconds": res0.sync_seconds,
+        # transfer figures: every worker's under gloo spawn, this worker's alone under torchrun
         "transfer_bytes": transfer.bytes, "transfer_seconds": transfer.seconds,
         "transfer_host_seconds": transfer.host_seconds, "snapshots_shipped": transfer.snapshots,
         "full_snapshots_shipped": transfer.full_snapshots, "losses": res0.losses, "device": config.device,

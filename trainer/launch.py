@@ -5,6 +5,11 @@ Every worker gets the torchrun environment (``RANK``, ``WORLD_SIZE``,
 process group; its return value travels back through a file (a pipe could
 block a worker that returns large results while the parent waits in join).
 One worker runs in this process, with no process group at all.
+
+Under ``torchrun --nproc-per-node Q`` (``RANK``, ``WORLD_SIZE`` and
+``MASTER_ADDR`` already set, ``WORLD_SIZE`` equal to the worker count asked
+for) nothing is spawned: this process is worker ``RANK``; it returns its own
+result in its slot and ``None`` in the others.
 """
 from __future__ import annotations
 
@@ -41,6 +46,12 @@ def _entry(rank: int, world: int, port: int, backend: str, fn: Callable, args: t
         dist.destroy_process_group()
 
 
+def _under_torchrun(world_size: int) -> bool:
+    env = os.environ
+    return (world_size > 1 and "RANK" in env and "MASTER_ADDR" in env
+            and int(env.get("WORLD_SIZE", "0")) == world_size)
+
+
 def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "gloo",
            threads_per_worker: int | None = None) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` workers; return their results by rank.
@@ -52,6 +63,20 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     cores = os.cpu_count() or 1
     threads = threads_per_worker or max(1, cores // world_size)
+    if _under_torchrun(world_size):
+        import torch.distributed as dist
+        rank = int(os.environ["RANK"])
+        torch.set_num_threads(threads)
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+        dist.init_process_group(backend)
+        try:
+            results: list[Any] = [None] * world_size
+            results[rank] = fn(rank, world_size, *args)
+            dist.barrier()
+            return results
+        finally:
+            dist.destroy_process_group()
     if world_size == 1:
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)

@@ -266,8 +266,10 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
     backend = "nccl" if device.type == "cuda" else "gloo"
     payload = parts if not isinstance(source, (str, os.PathLike)) else str(source)
     results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads)
+    if results[0] is None:   # a non-zero torchrun rank: worker 0 reports
+        return {"rank": next(r.rank for r in results if r is not None), "workers": workers}
     out = dict(results[0].summary, mode="averaged", sync_every=config.sync_every)
-    out["worker_train_seconds"] = [r.train_seconds for r in results]
+    out["worker_train_seconds"] = [r.train_seconds for r in results if r is not None]
     return _finish(out, results[0], config, results)
 
 
@@ -275,7 +277,7 @@ def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | N
     out.update(model=config.model, hidden=config.hidden, mini_batch=config.mini_batch, seed=config.seed,
                device=config.device, losses=res.losses, history=res.history)
     if results is not None and config.record_weights:
-        out["recorded"] = [r.recorded for r in results]
+        out["recorded"] = [r.recorded for r in results if r is not None]
     return out
 
 
