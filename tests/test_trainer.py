@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -298,7 +299,6 @@ def test_cli_bad_input_exit_2(cora_parts, tmp_path):
 
 
 def mean_accuracy(parts, config: TrainConfig, seeds, **kw) -> float:
-    from dataclasses import replace
     return float(np.mean([run_training(parts, replace(config, seed=s), threads=1, **kw)["test_accuracy"]
                           for s in seeds]))
 
@@ -314,7 +314,6 @@ def test_cora_averaged_matches_centralized(cora_parts):
     seeds = (0, 1, 2)
     central = mean_accuracy(parts, config, seeds, centralized=True)
     every1 = mean_accuracy(parts, config, seeds, workers=1)
-    from dataclasses import replace
     every10 = mean_accuracy(parts, replace(config, sync_every=10), seeds, workers=1)
     print(f"cora gcn: centralized {central:.4f} averaged {every1:.4f} sync10 {every10:.4f}")
     assert central > 0.75
@@ -335,7 +334,6 @@ def test_averaged_matches_centralized_two_workers(tmp_path, name, request):
     """
     parts = make_parts(tmp_path, name)
     config = TrainConfig(model="gcn", hidden=64, epochs=100)
-    from dataclasses import replace
     seeds = (0, 1, 2)
     central = mean_accuracy(parts, config, seeds, centralized=True)
     every1 = mean_accuracy(parts, config, seeds, workers=2)
@@ -350,12 +348,13 @@ def test_averaged_matches_centralized_two_workers(tmp_path, name, request):
 # -- GPU ----------------------------------------------------------------------
 
 @pytest.mark.gpu
-def test_gpu_training_matches_cpu_closely():
+@pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
+@pytest.mark.parametrize("mini_batch", [False, True])
+def test_gpu_training_matches_cpu_closely(model, mini_batch):
     g = sbm(n=200)
     parts = check_parts(split_graph(g, np.arange(200) % 2))
-    cfg = TrainConfig(model="gat", hidden=8, epochs=5, dropout=0.0)
+    cfg = TrainConfig(model=model, hidden=8, epochs=5, dropout=0.0, mini_batch=mini_batch, fanouts=(5, 5),
+                      batch_size=32)
     cpu = run_training(parts, cfg, workers=1)
-    gpu = run_training(parts, TrainConfig(model="gat", hidden=8, epochs=5, dropout=0.0, device="cuda"), workers=1)
+    gpu = run_training(parts, replace(cfg, device="cuda"), workers=1)
     np.testing.assert_allclose(gpu["losses"], cpu["losses"], rtol=1e-3)
-
-

@@ -170,7 +170,6 @@ def gpu_section(work: Path, scale: int) -> dict:
     import torch
     if not torch.cuda.is_available():
         return {"skipped": "no CUDA device on this machine (torch.cuda.is_available() is False)"}
-    from trainer.data import check_parts, open_parts  # noqa: F401
     from trainer.train import TrainConfig, run_training
     store = work / f"rmat{scale}.zarr"
     if not store.exists():
