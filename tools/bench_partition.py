@@ -329,6 +329,7 @@ def write_doc(res: dict, doc: Path, plot: Path, command: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     graphs = list(res["quality"])
     fig, axes = plt.subplots(1, len(graphs), figsize=(4.2 * len(graphs), 3.8), squeeze=False)
     for ax, name in zip(axes[0], graphs):
@@ -337,9 +338,15 @@ def write_doc(res: dict, doc: Path, plot: Path, command: str) -> None:
         for a in algos:
             if a in g["k"][str(ks[0])]:
                 ax.plot(ks, [g["k"][str(k)][a]["replication_factor"] for k in ks], marker="o", label=a,
-                        linewidth=2.5 if a == "coarse-refine" else 1.2)
+                        linewidth=2.5 if a == "coarse-refine" else 1.2,
+                        linestyle="--" if a.endswith("-ref") else "-", markersize=4)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_yticks([t for t in (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10, 15) if lo <= t <= hi])
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.grid(True, which="both", alpha=0.3)
         ax.set_xticks(ks)
         ax.set_xticklabels([str(k) for k in ks])
         ax.set_title(name)
@@ -365,7 +372,14 @@ def main(argv=None) -> None:
     ap.add_argument("--rss-k", type=int, default=32)
     ap.add_argument("--doc", default=None, help="write the markdown table here")
     ap.add_argument("--plot", default=None, help="write the plot here")
+    ap.add_argument("--from-json", default=None, help="only rewrite --doc/--plot from a saved result")
     args = ap.parse_args(argv)
+    if args.from_json:
+        res = json.loads(Path(args.from_json).read_text())
+        write_doc(res, Path(args.doc), Path(args.plot or Path(args.doc).with_suffix(".png")),
+                  "flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_partition.py "
+                  + res["command"].split("bench_partition.py", 1)[-1].strip())
+        return
     args.graphs = [g for g in args.graphs.split(",") if g]
     args.ks = [int(k) for k in args.ks.split(",") if k]
     args.algos = [a for a in args.algos.split(",") if a]
