@@ -69,7 +69,7 @@ class CoarseRefineParams:
     """
     lp_passes: int = 5
     cluster_cap_factor: float = 200.0
-    max_coarse_edges: int = 1 << 19
+    max_coarse_edges: int = 1 << 18
     refine_passes: int = 8
     max_candidates: int = 8
     coarse_trials: int = 3

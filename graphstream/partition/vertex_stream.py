@@ -186,9 +186,12 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
 
     # 1. degrees -> offsets; forward entries (u as src) come first in u's list.
     deg = degree_pass(store, batch_size)
-    out_degree = deg.out_degree
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(deg.total, out=offsets[1:])
+    offsets[1:] = deg.out_degree          # in place: no n-sized temporaries beside the two degree arrays
+    offsets[1:] += deg.in_degree
+    np.cumsum(offsets[1:], out=offsets[1:])
+    small = n == 0 or int(deg.out_degree.max()) < 2**31
+    out_degree = deg.out_degree.astype(np.int32) if small else deg.out_degree
     del deg
     total = int(offsets[-1])
     np.save(work / "offsets.npy", offsets)
