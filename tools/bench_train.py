@@ -198,6 +198,64 @@ def gpu_section(work: Path, scale: int) -> dict:
     return {"scale": scale, "device": torch.cuda.get_device_name(0), "results": res}
 
 
+def render_markdown(result: dict) -> str:
+    """The figures section of docs/trainer.md from one bench result."""
+    lines = [f"Measured by `tools/bench_train.py` ({result['machine']['cpus']} CPUs, torch "
+             f"{result['machine']['torch']}, load average at start {result['machine']['load_average_start'][0]:.1f}; "
+             "a shared machine, so times are indicative).", ""]
+    acc = result.get("accuracy")
+    if acc:
+        lines += ["Test accuracy, GCN, 4 SPRING parts, 2 gloo workers, mean of 3 seeds (best-validation weights):", "",
+                  "| dataset | hidden / epochs | centralised | averaged, sync 1 | averaged, sync 10 | gap 1 / 10 (points) |",
+                  "|---|---|---|---|---|---|"]
+        for name, r in acc.items():
+            m = r["mean"]
+            lines.append(f"| {name} | {r['hidden']} / {r['epochs']} | {100 * m['centralized']:.2f} | "
+                         f"{100 * m['averaged_sync1']:.2f} | {100 * m['averaged_sync10']:.2f} | "
+                         f"{r['gap_sync1_points']:+.2f} / {r['gap_sync10_points']:+.2f} |")
+        lines.append("")
+    mod = result.get("models")
+    if mod:
+        lines += ["Epoch time (s, worker 0's training per epoch) and test accuracy, one seed:", "",
+                  "| dataset | model | centralised acc | s/epoch | averaged acc | s/epoch | sync s/round |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, r in mod.items():
+            for key, v in r["results"].items():
+                c, a = v["centralized"], v["averaged"]
+                lines.append(f"| {name} ({r['epochs']} ep.) | {key} | {100 * c['test_accuracy']:.1f} | "
+                             f"{c['epoch_seconds']:.3f} | {100 * a['test_accuracy']:.1f} | {a['epoch_seconds']:.3f} | "
+                             f"{a['sync_seconds_per_round']:.4f} |")
+        lines.append("")
+    tr = result.get("transfer")
+    if tr:
+        lines += ["Host -> device transfer over a whole sequence, full snapshots vs keyframe + deltas "
+                  f"({tr.get('note', 'device: ' + str(next(iter(tr.values()))['device']))}):", "",
+                  "| sequence | snapshots | edges/snapshot | full bytes | delta bytes | ratio | ratio after 1st | "
+                  "full s | delta s |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, r in tr.items():
+            if not isinstance(r, dict):
+                continue
+            lines.append(f"| {name} | {r['snapshots']} | {r['edges_per_snapshot_mean']:.0f} | {r['full']['bytes']} | "
+                         f"{r['delta']['bytes']} | {r['bytes_ratio']:.2f}x | {r['bytes_ratio_after_first']:.2f}x | "
+                         f"{r['full']['seconds']:.4f} | {r['delta']['seconds']:.4f} |")
+        lines.append("")
+    gpu = result.get("gpu")
+    if gpu:
+        lines.append(f"GPU: {gpu.get('skipped') or json.dumps(gpu)}")
+    return "\n".join(lines)
+
+
+def write_doc(doc: Path, text: str) -> None:
+    """Replace what lies between the bench markers of ``doc`` with ``text``."""
+    start, end = "<!-- bench_train:begin -->", "<!-- bench_train:end -->"
+    body = doc.read_text()
+    if start not in body or end not in body:
+        raise SystemExit(f"{doc}: no {start} ... {end} markers")
+    head, rest = body.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    doc.write_text(f"{head}{start}\n{text}\n{end}{tail}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sections", default="accuracy,models,transfer,gpu")
@@ -213,7 +271,12 @@ def main() -> None:
     ap.add_argument("--rmat-edges", type=int, default=1_000_000)
     ap.add_argument("--rmat-snapshots", type=int, default=12)
     ap.add_argument("--gpu-scale", type=int, default=22)
+    ap.add_argument("--doc", default=None, help="also write the figures into this markdown file (between markers)")
+    ap.add_argument("--render", default=None, help="only render a saved result JSON into --doc (no runs)")
     args = ap.parse_args()
+    if args.render:
+        write_doc(Path(args.doc), render_markdown(json.loads(Path(args.render).read_text())))
+        return
     import torch
     torch.set_num_threads(1)
     work = Path(args.work)
@@ -241,6 +304,8 @@ def main() -> None:
         result["gpu"] = gpu_section(work, args.gpu_scale)
     result["seconds"] = time.perf_counter() - t0
     result["machine"]["load_average_end"] = os.getloadavg()
+    if args.doc:
+        write_doc(Path(args.doc), render_markdown(result))
     print(json.dumps(result))
 
 
