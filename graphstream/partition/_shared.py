@@ -106,7 +106,7 @@ def popcount64(x):
     return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def count_bits(bits):
     """Total number of set bits, and of rows with at least one bit set."""
     total = 0
@@ -127,7 +127,7 @@ def new_bitsets(num_nodes: int, k: int) -> np.ndarray:
 
 # -- least-loaded packing ---------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _heap_push(heap, size, key):
     i = size
     heap[i] = key
@@ -140,7 +140,7 @@ def _heap_push(heap, size, key):
     return size + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _heap_pop(heap, size):
     top = heap[0]
     size -= 1
@@ -160,7 +160,7 @@ def _heap_pop(heap, size):
     return top, size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pack_least_loaded(weights, loads):
     """Give item i (in the order given) to the least loaded part, ties lowest part id.
 
@@ -277,7 +277,7 @@ def part_groups(num_nodes: int, k: int, bytes_per_part: float, align: int = 1) -
     return [(lo, min(k, lo + g)) for lo in range(0, k, g)]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_edge_parts(src, dst, part, counts, p_lo, p_hi):
     """counts[v, p - p_lo] += 1 for both endpoints of every edge in part p of the group."""
     for i in range(src.shape[0]):
@@ -287,7 +287,7 @@ def _count_edge_parts(src, dst, part, counts, p_lo, p_hi):
             counts[dst[i], p - p_lo] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _take_best(counts, p_lo, best, best_count):
     """Keep the part with most edges; strict '>' over ascending parts = ties to the lowest id."""
     for v in range(counts.shape[0]):

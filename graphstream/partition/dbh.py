@@ -18,7 +18,7 @@ from ._shared import hash_node
 from .plan import PartitionPlan
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def dbh_edges(src, dst, deg, k, seed, loads):
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):

@@ -28,7 +28,7 @@ class HashConfig:
     mode: str = "vertex"
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def hash_owner(n, k, seed):
     out = np.empty(n, dtype=np.int32)
     for v in range(n):
@@ -36,7 +36,7 @@ def hash_owner(n, k, seed):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def hash_edges(src, dst, k, seed, loads):
     """part = hash(min, max) mod k: hash the smaller id, mix in the larger."""
     out = np.empty(src.shape[0], dtype=np.int16)

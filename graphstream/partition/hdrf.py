@@ -54,7 +54,7 @@ def _scores(u, v, bits, loads, gu_rep, gv_rep, maxload, scale, scores):
             scores[lo + b] = fu * gu_rep + fv * gv_rep + (maxload - loads[lo + b]) * scale
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def hdrf_edges(src, dst, partial, bits, loads, state, rng, lam, eps, scores):
     """Assign a batch; ``state`` = [maxload, minload, parts at minload] (int64), ``rng`` the
     random stream (uint64[1]), both changed in place."""

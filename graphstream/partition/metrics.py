@@ -27,7 +27,7 @@ from ..store import GraphStore
 from ._shared import count_bits, popcount64, open_edge_parts, part_groups, stream_with_parts
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count):
     """Bits for parts [p_lo, p_hi): v needed by owner[u], u needed by owner[v]."""
     for i in range(src.shape[0]):
@@ -48,7 +48,7 @@ def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count):
                 edge_count[pv] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mark_owned(owner, bits, p_lo, p_hi):
     for v in range(owner.shape[0]):
         p = owner[v]
@@ -57,7 +57,7 @@ def _mark_owned(owner, bits, p_lo, p_hi):
             bits[v, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mark_cut(src, dst, part, bits, p_lo, p_hi):
     for i in range(src.shape[0]):
         p = part[i]
@@ -115,7 +115,7 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
     }
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _column_counts_kernel(bits, out):
     """out[j] = number of rows with bit j set (j over all words)."""
     for v in range(bits.shape[0]):

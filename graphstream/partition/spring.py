@@ -57,7 +57,7 @@ class SpringConfig:
 DEG, CLUSTER, RICH, RICH_DEG = 0, 1, 2, 3
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cluster_edges(src, dst, node, vol, tau):
     for i in range(src.shape[0]):
         u = src[i]
@@ -94,7 +94,7 @@ def cluster_edges(src, dst, node, vol, tau):
 
 # -- steps 4-6: merging and packing -------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _find(parent, c):
     root = c
     while parent[root] != root:
@@ -106,7 +106,7 @@ def _find(parent, c):
     return root
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _better_rep(a, b, deg, rich):
     """The representative of two: richer richest neighbour, ties the smaller id."""
     da = deg[rich[a]]
@@ -116,7 +116,7 @@ def _better_rep(a, b, deg, rich):
     return b
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def merge_clusters(cluster, deg, rich, cap):
     """Steps 4 and 5; returns each node's final cluster (a root id), -1 for unseen nodes."""
     n = cluster.shape[0]
@@ -163,7 +163,7 @@ def merge_clusters(cluster, deg, rich, cap):
     return final, size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _owner_from_clusters(final, cluster_part, singleton_part):
     n = final.shape[0]
     owner = np.empty(n, dtype=np.int32)

@@ -25,7 +25,7 @@ Phase 2b (a pass over the others): candidates p1 = part(c_u), p2 = part(c_v);
   mod k, and if that is full too, the least loaded part.
 
 Replica sets: k bits per node. Time O(|E|) independent of k (the least
-loaded scan runs only when the hash part is full). Memory: degrees, cluster
+loaded part is maintained, not scanned). Memory: degrees, cluster
 ids and volumes (20 bytes a node) plus the replica bits (8 * ceil(k/64)).
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ class TwoPSConfig:
 
 # -- phase 1: streaming clustering ----------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cluster_edges(src, dst, deg, com, vol, next_id, tau):
     for i in range(src.shape[0]):
         u = src[i]
@@ -93,16 +93,35 @@ def clusters_to_parts(vol: np.ndarray, k: int) -> np.ndarray:
 # -- phase 2: scoring -----------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def _least_loaded(loads):
-    best = 0
-    for p in range(1, loads.shape[0]):
-        if loads[p] < loads[best]:
-            best = p
-    return best
+def _add_load(loads, p, ll):
+    """One more edge on part p, keeping ``ll`` = [least loaded part (lowest id at the
+    minimum), the minimum load].
+
+    Only raising the least loaded part itself can move it: the next part at the
+    same minimum lies above it (all lower ids are above the minimum), else the
+    minimum rose by one and a rescan finds the lowest id at it. A level costs
+    O(k) in all and there are at most |E|/k levels, so O(|E|) in total instead
+    of an O(k) scan per fallback edge.
+    """
+    loads[p] += 1
+    if p == ll[0]:
+        k = loads.shape[0]
+        q = p + 1
+        while q < k and loads[q] != ll[1]:
+            q += 1
+        if q < k:
+            ll[0] = q
+        else:
+            best = 0
+            for q in range(1, k):
+                if loads[q] < loads[best]:
+                    best = q
+            ll[0] = best
+            ll[1] = loads[best]
 
 
 @njit(cache=True, inline="always")
-def score_partition(u, v, deg, com, vol, com2part, bits, loads, cap, seed):
+def score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed):
     """The 2b choice for edge (u, v)."""
     cu = com[u]
     cv = com[v]
@@ -113,7 +132,7 @@ def score_partition(u, v, deg, com, vol, com2part, bits, loads, cap, seed):
         x = u if deg[u] > deg[v] else v
         p = np.int64(hash_node(x, seed) % np.uint64(k))
         if loads[p] >= cap:
-            p = _least_loaded(loads)
+            p = ll[0]                     # the least loaded part, ties lowest id
         return p
     du = deg[u]
     dv = deg[v]
@@ -142,8 +161,8 @@ def score_partition(u, v, deg, com, vol, com2part, bits, loads, cap, seed):
     return best_p
 
 
-@njit(cache=True)
-def prepartition_edges(src, dst, deg, com, vol, com2part, bits, loads, cap, seed):
+@njit(cache=True, nogil=True)
+def prepartition_edges(src, dst, deg, com, vol, com2part, bits, loads, ll, cap, seed):
     """Phase 2a over a batch: part of each edge it assigns, -1 for the others."""
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
@@ -154,18 +173,18 @@ def prepartition_edges(src, dst, deg, com, vol, com2part, bits, loads, cap, seed
         if cu == cv or com2part[cu] == com2part[cv]:
             p = com2part[cu]
             if loads[p] >= cap:
-                p = score_partition(u, v, deg, com, vol, com2part, bits, loads, cap, seed)
+                p = score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed)
             set_bit(bits, u, p)
             set_bit(bits, v, p)
-            loads[p] += 1
+            _add_load(loads, p, ll)
             out[i] = p
         else:
             out[i] = -1
     return out
 
 
-@njit(cache=True)
-def partition_rest(src, dst, pre, deg, com, vol, com2part, bits, loads, cap, seed):
+@njit(cache=True, nogil=True)
+def partition_rest(src, dst, pre, deg, com, vol, com2part, bits, loads, ll, cap, seed):
     """Phase 2b over a batch: fill the edges phase 2a left (-1)."""
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
@@ -174,10 +193,10 @@ def partition_rest(src, dst, pre, deg, com, vol, com2part, bits, loads, cap, see
             continue
         u = src[i]
         v = dst[i]
-        p = score_partition(u, v, deg, com, vol, com2part, bits, loads, cap, seed)
+        p = score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed)
         set_bit(bits, u, p)
         set_bit(bits, v, p)
-        loads[p] += 1
+        _add_load(loads, p, ll)
         out[i] = p
     return out
 
@@ -202,12 +221,13 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     com2part = clusters_to_parts(vol, k)
     bits = new_bitsets(n, k)
     loads = np.zeros(k, dtype=np.int64)
+    ll = np.zeros(2, dtype=np.int64)                     # least loaded part and its load
     out_dir = parts_dir(work_dir)
     pre_path = str(out_dir / ("prepartition-" + PARTS_NAME))
     writer = EdgePartWriter(pre_path, store, k, "2ps-l (phase 2a)")
     for batch in store.stream(batch_size):                                  # phase 2a
         writer.write(batch.start, prepartition_edges(batch.src, batch.dst, deg, com, vol, com2part,
-                                                     bits, loads, cap, seed))
+                                                     bits, loads, ll, cap, seed))
     writer.close()
     watch.lap("prepartitioning")
     prepartitioned = int(loads.sum())
@@ -215,7 +235,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     writer = EdgePartWriter(final_path, store, k, "2ps-l")
     for batch, pre in stream_with_parts(store, open_edge_parts(pre_path), batch_size):  # phase 2b
         writer.write(batch.start, partition_rest(batch.src, batch.dst, pre, deg, com, vol, com2part,
-                                                 bits, loads, cap, seed))
+                                                 bits, loads, ll, cap, seed))
     writer.close()
     watch.lap("partitioning")
     remove_path(pre_path)
