@@ -103,7 +103,9 @@ def check_parts(parts: Sequence[Any], *, path: str = "<memory>", manifest: dict 
                              f"{indptr[-1] if len(indptr) else None}, expected {n + 1} entries ending at "
                              f"{len(part.indices)} (the number of indices)")
         feats = part.features
-        if feats is None or len(feats.shape) != 2 or feats.shape[0] != n:
+        if feats is None:
+            raise NodeDataError(f"{where}: no features (build the parts with --nodes NODE_DIR holding features.npy)")
+        if len(feats.shape) != 2 or feats.shape[0] != n:
             raise NodeDataError(f"{where}: features have shape {None if feats is None else feats.shape}, "
                                 f"expected ({n}, F) for {n} local nodes")
         if num_features is None:
@@ -111,6 +113,8 @@ def check_parts(parts: Sequence[Any], *, path: str = "<memory>", manifest: dict 
         elif feats.shape[1] != num_features:
             raise NodeDataError(f"{where}: features have dimension {feats.shape[1]}, but part 0 has "
                                 f"{num_features}")
+        if part.labels is None:
+            raise NodeDataError(f"{where}: no labels (build the parts with --nodes NODE_DIR holding labels.npy)")
         labels = np.asarray(part.labels)
         if len(labels) < k:
             raise NodeDataError(f"{where}: labels have {len(labels)} rows, expected at least {k}")
