@@ -1,15 +1,25 @@
 """Throughput and peak memory of the streaming partitioners on an R-MAT graph (one JSON object).
 
     flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_partition_speed.py \
-        [--scale 22] [--edge-factor 16] [-k 32] [--algos spring,2ps-l,hdrf,dbh,hash,hash-edge]
+        [--scale 22] [--edge-factor 16] [-k 32] [--algos spring,2ps-l,hdrf,dbh,hash,hash-edge] \
+        [--no-metrics] [--twops-bin /tmp/2ps/src/build/twophasepartitioner] [--ref-scale 21]
 
-Each algorithm runs in a fresh subprocess (so its peak RSS is its own): the
+Each algorithm runs in a fresh subprocess (so its peak RSS is its own; the
+children run with MALLOC_ARENA_MAX=1 unless --malloc-arenas is given): the
 kernels are first compiled on a tiny graph, then the timed run partitions the
-R-MAT store with the metrics pass included. Reported per algorithm: total
-seconds, seconds of each phase, edges/s of its main per-edge pass, peak RSS
-and the memory target 64 bytes x num_nodes + 256 MB. The baseline measured in
-the same run is one plain streaming pass over the store (the degree pass):
-the I/O + decompression ceiling every pass shares.
+R-MAT store. Reported per algorithm: edges/s of its main per-edge pass
+(pass level), edges/s end to end (the algorithm with its degree and owner
+passes; the quality-metric passes are timed apart, or skipped with
+--no-metrics), seconds of each phase, peak RSS and the memory budget
+64 bytes x num_nodes + 256 MB. The baseline measured in the same run is one
+plain streaming pass over the store (the degree pass): the I/O +
+decompression ceiling every pass shares.
+
+Reference: when the authors' 2PS-L binary exists, our 2ps-l (fresh
+subprocess, no metrics) and the reference run on the same R-MAT graph
+(--ref-scale, the stream as stored; the text edge list for the reference is
+written once next to it) and their edges/s are compared; else the entry is
+null with the reason.
 """
 from __future__ import annotations
 
@@ -27,7 +37,7 @@ MAIN_PHASE = {"spring": "clustering", "2ps-l": "partitioning", "hdrf": "partitio
 GOALS = {"spring": 20e6, "hdrf": 3e6, "dbh": 30e6, "hash-edge": 30e6}
 
 
-def child(algo: str, store_path: str, k: int, work: str) -> None:
+def child(algo: str, store_path: str, k: int, work: str, metrics: bool = True) -> None:
     """Runs in the subprocess: warm up the kernels, then one timed, measured run."""
     import numpy as np
     from graphstream._resources import peak_rss_bytes
@@ -42,15 +52,16 @@ def child(algo: str, store_path: str, k: int, work: str) -> None:
         rss_before = peak_rss_bytes()
         t = time.perf_counter()
         cpu = time.process_time()
-        plan = partition(store_path, k, name, work_dir=Path(tmp) / "w1", **params)
+        plan = partition(store_path, k, name, work_dir=Path(tmp) / "w1", metrics=metrics, **params)
         seconds = time.perf_counter() - t
         cpu = time.process_time() - cpu
     m = plan.metrics
     print(json.dumps({
         "seconds_with_metrics": seconds, "cpu_seconds_with_metrics": cpu, "seconds": m["seconds"], "phase_seconds": m.get("phase_seconds", {}),
+        "metrics_seconds": m.get("metrics_seconds"),
         "passes": m.get("passes"), "peak_rss_bytes": m["peak_rss_bytes"], "rss_after_warmup": rss_before,
-        "replication_factor": m["replication_factor"], "vertex_cut_rf": m.get("vertex_cut_rf"),
-        "node_balance": m["node_balance"], "edge_balance": m["edge_balance"],
+        "replication_factor": m.get("replication_factor"), "vertex_cut_rf": m.get("vertex_cut_rf"),
+        "node_balance": m.get("node_balance"), "edge_balance": m.get("edge_balance"),
     }))
 
 
@@ -141,6 +152,63 @@ def tau_scan(work: Path) -> dict:
     return {"tau_scan": table, "mean_replication_factor_by_factor": mean,
             "best_factor": min(mean, key=mean.get)}
 
+TWOPS_BIN = "/tmp/2ps/src/build/twophasepartitioner"
+
+
+def run_child(algo: str, store_path: str, k: int, work: Path, metrics: bool, env: dict) -> dict:
+    cmd = [sys.executable, __file__, "--child", algo, store_path, str(k), str(work)]
+    if not metrics:
+        cmd.append("--no-metrics")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-3:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def reference_twops(binary: str, scale: int, k: int, work: Path, env: dict) -> dict:
+    """Our 2ps-l against the authors' C++ on R-MAT ``scale`` (same graph, same k, balance 1.05)."""
+    if not Path(binary).exists():
+        return {"reference": None, "reason": f"{binary} not found (build mayerrn/two_phase_streaming there)"}
+    import numpy as np
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_partition import run_twops        # the same invocation and log parsing as the quality bench
+    from graphstream.ingest.rmat import generate_rmat
+    from graphstream.store import open_store
+    path = work / f"rmat{scale}.zarr"
+    try:
+        store = open_store(path)
+    except Exception:
+        store = generate_rmat(path, scale=scale, edge_factor=16, seed=1, overwrite=True)
+    edge_file = work / f"rmat{scale}.txt"
+    if not edge_file.exists():
+        tmp = edge_file.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            for b in store.stream():
+                np.savetxt(f, np.stack([b.src, b.dst], axis=1), fmt="%d", delimiter="\t")
+        tmp.rename(edge_file)
+    ours = run_child("2ps-l", str(path), k, work, False, env)
+    if "error" in ours:
+        return {"ours": ours}
+    if not Path(str(edge_file) + ".binedgelist").exists():
+        run_twops(binary, edge_file, k, 1.05, None)          # first run converts the text to binary
+    ref = run_twops(binary, edge_file, k, 1.05, None)
+    m = store.num_edges
+    ph = ours["phase_seconds"]
+    no_owner = ours["seconds"] - ph.get("owner", 0.0)
+    ref_eps = m / ref["partitioning_seconds"]
+    return {"graph": f"rmat scale {scale} edge factor 16 seed 1 (the stream as stored)", "num_edges": m,
+            "k": k, "reference": {**ref, "edges_per_s": ref_eps},
+            "ours": {"seconds": ours["seconds"], "edges_per_s": m / ours["seconds"],
+                     "seconds_without_owner_pass": no_owner, "edges_per_s_without_owner_pass": m / no_owner,
+                     "phase_seconds": ph, "peak_rss_bytes": ours["peak_rss_bytes"],
+                     "vertex_cut_rf": ours["vertex_cut_rf"]},
+            "speed_ratio": (m / ours["seconds"]) / ref_eps,
+            "speed_ratio_without_owner_pass": (m / no_owner) / ref_eps,
+            "rf_ratio": ours["vertex_cut_rf"] / ref["vertex_cut_rf"] if ref["vertex_cut_rf"] else None,
+            "note": "ours: the whole 2ps-l run (degree pass, clustering, phases 2a/2b, part[e] to disk, owner "
+                    "pass); the reference's logged partitioning time (binary edge list already converted, "
+                    "no owner)"}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -151,11 +219,17 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/graphstream-bench-partition")
     ap.add_argument("--tau-scan", action="store_true",
                     help="instead: SPRING replication factor vs tau on the shared real graphs")
+    ap.add_argument("--no-metrics", action="store_true", help="skip the quality-metric passes")
+    ap.add_argument("--malloc-arenas", action="store_true", help="leave glibc's malloc arenas at the default")
+    ap.add_argument("--twops-bin", default=TWOPS_BIN, help="the authors' 2PS-L binary")
+    ap.add_argument("--ref-scale", type=int, default=21, help="R-MAT scale of the 2PS-L comparison (0: skip)")
+    ap.add_argument("--ref-work", default="/tmp/bench_partition",
+                    help="where the comparison's store and text edge list live (reused when present)")
     ap.add_argument("--child", nargs=4, metavar=("ALGO", "STORE", "K", "WORK"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         algo, store, k, work = args.child
-        child(algo, store, int(k), work)
+        child(algo, store, int(k), work, not args.no_metrics)
         return
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -173,24 +247,36 @@ def main() -> None:
                         "num_nodes": n, "num_edges": m, "generate_or_open_seconds": gen_seconds},
               "k": args.k, "cpu_count": os.cpu_count(), "baseline_stream_pass": baseline_pass(store_path),
               "memory_budget_bytes": budget, "algorithms": {}}
+    env = dict(os.environ)
+    if not args.malloc_arenas:
+        env["MALLOC_ARENA_MAX"] = "1"      # glibc arenas per thread inflate RSS over many chunks
+    result.update({"metrics_included": not args.no_metrics, "load_average_before": os.getloadavg(),
+                   "child_env": {"MALLOC_ARENA_MAX": env.get("MALLOC_ARENA_MAX")},
+                   "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())})
     for algo in args.algos.split(","):
-        proc = subprocess.run([sys.executable, __file__, "--child", algo, store_path, str(args.k), str(work)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            result["algorithms"][algo] = {"error": proc.stderr.strip().splitlines()[-1:]}
+        r = run_child(algo, store_path, args.k, work, not args.no_metrics, env)
+        if "error" in r:
+            result["algorithms"][algo] = r
             continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
         phase = MAIN_PHASE.get(algo)
         ps = r["phase_seconds"].get(phase)
         if ps:
             r["main_phase"] = phase
             r["main_phase_edges_per_s"] = (n if algo == "hash" else m) / ps
-        r["edges_per_s_overall"] = m / r["seconds"]
+        r["edges_per_s_end_to_end"] = m / r["seconds"]
+        r["peak_rss_over_budget"] = r["peak_rss_bytes"] / budget
         r["within_memory_budget"] = r["peak_rss_bytes"] <= budget
         if algo in GOALS:
             r["goal_edges_per_s"] = GOALS[algo]
             r["meets_goal"] = bool(ps) and m / ps >= GOALS[algo]
         result["algorithms"][algo] = r
+    if args.ref_scale:
+        ref_work = Path(args.ref_work)
+        ref_work.mkdir(parents=True, exist_ok=True)
+        result["twops_reference"] = reference_twops(args.twops_bin, args.ref_scale, args.k, ref_work, env)
+    else:
+        result["twops_reference"] = {"reference": None, "reason": "--ref-scale 0"}
+    result["load_average_after"] = os.getloadavg()
     print(json.dumps(result, indent=1))
 
 

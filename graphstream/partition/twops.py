@@ -39,8 +39,8 @@ from .._atomic import remove_path
 from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._driver import PARTS_NAME, edge_plan
-from ._shared import (EdgePartWriter, hash_node, has_bit, new_bitsets, open_edge_parts, pack_least_loaded,
-                      parts_dir, set_bit, stream_with_parts)
+from ._shared import (EdgePartWriter, hash_node, num_words, open_edge_parts, pack_least_loaded, parts_dir,
+                      stream_with_parts)
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan
 
@@ -53,32 +53,48 @@ class TwoPSConfig:
 
 # -- phase 1: streaming clustering ----------------------------------------------------------------
 
+# Per-node state sits in one record per node, [degree, cluster, replica bits...] (int64), and
+# per-cluster state in one record per cluster, [volume, part]: an endpoint then costs one
+# cache line instead of five scattered ones (phase 2b is bound by random memory accesses;
+# this layout made it 2.6x faster on R-MAT, with identical results).
+DEG, COM, BITS = 0, 1, 2
+VOL, PART = 0, 1
+
+
+def node_records(deg: np.ndarray, k: int) -> np.ndarray:
+    rec = np.zeros((len(deg), BITS + num_words(k)), dtype=np.int64)
+    rec[:, DEG] = deg
+    return rec
+
+
 @njit(cache=True, nogil=True)
-def cluster_edges(src, dst, deg, com, vol, next_id, tau):
+def cluster_edges(src, dst, rec, vol, next_id, tau):
     for i in range(src.shape[0]):
         u = src[i]
         v = dst[i]
-        if com[u] == 0:
-            com[u] = next_id[0]
-            vol[next_id[0]] += deg[u]
+        if rec[u, COM] == 0:
+            rec[u, COM] = next_id[0]
+            vol[next_id[0]] += rec[u, DEG]
             next_id[0] += 1
-        if com[v] == 0:
-            com[v] = next_id[0]
-            vol[next_id[0]] += deg[v]
+        if rec[v, COM] == 0:
+            rec[v, COM] = next_id[0]
+            vol[next_id[0]] += rec[v, DEG]
             next_id[0] += 1
-        cu = com[u]
-        cv = com[v]
+        cu = rec[u, COM]
+        cv = rec[v, COM]
+        du = rec[u, DEG]
+        dv = rec[v, DEG]
         if vol[cu] <= tau and vol[cv] <= tau:
-            real_u = vol[cu] - deg[u]
-            real_v = vol[cv] - deg[v]
-            if real_u <= real_v and vol[cv] + deg[u] <= tau:
-                vol[cu] -= deg[u]
-                vol[cv] += deg[u]
-                com[u] = cv
-            elif real_v < real_u and vol[cu] + deg[v] <= tau:
-                vol[cv] -= deg[v]
-                vol[cu] += deg[v]
-                com[v] = cu
+            real_u = vol[cu] - du
+            real_v = vol[cv] - dv
+            if real_u <= real_v and vol[cv] + du <= tau:
+                vol[cu] -= du
+                vol[cv] += du
+                rec[u, COM] = cv
+            elif real_v < real_u and vol[cu] + dv <= tau:
+                vol[cv] -= dv
+                vol[cu] += dv
+                rec[v, COM] = cu
 
 
 def clusters_to_parts(vol: np.ndarray, k: int) -> np.ndarray:
@@ -121,23 +137,35 @@ def _add_load(loads, p, ll):
 
 
 @njit(cache=True, inline="always")
-def score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed):
+def _has(rec, x, p):
+    return (rec[x, BITS + (p >> 6)] >> (p & 63)) & 1 != 0
+
+
+@njit(cache=True, inline="always")
+def _assign(rec, u, v, p, loads, ll):
+    rec[u, BITS + (p >> 6)] |= np.int64(1) << (p & 63)
+    rec[v, BITS + (p >> 6)] |= np.int64(1) << (p & 63)
+    _add_load(loads, p, ll)
+
+
+@njit(cache=True, inline="always")
+def score_partition(u, v, rec, crec, loads, ll, cap, seed):
     """The 2b choice for edge (u, v)."""
-    cu = com[u]
-    cv = com[v]
-    pu = com2part[cu]
-    pv = com2part[cv]
+    cu = rec[u, COM]
+    cv = rec[v, COM]
+    pu = crec[cu, PART]
+    pv = crec[cv, PART]
     k = loads.shape[0]
+    du = rec[u, DEG]
+    dv = rec[v, DEG]
     if loads[pu] >= cap or loads[pv] >= cap:
-        x = u if deg[u] > deg[v] else v
+        x = u if du > dv else v
         p = np.int64(hash_node(x, seed) % np.uint64(k))
         if loads[p] >= cap:
             p = ll[0]                     # the least loaded part, ties lowest id
         return p
-    du = deg[u]
-    dv = deg[v]
     dsum = du + dv
-    vsum = vol[cu] + vol[cv]
+    vsum = crec[cu, VOL] + crec[cv, VOL]
     best = 0.0
     best_p = 0
     for j in range(2):
@@ -146,14 +174,14 @@ def score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed):
         gv = 0.0
         gu_c = 0.0
         gv_c = 0.0
-        if has_bit(bits, u, p):
+        if _has(rec, u, p):
             gu = 1.0 + (1.0 - du / dsum)
             if pu == p:
-                gu_c = vol[cu] / vsum
-        if has_bit(bits, v, p):
+                gu_c = crec[cu, VOL] / vsum
+        if _has(rec, v, p):
             gv = 1.0 + (1.0 - dv / dsum)
             if pv == p:
-                gv_c = vol[cv] / vsum
+                gv_c = crec[cv, VOL] / vsum
         score = gu + gv + gu_c + gv_c
         if score >= best:                 # '>=': ties go to p2
             best = score
@@ -162,21 +190,19 @@ def score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed):
 
 
 @njit(cache=True, nogil=True)
-def prepartition_edges(src, dst, deg, com, vol, com2part, bits, loads, ll, cap, seed):
+def prepartition_edges(src, dst, rec, crec, loads, ll, cap, seed):
     """Phase 2a over a batch: part of each edge it assigns, -1 for the others."""
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
         u = src[i]
         v = dst[i]
-        cu = com[u]
-        cv = com[v]
-        if cu == cv or com2part[cu] == com2part[cv]:
-            p = com2part[cu]
+        cu = rec[u, COM]
+        cv = rec[v, COM]
+        p = crec[cu, PART]
+        if cu == cv or p == crec[cv, PART]:
             if loads[p] >= cap:
-                p = score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed)
-            set_bit(bits, u, p)
-            set_bit(bits, v, p)
-            _add_load(loads, p, ll)
+                p = score_partition(u, v, rec, crec, loads, ll, cap, seed)
+            _assign(rec, u, v, p, loads, ll)
             out[i] = p
         else:
             out[i] = -1
@@ -184,8 +210,9 @@ def prepartition_edges(src, dst, deg, com, vol, com2part, bits, loads, ll, cap, 
 
 
 @njit(cache=True, nogil=True)
-def partition_rest(src, dst, pre, deg, com, vol, com2part, bits, loads, ll, cap, seed):
+def partition_rest(src, dst, pre, rec, crec, loads, ll, cap, seed):
     """Phase 2b over a batch: fill the edges phase 2a left (-1)."""
+    k = loads.shape[0]
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
         if pre[i] >= 0:
@@ -193,9 +220,43 @@ def partition_rest(src, dst, pre, deg, com, vol, com2part, bits, loads, ll, cap,
             continue
         u = src[i]
         v = dst[i]
-        p = score_partition(u, v, deg, com, vol, com2part, bits, loads, ll, cap, seed)
-        set_bit(bits, u, p)
-        set_bit(bits, v, p)
+        # score_partition written out: numba's IR inlining gave a kernel ~1.5x slower here
+        du = rec[u, DEG]
+        dv = rec[v, DEG]
+        cu = rec[u, COM]
+        cv = rec[v, COM]
+        pu = crec[cu, PART]
+        pv = crec[cv, PART]
+        if loads[pu] >= cap or loads[pv] >= cap:
+            x = u if du > dv else v
+            p = np.int64(hash_node(x, seed) % np.uint64(k))
+            if loads[p] >= cap:
+                p = ll[0]                 # the least loaded part, ties lowest id
+        else:
+            dsum = du + dv
+            vsum = crec[cu, VOL] + crec[cv, VOL]
+            best = 0.0
+            p = 0
+            for j in range(2):
+                q = pu if j == 0 else pv
+                gu = 0.0
+                gv = 0.0
+                gu_c = 0.0
+                gv_c = 0.0
+                if (rec[u, BITS + (q >> 6)] >> (q & 63)) & 1:
+                    gu = 1.0 + (1.0 - du / dsum)
+                    if pu == q:
+                        gu_c = crec[cu, VOL] / vsum
+                if (rec[v, BITS + (q >> 6)] >> (q & 63)) & 1:
+                    gv = 1.0 + (1.0 - dv / dsum)
+                    if pv == q:
+                        gv_c = crec[cv, VOL] / vsum
+                s = gu + gv + gu_c + gv_c
+                if s >= best:             # '>=': ties go to p2
+                    best = s
+                    p = q
+        rec[u, BITS + (p >> 6)] |= np.int64(1) << (p & 63)
+        rec[v, BITS + (p >> 6)] |= np.int64(1) << (p & 63)
         _add_load(loads, p, ll)
         out[i] = p
     return out
@@ -209,39 +270,40 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     m = store.num_edges
     tau = 2 * m // k                                     # the authors' MAX_COM_VOLUME
     cap = int(balance * m / k)                           # MAX_PARTITION_LOAD
-    deg = total_degree(store, batch_size)                                   # pass 0
+    rec = node_records(total_degree(store, batch_size), k)                  # pass 0
     watch.lap("degrees")
-    com = np.zeros(n, dtype=np.int32 if n < 2**31 - 1 else np.int64)
     vol = np.zeros(n + 1, dtype=np.int64)
-    next_id = np.ones(1, dtype=com.dtype)
+    next_id = np.ones(1, dtype=np.int64)
     for _ in range(cfg.passes):                                             # phase 1
         for batch in store.stream(batch_size):
-            cluster_edges(batch.src, batch.dst, deg, com, vol, next_id, tau)
+            cluster_edges(batch.src, batch.dst, rec, vol, next_id, tau)
     watch.lap("clustering")
     com2part = clusters_to_parts(vol, k)
-    bits = new_bitsets(n, k)
+    crec = np.empty((n + 1, 2), dtype=np.int64)
+    crec[:, VOL] = vol
+    del vol
+    crec[:, PART] = com2part
+    del com2part
     loads = np.zeros(k, dtype=np.int64)
     ll = np.zeros(2, dtype=np.int64)                     # least loaded part and its load
     out_dir = parts_dir(work_dir)
     pre_path = str(out_dir / ("prepartition-" + PARTS_NAME))
     writer = EdgePartWriter(pre_path, store, k, "2ps-l (phase 2a)")
     for batch in store.stream(batch_size):                                  # phase 2a
-        writer.write(batch.start, prepartition_edges(batch.src, batch.dst, deg, com, vol, com2part,
-                                                     bits, loads, ll, cap, seed))
+        writer.write(batch.start, prepartition_edges(batch.src, batch.dst, rec, crec, loads, ll, cap, seed))
     writer.close()
     watch.lap("prepartitioning")
     prepartitioned = int(loads.sum())
     final_path = str(out_dir / PARTS_NAME)
     writer = EdgePartWriter(final_path, store, k, "2ps-l")
     for batch, pre in stream_with_parts(store, open_edge_parts(pre_path), batch_size):  # phase 2b
-        writer.write(batch.start, partition_rest(batch.src, batch.dst, pre, deg, com, vol, com2part,
-                                                 bits, loads, ll, cap, seed))
+        writer.write(batch.start, partition_rest(batch.src, batch.dst, pre, rec, crec, loads, ll, cap, seed))
     writer.close()
     watch.lap("partitioning")
     remove_path(pre_path)
-    max_deg = int(deg.max())
-    vc_rf = vertex_cut_rf_from_bits(bits)
-    del deg, com, vol, com2part, bits                 # free before the owner pass
+    max_deg = int(rec[:, DEG].max())
+    vc_rf = vertex_cut_rf_from_bits(rec[:, BITS:].view(np.uint64))
+    del rec, crec                                   # free before the owner pass
     plan = edge_plan(store, k, "2ps-l", final_path, loads,
                      {**asdict(cfg), "seed": seed, "balance": balance, "tau": tau, "capacity": cap},
                      passes=cfg.passes + 3, vertex_cut=vc_rf, max_degree=max_deg)
