@@ -8,7 +8,7 @@ import numpy as np
 
 from ..store import GraphStore
 from ._shared import EdgePartWriter, owner_from_edge_parts, parts_dir
-from .metrics import edge_load_balance, vertex_cut_rf
+from .metrics import edge_load_balance
 from .plan import PartitionPlan
 
 PARTS_NAME = "edge_parts.zarr"
@@ -38,20 +38,16 @@ def edge_plan(store: GraphStore, k: int, algorithm: str, part_path: str, loads: 
     """owner[v] by majority of v's edges, plus the edge partition's own metrics.
 
     ``vertex_cut``: the RF already known from the partitioner's replica sets
-    (``vertex_cut_rf_from_bits``); otherwise a pass over part[e] computes it.
+    (``vertex_cut_rf_from_bits``); otherwise the owner pass's counts give it.
     """
-    if vertex_cut is not None:
-        vc_rf = vertex_cut
-        extra = 0
-    else:
-        vc_rf = vertex_cut_rf(store, part_path, k)
-        extra = 1
-    owner, owner_passes = owner_from_edge_parts(store, part_path, k, max_degree)
+    owner, owner_passes, counted_rf = owner_from_edge_parts(store, part_path, k, max_degree)
+    # the owner pass's count table gives the vertex-cut RF too (no separate pass)
+    vc_rf = vertex_cut if vertex_cut is not None else counted_rf
     metrics = {
         "vertex_cut_rf": vc_rf,
         "edge_load_balance": edge_load_balance(loads),
         "part_edge_loads": np.asarray(loads).astype(np.int64).tolist(),
-        "passes": passes + owner_passes + extra,
+        "passes": passes + owner_passes,
     }
     return PartitionPlan(algorithm=algorithm, num_parts=k, owner=owner, params=params, metrics=metrics,
                          edge_parts_path=part_path)

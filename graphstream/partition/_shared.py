@@ -298,22 +298,31 @@ def _count_edge_parts(src, dst, part, counts, p_lo, p_hi):
 
 @njit(cache=True, nogil=True)
 def _take_best(counts, p_lo, best, best_count):
-    """Keep the part with most edges; strict '>' over ascending parts = ties to the lowest id."""
+    """Keep the part with most edges; strict '>' over ascending parts = ties to the lowest id.
+
+    Returns the number of non-zero cells: (node, part) pairs where the node has
+    an edge, i.e. its replicas in this group (the vertex-cut RF comes for free).
+    """
+    replicas = 0
     for v in range(counts.shape[0]):
         for j in range(counts.shape[1]):
             c = counts[v, j]
-            if c > best_count[v]:
-                best_count[v] = c
-                best[v] = p_lo + j
+            if c > 0:
+                replicas += 1
+                if c > best_count[v]:
+                    best_count[v] = c
+                    best[v] = p_lo + j
+    return replicas
 
 
 def owner_from_edge_parts(store: GraphStore, part_path: str, k: int,
-                          max_degree: int | None = None) -> tuple[np.ndarray, int]:
+                          max_degree: int | None = None) -> tuple[np.ndarray, int, float]:
     """``owner[v]`` = the part holding most of v's edges (ties: lowest part id).
 
     Isolated nodes go, in id order, to the part owning fewest nodes so far.
-    Returns ``(owner, passes)``; memory is the grouped count table plus
-    8 bytes a node.
+    Returns ``(owner, passes, vertex_cut_rf)``: the count table also gives the
+    replicas (non-zero cells), so the vertex-cut RF needs no pass of its own.
+    Memory is the grouped count table plus 8 bytes a node.
     """
     n = store.num_nodes
     parts = open_edge_parts(part_path)
@@ -321,14 +330,17 @@ def owner_from_edge_parts(store: GraphStore, part_path: str, k: int,
     best = np.full(n, -1, dtype=np.int32)
     best_count = np.zeros(n, dtype=np.int64)
     groups = part_groups(n, k, np.dtype(dtype).itemsize)
+    replicas = 0
     for lo, hi in groups:
         counts = np.zeros((n, hi - lo), dtype=dtype)
         for batch, pb in stream_with_parts(store, parts):
             _count_edge_parts(batch.src, batch.dst, pb, counts, lo, hi)
-        _take_best(counts, lo, best, best_count)
+        replicas += int(_take_best(counts, lo, best, best_count))
         del counts
     isolated = np.flatnonzero(best < 0)
+    nonisolated = n - len(isolated)
+    vc_rf = replicas / nonisolated if nonisolated else 0.0
     if len(isolated):
         loads = np.bincount(best[best >= 0], minlength=k).astype(np.int64)
         best[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), loads)
-    return best, len(groups)
+    return best, len(groups), vc_rf
