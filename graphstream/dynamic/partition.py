@@ -155,7 +155,7 @@ def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike,
             "format": FORMAT, "version": VERSION, "algorithm": result.algorithm,
             "params": _config_dict(result.config), "num_parts": k, "num_snapshots": snaps.num_snapshots,
             "num_nodes": snaps.num_nodes, "directed": snaps.directed, "keyframe_every": snaps.keyframe_every,
-            "source": snaps.path,
+            "source": _absolute(snaps.path),
             "metrics": {**_json_metrics(result.metrics), "node_replication": node_rf,
                         "write_seconds": watch.seconds},
             "parts": parts_meta,
@@ -325,3 +325,8 @@ def run_partition_command(args) -> dict[str, Any]:
     finally:
         result.graph.arrays.close()
     return report
+
+
+def _absolute(path: str) -> str:
+    """Local paths are recorded absolute so that the manifest works from any folder."""
+    return path if "://" in path else str(Path(path).resolve())
