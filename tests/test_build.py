@@ -648,6 +648,20 @@ def test_cli_partition_out(small, tmp_path):
     assert main(["partition", store.path, "-k", "3", "--algo", "hash", "--out", str(out)]) == 2
 
 
+def test_cli_bad_node_data_fails_before_partitioning(small, tmp_path, monkeypatch):
+    from graphstream import partition as partition_module
+    from graphstream.cli import main
+    store, nodes, _ = small
+    np.save(nodes / "features.npy", np.zeros((store.num_nodes + 1, 4), dtype=np.float32))
+    called = []
+    monkeypatch.setattr(partition_module, "partition", lambda *a, **k: called.append(1))
+    assert main(["partition", store.path, "-k", "3", "--algo", "hash", "--out", str(tmp_path / "p"),
+                 "--nodes", str(nodes)]) == 2
+    assert called == [] and not (tmp_path / "p").exists()
+    # --nodes means nothing without --out
+    assert main(["partition", store.path, "-k", "3", "--algo", "hash", "--nodes", str(nodes)]) == 2
+
+
 def test_cli_auto_k(small, tmp_path):
     pytest.importorskip("graphstream.commands.partition")
     from graphstream.cli import main

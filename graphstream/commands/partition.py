@@ -82,6 +82,11 @@ def run(args) -> dict:
     store = open_store(args.store)
     if args.out is not None:
         check_output(args.out, args.overwrite)      # fail before the long part
+    if args.nodes is not None:
+        if args.out is None:
+            raise ParameterError(f"--nodes {args.nodes}: node data is split into parts only with --out DIR")
+        from ..store.nodedata import open_node_data
+        open_node_data(args.nodes, store.num_nodes)  # headers only: bad node data fails before partitioning
     k = args.k
     if k is None:
         if args.gpus is None or args.gpu_memory is None:
