@@ -44,9 +44,9 @@ from numba import njit
 from .._atomic import atomic_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import IncompleteStoreError, InputFormatError, ParameterError, StoreError
+from ..errors import InputFormatError, ParameterError, StoreError
 from ..store import default_compressor, id_dtype_for, open_store
-from ..store.graph import GraphStore
+from ..store.graph import GraphStore, open_complete_group
 from .delta import (Delta, KeyDelta, apply_delta, check_key_space, decode_keys, delta_transfer_bytes,
                     diff_sorted, encode_keys, merge_counts, sort_unique)
 
@@ -784,20 +784,7 @@ class SnapshotStore:
 def open_snapshots(path: str | os.PathLike) -> SnapshotStore:
     """Open a complete snapshot store; refuse missing, foreign or incomplete ones."""
     path_s = str(path)
-    if not Path(path_s).exists():
-        raise StoreError(f"{path_s}: no such snapshot store")
-    try:
-        group = zarr.open_group(path_s, mode="r")
-    except Exception as exc:
-        raise StoreError(f"{path_s}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
-    attrs = dict(group.attrs)
-    if attrs.get("format") != FORMAT:
-        raise StoreError(f"{path_s}: not a graphstream snapshot store (format={attrs.get('format')!r}, "
-                         f"expected {FORMAT!r})")
-    if attrs.get("complete") is not True:
-        raise IncompleteStoreError(f"{path_s}: snapshot store is incomplete (an interrupted or failed "
-                                   "write); rebuild it")
-    return SnapshotStore(group, path_s)
+    return SnapshotStore(open_complete_group(path_s, FORMAT, "snapshot store"), path_s)
 
 
 def is_snapshot_store(path: str | os.PathLike) -> bool:

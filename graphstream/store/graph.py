@@ -140,22 +140,32 @@ class GraphStore:
         return self._group["id_map"][:]
 
 
+def open_complete_group(path: str, fmt: str, noun: str) -> zarr.Group:
+    """Open a Zarr group read-only and check it is a complete graphstream ``fmt`` store.
+
+    The one place that refuses missing, foreign and incomplete stores (graph
+    and snapshot stores alike); ``noun`` names the kind in the messages.
+    """
+    if not _is_url(path) and not Path(path).exists():
+        raise StoreError(f"{path}: no such {noun}")
+    try:
+        group = zarr.open_group(path, mode="r")
+    except Exception as exc:  # zarr raises several types for "not a group"
+        raise StoreError(f"{path}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
+    found = group.attrs.get("format")
+    if found != fmt:
+        raise StoreError(f"{path}: not a graphstream {noun} (format={found!r}, expected {fmt!r})")
+    if group.attrs.get("complete") is not True:
+        raise IncompleteStoreError(f"{path}: {noun} is incomplete (an interrupted or failed write); "
+                                   "rebuild it")
+    return group
+
+
 def open_store(path: str | os.PathLike) -> GraphStore:
     """Open a complete graph store; refuse missing, foreign or incomplete ones."""
     path_s = str(path)
-    if not _is_url(path_s) and not Path(path_s).exists():
-        raise StoreError(f"{path_s}: no such graph store")
-    try:
-        group = zarr.open_group(path_s, mode="r")
-    except Exception as exc:  # zarr raises several types for "not a group"
-        raise StoreError(f"{path_s}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
+    group = open_complete_group(path_s, FORMAT, "graph store")
     attrs = dict(group.attrs)
-    if attrs.get("format") != FORMAT:
-        raise StoreError(f"{path_s}: not a graphstream graph store (format={attrs.get('format')!r}, "
-                         f"expected {FORMAT!r})")
-    if attrs.get("complete") is not True:
-        raise IncompleteStoreError(f"{path_s}: store is incomplete (an interrupted or failed write); "
-                                   "rebuild it")
     keys = set(group.array_keys())
     if not {"src", "dst"} <= keys:
         raise StoreError(f"{path_s}: store lacks src/dst arrays (has {sorted(keys)})")
