@@ -166,7 +166,7 @@ def test_full_fanout_sample_reproduces_full_batch():
         model = build_model(kind, 16, 8, 3, dropout=0.0).double().eval()
         blocks = [Block(torch.from_numpy(h.row), torch.from_numpy(h.col), h.num_dst, h.num_src,
                         torch.from_numpy(graph.deg[mb.nodes[:h.num_src]]),
-                        torch.from_numpy(graph.rowlen[mb.nodes[:h.num_dst]] / h.dst_sampled)) for h in mb.hops]
+                        torch.from_numpy(graph.deg[mb.nodes[:h.num_dst]] / h.dst_sampled)) for h in mb.hops]
         x = graph.x.double()
         graph.block.src_deg = graph.block.src_deg.double()
         for b in blocks:
@@ -187,6 +187,30 @@ def test_split_and_reassemble_roundtrip():
     assert np.array_equal(whole.features, g.features) and np.array_equal(whole.labels, g.labels)
     for m in ("train_mask", "val_mask", "test_mask"):
         assert np.array_equal(getattr(whole, m), getattr(g, m))
+
+
+def test_partial_halo_rows_are_scaled_to_their_whole_degree():
+    """On a ring every node has degree 2 and, with constant features, a GCN layer
+    outputs exactly 1 everywhere. In a part (as the builder writes it) a halo node
+    keeps its one edge into the part; scaled by degree / row length it still
+    outputs 1 (unscaled: 2/3)."""
+    from trainer.models import GCNConv
+    n, k = 12, 6
+    gids = np.array([0, 1, 2, 3, 4, 5, 6, 11])                  # inner 0..5, halo 6 and 11
+    rows = [[1, 7], [0, 2], [1, 3], [2, 4], [3, 5], [4, 6], [5], [0]]   # local ids
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    part = ArrayPart(gids, k, indptr, np.concatenate(rows), np.ones((8, 1), np.float32), np.zeros(8, np.int64),
+                     degree=np.full(8, 2))
+    block = full_block(part.indptr, part.indices, part.degree, torch.device("cpu"))
+    np.testing.assert_allclose(block.dst_scale.numpy(), [1.0] * k + [2.0, 2.0])
+    conv = GCNConv(1, 1)
+    with torch.no_grad():
+        conv.lin.weight.fill_(1.0)
+        out = conv(torch.from_numpy(part.features), block)
+    np.testing.assert_allclose(out.numpy().ravel(), np.ones(8), rtol=1e-6)
+    whole_rows = full_block(np.arange(0, 2 * n + 1, 2), np.sort(np.stack([(np.arange(n) - 1) % n,
+                            (np.arange(n) + 1) % n], 1), 1).ravel(), np.full(n, 2), torch.device("cpu"))
+    assert whole_rows.dst_scale is None                          # complete rows are never rescaled
 
 
 def test_bad_parts_are_refused():
@@ -327,10 +351,19 @@ def test_cora_averaged_matches_centralized(cora_parts):
 def test_averaged_matches_centralized_two_workers(tmp_path, name, request):
     """The spec's bar with 2 gloo workers and 4 SPRING parts, mean of 3 seeds.
 
-    Known shortfall: Citeseer with --sync-every 10 lands about 2.7 points under
-    centralised training (measured 66.3 vs 69.0): the centralised model's best
-    validation epoch is about 5 (120 training nodes overfit fast at lr 0.01),
-    and a model averaged every 10 epochs can only be evaluated at epoch 10, 20, ...
+    Known shortfall: Citeseer with --sync-every 10 lands 2.3 to 4.4 points under
+    centralised training (66.3 vs 69.0 with this configuration). SPRING's parts
+    are communities, so their 30 or so training labels each are far from the
+    class mix (part 1 holds 15 of class 4 and none of class 2), and ten local
+    epochs are enough for each local model to forget the classes it does not
+    see: the average after the first round scores about 50%. Scanned in
+    session 2 (mean of 3 seeds, centralised / sync 1 / sync 10): dropout 0.8
+    70.1/70.5/67.5; weight decay 5e-3 70.0/69.0/67.8; hidden 16, 200 epochs
+    67.6/65.2/65.3; hidden 256 70.2/68.7/64.4; row-normalised features, 200
+    epochs 71.4/67.5/67.2; Adam state reset each round and halo rows rescaled to
+    their whole degree: no gain. Closing it needs a drift correction (server-side
+    correction steps as in LLCG, or control variates), which changes the spec's
+    plain weighted average.
     """
     parts = make_parts(tmp_path, name)
     config = TrainConfig(model="gcn", hidden=64, epochs=100)

@@ -108,7 +108,8 @@ def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, de
         nodes = torch.from_numpy(mb.nodes)
         blocks = [Block(torch.from_numpy(h.row), torch.from_numpy(h.col), h.num_dst, h.num_src,
                         torch.from_numpy(g.deg[mb.nodes[:h.num_src]]),
-                        torch.from_numpy(g.rowlen[mb.nodes[:h.num_dst]] / np.maximum(h.dst_sampled, 1)),
+                        # sampled of a row, itself partial on halo nodes: scale to the whole degree
+                        torch.from_numpy(g.deg[mb.nodes[:h.num_dst]] / np.maximum(h.dst_sampled, 1)),
                         sorted_rows=True)  # the sampler emits each destination's edges in turn
                   .to(device, non_blocking=True) for h in mb.hops]
         nodes = nodes.to(device, non_blocking=True)
