@@ -9,7 +9,9 @@ Per worker ``r`` of ``q`` (spec: ../shared/specs/trainer.md):
 2. for every synchronisation round: for each own part, start from the current
    averaged weights W, train ``sync_every`` epochs (full batch, or sampled
    mini-batches: no gradient is ever synchronised, parts may have different
-   numbers of batches) and add ``n_i W_i`` to the averaging buffer;
+   numbers of batches), the local loss carrying the proximal term
+   ``PROXIMAL / n_i * ||w - W||^2 / 2`` (below), and add ``n_i W_i`` to the
+   averaging buffer;
 3. one all_reduce averages the buffers: W = sum_i (n_i / n) W_i;
 4. worker 0 evaluates W on the whole graph (validation and test), keeps the
    best-validation W and writes the checkpoint (W, best W, round, every
@@ -42,6 +44,19 @@ from .optim import Adam
 from .sampler import SamplerConfig, iter_batches
 
 
+# Local models drift towards their own part's labels between averages; SPRING's
+# parts are communities, so their labels are anything but a sample of the class
+# mix. The FedProx term (Li et al., "Federated Optimization in Heterogeneous
+# Networks", MLSys 2020) mu/2 ||w - W||^2 pulls them back towards the last
+# average W. Added to the *sum* of a part's node losses, it weighs as much in a
+# part of 30 training nodes as in one of 30,000, so on the mean loss it is
+# (PROXIMAL / n_i) / 2 ||w - W||^2: strong where few labels overfit in a few
+# epochs (Citeseer, Cora), negligible where labels are plenty (facebook). It is
+# exactly zero for the first local step, so full-batch --sync-every 1 is
+# unchanged. The value was chosen on Citeseer; see docs/trainer.md.
+PROXIMAL = 3.0
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a training run (stored in checkpoints)."""
@@ -51,6 +66,7 @@ class TrainConfig:
     dropout: float = 0.5
     lr: float = 0.01
     weight_decay: float = 5e-4
+    proximal: float = PROXIMAL     # prior strength of the last average W in local training (FedProx)
     epochs: int = 200
     sync_every: int = 1
     mini_batch: bool = False
@@ -65,6 +81,8 @@ class TrainConfig:
     def __post_init__(self):
         if self.model not in MODELS:
             raise ParameterError(f"--model {self.model}: expected one of {', '.join(MODELS)}")
+        if not self.proximal >= 0:
+            raise ParameterError(f"--proximal must be >= 0, got {self.proximal}")
         for name in ("hidden", "epochs", "sync_every", "batch_size", "num_layers"):
             if getattr(self, name) < 1:
                 raise ParameterError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
@@ -90,17 +108,26 @@ def _seed_for(*xs: int) -> int:
     return int(np.random.SeedSequence([int(x) & 0xFFFFFFFF for x in xs]).generate_state(1)[0])
 
 
-def _epoch_full(model, opt, g, config: TrainConfig) -> float:
+def _proximal(model, anchor) -> torch.Tensor:
+    """``||w - W||^2 / 2`` over every parameter; ``anchor`` is ``(W's tensors, weight)``."""
+    W, weight = anchor
+    return 0.5 * weight * sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), W))
+
+
+def _epoch_full(model, opt, g, config: TrainConfig, anchor=None) -> float:
     model.train()
     opt.zero_grad()
     out = model(g.x, [g.block] * config.num_layers)
     loss = F.cross_entropy(out[g.train_idx], g.y[g.train_idx])
-    loss.backward()
+    if anchor is not None:
+        (loss + _proximal(model, anchor)).backward()
+    else:
+        loss.backward()
     opt.step()
     return float(loss.detach())
 
 
-def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, device) -> float:
+def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, device, anchor=None) -> float:
     model.train()
     sampler = SamplerConfig(tuple(config.fanouts), config.batch_size, config.seed)
     total, count = 0.0, 0
@@ -117,7 +144,10 @@ def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, de
         y = g.y.index_select(0, nodes[:mb.num_seeds])
         opt.zero_grad()
         loss = F.cross_entropy(model(x, blocks), y)
-        loss.backward()
+        if anchor is not None:
+            (loss + _proximal(model, anchor)).backward()
+        else:
+            loss.backward()
         opt.step()
         total += float(loss.detach()) * mb.num_seeds
         count += mb.num_seeds
@@ -183,14 +213,17 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         record = {"round": r, "local": []} if config.record_weights else None
         for i in mine:                                                   # step 2: local epochs
             load_flat_(model, W)
+            anchor = None
+            if config.proximal > 0 and n_train[i] > 0:
+                anchor = ([t.detach().clone() for t in model.parameters()], config.proximal / n_train[i])
             g = graphs[i]
             for e in range(n_epochs):
                 epoch = first_epoch + e
                 torch.manual_seed(_seed_for(config.seed, i, epoch))
                 if config.mini_batch:
-                    loss = _epoch_mini(model, opts[i], g, config, i, epoch, device)
+                    loss = _epoch_mini(model, opts[i], g, config, i, epoch, device, anchor)
                 else:
-                    loss = _epoch_full(model, opts[i], g, config)
+                    loss = _epoch_full(model, opts[i], g, config, anchor)
                 round_losses[e] += loss / len(mine)
             if record is not None:
                 record["local"].append((i, flat_parameters(model, torch.float32), n_train[i]))
@@ -253,7 +286,9 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         whole = assemble_whole_graph(parts)
         single = check_parts([whole], path=f"{parts.path}[whole]")
         single = replace(single, num_classes=parts.num_classes)
-        res = launch(train_worker, 1, (single, replace(config, sync_every=1)), threads_per_worker=threads)[0]
+        # plain training: one model, no average to stay near
+        res = launch(train_worker, 1, (single, replace(config, sync_every=1, proximal=0.0)),
+                     threads_per_worker=threads)[0]
         out = dict(res.summary, mode="centralized", num_parts=len(parts), workers=1)
         return _finish(out, res, config)
     if workers < 1:
@@ -276,10 +311,11 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
 
 def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | None = None) -> dict:
     out.update(model=config.model, hidden=config.hidden, mini_batch=config.mini_batch, seed=config.seed,
+               proximal=0.0 if out.get("mode") == "centralized" else config.proximal,
                device=config.device, losses=res.losses, history=res.history)
     if results is not None and config.record_weights:
         out["recorded"] = [r.recorded for r in results if r is not None]
     return out
 
 
-__all__ = ["TrainConfig", "WorkerResult", "run_training", "train_worker"]
+__all__ = ["PROXIMAL", "TrainConfig", "WorkerResult", "run_training", "train_worker"]

@@ -28,6 +28,9 @@ def register(sub) -> None:
     p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (0.01)")
     p.add_argument("--dropout", type=float, default=0.5, help="dropout (0.5; static models)")
     p.add_argument("--weight-decay", type=float, default=5e-4, help="L2 weight decay (5e-4)")
+    p.add_argument("--proximal", type=float, default=None,
+                   help="strength of the pull of local models towards the last average (FedProx, per part: "
+                        "mu = PROXIMAL / training nodes of the part; default 3, 0 = plain averaging; static models)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights, dropout and sampling (0)")
     p.add_argument("--centralized", action="store_true",
                    help="train the same model on the whole graph (one process) for comparison")
@@ -53,7 +56,7 @@ def run(args) -> dict:
                                sync_every=args.sync_every)
         return run_dynamic_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                                     threads=args.threads)
-    from trainer.train import TrainConfig, run_training
+    from trainer.train import PROXIMAL, TrainConfig, run_training
     try:
         fanouts = parse_fanouts(args.fanout)
     except ValueError as exc:
@@ -62,7 +65,8 @@ def run(args) -> dict:
                          sync_every=args.sync_every, mini_batch=args.mini_batch, fanouts=fanouts,
                          batch_size=args.batch_size, lr=args.lr, dropout=args.dropout,
                          weight_decay=args.weight_decay, seed=args.seed, device=args.device,
-                         checkpoint=args.checkpoint, resume=args.resume)
+                         checkpoint=args.checkpoint, resume=args.resume,
+                         proximal=PROXIMAL if args.proximal is None else args.proximal)
     result = run_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                           threads=args.threads)
     if not args.json:  # the per-epoch lists are for --json consumers
