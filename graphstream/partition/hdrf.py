@@ -12,8 +12,8 @@ The edge goes to the highest score; ties are broken uniformly at random
 Defaults lambda = 10 (the paper's 1 collapses on ordered streams), eps = 1. ``maxload`` only grows and is kept on the fly;
 ``minload`` is kept with the count of parts at the minimum, rescanned only
 when that count reaches zero (at most |E|/k times, so O(|E|) in total).
-Time O(|E| k), memory: replica bits (8 * ceil(k/64) bytes a node) and one
-int64 partial degree a node.
+Time O(|E| k), memory: one record a node, an int64 partial degree and the
+replica bits (8 * ceil(k/64) bytes), read with one cache miss per endpoint.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from numba import njit
 from .._resources import Stopwatch
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
-from ._shared import new_bitsets, next_random, seed_state
+from ._shared import next_random, node_records_with_bits, seed_state
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan
 
@@ -117,8 +117,8 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     cfg = HDRFConfig(**params)
     watch = Stopwatch()
     n = store.num_nodes
-    partial = np.zeros(n, dtype=np.int64)
-    bits = new_bitsets(n, k)
+    record, bits = node_records_with_bits(n, k, 1)    # [partial degree, replica bits...]
+    partial = record[:, 0]
     loads = np.zeros(k, dtype=np.int64)
     state = np.array([0, 0, k], dtype=np.int64)       # maxload, minload, parts at minload
     rng = seed_state(seed)
@@ -129,7 +129,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     watch.lap("partitioning")
     max_deg = int(partial.max())
     vc_rf = vertex_cut_rf_from_bits(bits)
-    del partial, bits
+    del partial, bits, record
     plan = edge_plan(store, k, "hdrf", path, loads, {**asdict(cfg), "seed": seed}, passes=1,
                      vertex_cut=vc_rf, max_degree=max_deg)
     watch.lap("owner")

@@ -39,8 +39,8 @@ from .._atomic import remove_path
 from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._driver import PARTS_NAME, edge_plan
-from ._shared import (EdgePartWriter, hash_node, num_words, open_edge_parts, pack_least_loaded, parts_dir,
-                      stream_with_parts)
+from ._shared import (EdgePartWriter, hash_node, node_records_with_bits, open_edge_parts, pack_least_loaded,
+                      parts_dir, stream_with_parts)
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan
 
@@ -62,7 +62,7 @@ VOL, PART = 0, 1
 
 
 def node_records(deg: np.ndarray, k: int) -> np.ndarray:
-    rec = np.zeros((len(deg), BITS + num_words(k)), dtype=np.int64)
+    rec, _ = node_records_with_bits(len(deg), k, BITS)
     rec[:, DEG] = deg
     return rec
 
