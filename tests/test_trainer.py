@@ -372,7 +372,7 @@ def test_cora_averaged_matches_centralized(cora_parts):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("GRAPHSTREAM_SLOW"), reason="about 12 minutes on 2 cores: set GRAPHSTREAM_SLOW=1")
+@pytest.mark.skipif(not os.environ.get("GRAPHSTREAM_SLOW"), reason="5 minutes on 2 idle cores, 12 on a busy machine: set GRAPHSTREAM_SLOW=1")
 @pytest.mark.parametrize("name", ["cora", "citeseer", "facebook"])
 def test_averaged_matches_centralized_two_workers(tmp_path, name, request):
     """The spec's bar with 2 gloo workers and 4 SPRING parts, mean of 3 seeds.
