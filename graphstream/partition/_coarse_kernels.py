@@ -26,6 +26,25 @@ def _mix(x):
 
 # -- step 2: size-capped label propagation ----------------------------------------------------
 
+@njit(cache=True, inline="always")
+def count_neighbour_labels(u, start, stop, nbrs, label, cnt, touched):
+    """``cnt[label[v]] += 1`` for u's neighbours ``v != u`` in ``nbrs[start:stop]``.
+
+    The distinct labels seen go to ``touched[:nt]``; returns ``nt``. ``cnt`` is
+    zero on entry; the caller zeroes ``cnt[touched[:nt]]`` when done with it.
+    """
+    nt = 0
+    for j in range(start, stop):
+        v = nbrs[j]
+        if v == u:
+            continue
+        lab = label[v]
+        if cnt[lab] == 0:
+            touched[nt] = lab
+            nt += 1
+        cnt[lab] += 1
+    return nt
+
 @njit(cache=True)
 def lp_block(first, offs, nbrs, label, size, cap, cnt, touched, seed):
     """One label-propagation sweep over a block; returns the number of nodes that changed label.
@@ -38,16 +57,7 @@ def lp_block(first, offs, nbrs, label, size, cap, cnt, touched, seed):
     moved = 0
     for i in range(offs.shape[0] - 1):
         u = first + i
-        nt = 0
-        for j in range(offs[i], offs[i + 1]):
-            v = nbrs[j]
-            if v == u:
-                continue
-            lab = label[v]
-            if cnt[lab] == 0:
-                touched[nt] = lab
-                nt += 1
-            cnt[lab] += 1
+        nt = count_neighbour_labels(u, offs[i], offs[i + 1], nbrs, label, cnt, touched)
         if nt == 0:
             continue
         cur = label[u]
@@ -254,16 +264,7 @@ def summary_block(first, offs, nbrs, owner, counters, cnt, touched):
     for i in range(offs.shape[0] - 1):
         y = first + i
         counters[y, :] = 0
-        nt = 0
-        for j in range(offs[i], offs[i + 1]):
-            v = nbrs[j]
-            if v == y:
-                continue
-            p = owner[v]
-            if cnt[p] == 0:
-                touched[nt] = p
-                nt += 1
-            cnt[p] += 1
+        nt = count_neighbour_labels(y, offs[i], offs[i + 1], nbrs, owner, cnt, touched)
         for t in range(nt):
             p = touched[t]
             _put(counters, y, p, min(cnt[p], 3))
@@ -296,16 +297,7 @@ def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, ca
         u = first + i
         a = owner[u]
         over = size[a] > cap
-        nt = 0
-        for j in range(offs[i], offs[i + 1]):
-            v = nbrs[j]
-            if v == u:
-                continue
-            p = owner[v]
-            if cnt[p] == 0:
-                touched[nt] = p
-                nt += 1
-            cnt[p] += 1
+        nt = count_neighbour_labels(u, offs[i], offs[i + 1], nbrs, owner, cnt, touched)
         if nt == 0 or (nt == 1 and touched[0] == a and not over):
             for t in range(nt):
                 cnt[touched[t]] = 0
