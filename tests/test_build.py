@@ -238,6 +238,7 @@ def test_real_datasets(real, tmp_path, name, k, kind):
     manifest = build_partitions(store, _plan(owner, k), out, nodes=nodes)
     assert manifest == json.loads((out / "manifest.json").read_text())
     assert manifest["algorithm"] == "test" and manifest["params"] == {"k": k}
+    assert manifest["source"] == {"store": str(Path(store.path).resolve()), "nodes": str(Path(nodes).resolve())}
     check_dataset(store, owner, k, out, nodes)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "temporary folder left behind"
 

@@ -543,6 +543,9 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
             "num_nodes": int(store.num_nodes),
             "num_edges": int(store.num_edges),
             "directed": bool(store.directed),
+            # provenance: what was split (absolute local paths, URLs as given)
+            "source": {"store": _where(store.path),
+                       "nodes": _where(node_data.path) if isinstance(node_data, NodeData) else None},
             "metrics": _jsonable(merged),
             "parts": parts,
         }
@@ -550,6 +553,11 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
     log(f"build: {k} parts written to {out_dir} in {watch.seconds:.1f} s "
         f"(replication factor {metrics['replication_factor']:.3f})")
     return manifest
+
+
+def _where(path: str | os.PathLike) -> str:
+    path = str(path)
+    return path if "://" in path else str(Path(path).resolve())
 
 
 def _jsonable(obj: Any) -> Any:
