@@ -93,41 +93,6 @@ def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):
     assert vertex_cut_rf(store, plan.edge_parts_path, k) == pytest.approx(plan.metrics["vertex_cut_rf"])
 
 
-@pytest.mark.parametrize("k", [7, 12, 33])
-def test_one_byte_owner_counts_equal_wide_counts(tmp_path, k):
-    """The one-byte count table (heavy nodes' counts in a side table) gives the same owner,
-    vertex-cut RF and fewer passes than 2-byte counts, with hubs of degree about 1600
-    (one part holding 1500 of a hub's edges), self-loops on a hub and on a light node, and a
-    last group narrower than the 5 bytes a heavy row needs."""
-    from graphstream.partition._shared import (DegreeSummary, EdgePartWriter, LIGHT_LIMIT,
-                                               owner_from_edge_parts)
-    rng = np.random.default_rng(k)
-    n, m = 500, 20000
-    src = np.where(rng.random(m) < 0.3, rng.integers(0, 4, m), rng.integers(0, n, m))   # 4 hubs
-    dst = rng.integers(0, n, m)
-    src[:50], dst[:50] = 1, 1                                   # self-loops on a hub
-    src[50:53], dst[50:53] = 400, 400                           # and on a light node
-    store = write_store(tmp_path / "g.zarr", src, dst, n)
-    part = np.where(src < 4, src % 2, rng.integers(0, k, m)).astype(np.int16)   # hubs' edges pile up
-    writer = EdgePartWriter(tmp_path / "parts.zarr", store, k, "test")
-    writer.write(0, part)
-    writer.close()
-    degree = np.bincount(src, minlength=n) + np.bincount(dst, minlength=n)
-    degrees = DegreeSummary.of(degree)
-    assert len(degrees.heavy) >= 4 and degrees.max_degree > 1000
-    assert 0 < degree[400] < LIGHT_LIMIT
-    wide = owner_from_edge_parts(store, str(tmp_path / "parts.zarr"), k)      # 4-byte counts, one pass
-    budget = n * 5                                              # 5 one-byte or 2 two-byte parts a pass
-    narrow = owner_from_edge_parts(store, str(tmp_path / "parts.zarr"), k, degrees, budget_bytes=budget)
-    np.testing.assert_array_equal(narrow[0], wide[0])
-    assert narrow[2] == wide[2]
-    assert narrow[1] == -(-k // 5) and wide[1] == 1           # the one-byte table was used
-    counts = np.zeros((n, k), np.int64)
-    np.add.at(counts, (src, part), 1)
-    np.add.at(counts, (dst, part), 1)
-    np.testing.assert_array_equal(narrow[0], counts.argmax(1))   # majority part, ties lowest id
-
-
 def test_pack_least_loaded_ties_lowest_part():
     loads = np.array([0, 0, 0], dtype=np.int64)
     out = pack_least_loaded(np.array([5, 3, 3, 1, 1], dtype=np.int64), loads)

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from ..store import GraphStore
-from ._shared import DegreeSummary, EdgePartWriter, owner_from_edge_parts, parts_dir
+from ._shared import EdgePartWriter, owner_from_edge_parts, parts_dir
 from .metrics import edge_load_balance
 from .plan import PartitionPlan
 
@@ -34,15 +34,13 @@ def assign_edges(store: GraphStore, k: int, algorithm: str, work_dir: str | os.P
 
 def edge_plan(store: GraphStore, k: int, algorithm: str, part_path: str, loads: np.ndarray,
               params: dict, passes: int, *, vertex_cut: float | None = None,
-              degrees: DegreeSummary | None = None) -> PartitionPlan:
+              max_degree: int | None = None) -> PartitionPlan:
     """owner[v] by majority of v's edges, plus the edge partition's own metrics.
 
     ``vertex_cut``: the RF already known from the partitioner's replica sets
     (``vertex_cut_rf_from_bits``); otherwise the owner pass's counts give it.
-    ``degrees``: the partitioner's degree summary, taken before it freed its
-    per-node arrays; it lets the owner pass use narrower counts (fewer passes).
     """
-    owner, owner_passes, counted_rf = owner_from_edge_parts(store, part_path, k, degrees)
+    owner, owner_passes, counted_rf = owner_from_edge_parts(store, part_path, k, max_degree)
     # the owner pass's count table gives the vertex-cut RF too (no separate pass)
     vc_rf = vertex_cut if vertex_cut is not None else counted_rf
     metrics = {

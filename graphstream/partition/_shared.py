@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -291,12 +290,10 @@ def stream_with_parts(store: GraphStore, parts: zarr.Array,
 
 # -- grouped per-node x per-part passes --------------------------------------------------------
 
-def part_groups(num_nodes: int, k: int, bytes_per_part: float, align: int = 1,
-                budget: int | None = None) -> list[tuple[int, int]]:
+def part_groups(num_nodes: int, k: int, bytes_per_part: float, align: int = 1) -> list[tuple[int, int]]:
     """Split parts [0, k) into groups whose ``num_nodes x group`` table fits the budget."""
     per_part = max(1.0, num_nodes * bytes_per_part)
-    budget = group_budget_bytes(num_nodes) if budget is None else budget
-    g = max(align, int(budget // per_part) // align * align)
+    g = max(align, int(group_budget_bytes(num_nodes) // per_part) // align * align)
     return [(lo, min(k, lo + g)) for lo in range(0, k, g)]
 
 
@@ -329,51 +326,21 @@ def _take_best(counts, p_lo, best, best_count):
     return replicas
 
 
-LIGHT_LIMIT = 255     # a node of lower degree never counts 255 edges in one part: one byte holds them
-
-
-@dataclass(frozen=True)
-class DegreeSummary:
-    """What the owner pass needs to know of the degrees, kept after the partitioner
-    frees its per-node arrays: the largest degree and the nodes that may need
-    more than one byte per count (degree >= LIGHT_LIMIT; few on any real graph)."""
-    max_degree: int
-    heavy: np.ndarray
-
-    @classmethod
-    def of(cls, degree: np.ndarray) -> "DegreeSummary":
-        degree = np.asarray(degree)
-        return cls(int(degree.max()) if len(degree) else 0, np.flatnonzero(degree >= LIGHT_LIMIT))
-
-
-def owner_from_edge_parts(store: GraphStore, part_path: str, k: int, degrees: DegreeSummary | None = None,
-                          budget_bytes: int | None = None) -> tuple[np.ndarray, int, float]:
+def owner_from_edge_parts(store: GraphStore, part_path: str, k: int,
+                          max_degree: int | None = None) -> tuple[np.ndarray, int, float]:
     """``owner[v]`` = the part holding most of v's edges (ties: lowest part id).
 
     Isolated nodes go, in id order, to the part owning fewest nodes so far.
     Returns ``(owner, passes, vertex_cut_rf)``: the count table also gives the
     replicas (non-zero cells), so the vertex-cut RF needs no pass of its own.
-
-    The count table (node x part) is built for as many parts per pass as the
-    budget (``group_budget_bytes``) holds. Counts take 2 bytes (4 above degree
-    65534), or, when ``degrees`` says which nodes are heavy and 2 bytes would
-    need more than one pass, 1 byte: a heavy node's row then holds a marker and
-    the index of its row in a small 4-byte table. Same counts, half the passes
-    (k = 32 at R-MAT scale 24: one pass instead of two).
+    Memory is the grouped count table plus 8 bytes a node.
     """
     n = store.num_nodes
-    budget = group_budget_bytes(n) if budget_bytes is None else int(budget_bytes)
-    max_degree = None if degrees is None else degrees.max_degree
-    dtype = np.uint16 if (max_degree is not None and max_degree < 65535) else np.uint32
-    groups = part_groups(n, k, np.dtype(dtype).itemsize, budget=budget)
-    if degrees is not None and len(groups) > 1:
-        narrow = part_groups(n, k, 1.0, budget=budget)
-        heavy_bytes = len(degrees.heavy) * 4 * (narrow[0][1] - narrow[0][0])
-        if narrow[0][1] - narrow[0][0] >= 5 and len(narrow) < len(groups) and heavy_bytes <= budget // 4:
-            return _owner_by_bytes(store, part_path, k, degrees.heavy, narrow)
     parts = open_edge_parts(part_path)
+    dtype = np.uint16 if (max_degree is not None and max_degree < 65535) else np.uint32
     best = np.full(n, -1, dtype=np.int32)
     best_count = np.zeros(n, dtype=np.int64)
+    groups = part_groups(n, k, np.dtype(dtype).itemsize)
     replicas = 0
     for lo, hi in groups:
         counts = np.zeros((n, hi - lo), dtype=dtype)
@@ -381,81 +348,10 @@ def owner_from_edge_parts(store: GraphStore, part_path: str, k: int, degrees: De
             _count_edge_parts(batch.src, batch.dst, pb, counts, lo, hi)
         replicas += int(_take_best(counts, lo, best, best_count))
         del counts
-    return _finish_owner(best, k, replicas, len(groups))
-
-
-def _owner_by_bytes(store, part_path, k, heavy, groups):
-    n = store.num_nodes
-    parts = open_edge_parts(part_path)
-    best = np.full(n, -1, dtype=np.int32)
-    best_count = np.zeros(n, dtype=np.int64)
-    replicas = 0
-    index = np.arange(len(heavy), dtype=np.uint32).view(np.uint8).reshape(-1, 4)   # little-endian bytes
-    for lo, hi in groups:
-        width = max(5, hi - lo)          # room for the mark and the index; extra columns stay 0
-        counts = np.zeros((n, width), dtype=np.uint8)
-        counts[heavy, 0] = HEAVY_MARK
-        counts[heavy, 1:5] = index if np.little_endian else index[:, ::-1]
-        wide = np.zeros((len(heavy), width), dtype=np.uint32)
-        for batch, pb in stream_with_parts(store, parts):
-            _count_edge_parts_bytes(batch.src, batch.dst, pb, counts, wide, lo, hi)
-        replicas += int(_take_best_bytes(counts, wide, lo, best, best_count))
-        del counts, wide
-    return _finish_owner(best, k, replicas, len(groups))
-
-
-def _finish_owner(best, k, replicas, passes):
-    n = len(best)
     isolated = np.flatnonzero(best < 0)
     nonisolated = n - len(isolated)
     vc_rf = replicas / nonisolated if nonisolated else 0.0
     if len(isolated):
         loads = np.bincount(best[best >= 0], minlength=k).astype(np.int64)
         best[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), loads)
-    return best, passes, vc_rf
-
-
-# One-byte counts: a light node's first byte is a count (< LIGHT_LIMIT, so never the mark);
-# a heavy node's first byte is the mark and the next four the index of its row in ``wide``.
-HEAVY_MARK = 255
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _wide_row(counts, v):
-    return (np.int64(counts[v, 1]) | (np.int64(counts[v, 2]) << 8) | (np.int64(counts[v, 3]) << 16)
-            | (np.int64(counts[v, 4]) << 24))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _bump(counts, wide, v, j):
-    if counts[v, 0] == HEAVY_MARK:
-        wide[_wide_row(counts, v), j] += 1
-    else:
-        counts[v, j] += 1
-
-
-@njit(cache=True, nogil=True)
-def _count_edge_parts_bytes(src, dst, part, counts, wide, p_lo, p_hi):
-    """:func:`_count_edge_parts` on the one-byte table."""
-    for i in range(src.shape[0]):
-        p = part[i]
-        if p_lo <= p < p_hi:
-            _bump(counts, wide, src[i], p - p_lo)
-            _bump(counts, wide, dst[i], p - p_lo)
-
-
-@njit(cache=True, nogil=True)
-def _take_best_bytes(counts, wide, p_lo, best, best_count):
-    """:func:`_take_best` on the one-byte table (heavy rows read from ``wide``)."""
-    replicas = 0
-    for v in range(counts.shape[0]):
-        heavy = counts[v, 0] == HEAVY_MARK
-        row = _wide_row(counts, v) if heavy else 0
-        for j in range(counts.shape[1]):
-            c = np.int64(wide[row, j]) if heavy else np.int64(counts[v, j])
-            if c > 0:
-                replicas += 1
-                if c > best_count[v]:
-                    best_count[v] = c
-                    best[v] = p_lo + j
-    return replicas
+    return best, len(groups), vc_rf

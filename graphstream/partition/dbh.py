@@ -14,7 +14,7 @@ from numba import njit
 from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._driver import assign_edges, edge_plan
-from ._shared import DegreeSummary, hash_node
+from ._shared import hash_node
 from .plan import PartitionPlan
 
 
@@ -43,9 +43,9 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     path = assign_edges(store, k, "dbh", work_dir,              # pass 2
                         lambda b: dbh_edges(b.src, b.dst, deg, k, seed, loads))
     watch.lap("partitioning")
-    degrees = DegreeSummary.of(deg)
+    max_deg = int(deg.max())
     del deg
-    plan = edge_plan(store, k, "dbh", path, loads, {"seed": seed}, passes=2, degrees=degrees)
+    plan = edge_plan(store, k, "dbh", path, loads, {"seed": seed}, passes=2, max_degree=max_deg)
     watch.lap("owner")
     plan.metrics["phase_seconds"] = watch.laps
     return plan

@@ -25,7 +25,7 @@ from numba import njit
 from .._resources import Stopwatch
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
-from ._shared import DegreeSummary, next_random, node_records_with_bits, seed_state
+from ._shared import next_random, node_records_with_bits, seed_state
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan
 
@@ -127,11 +127,11 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
                         lambda b: hdrf_edges(b.src, b.dst, partial, bits, loads, state, rng, cfg.lam, cfg.eps,
                                              scores), batch_size)
     watch.lap("partitioning")
-    degrees = DegreeSummary.of(partial)          # the partial degrees are whole by now
+    max_deg = int(partial.max())
     vc_rf = vertex_cut_rf_from_bits(bits)
     del partial, bits, record
     plan = edge_plan(store, k, "hdrf", path, loads, {**asdict(cfg), "seed": seed}, passes=1,
-                     vertex_cut=vc_rf, degrees=degrees)
+                     vertex_cut=vc_rf, max_degree=max_deg)
     watch.lap("owner")
     plan.metrics["phase_seconds"] = watch.laps
     return plan

@@ -39,8 +39,8 @@ from .._atomic import remove_path
 from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._driver import PARTS_NAME, edge_plan
-from ._shared import (DegreeSummary, EdgePartWriter, hash_node, node_records_with_bits, open_edge_parts,
-                      pack_least_loaded, parts_dir, stream_with_parts)
+from ._shared import (EdgePartWriter, hash_node, node_records_with_bits, open_edge_parts, pack_least_loaded,
+                      parts_dir, stream_with_parts)
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan
 
@@ -310,12 +310,12 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     writer.close()
     watch.lap("partitioning")
     remove_path(pre_path)
-    degrees = DegreeSummary.of(rec[:, DEG])
+    max_deg = int(rec[:, DEG].max())
     vc_rf = vertex_cut_rf_from_bits(rec[:, BITS:].view(np.uint64))
     del rec, crec                                   # free before the owner pass
     plan = edge_plan(store, k, "2ps-l", final_path, loads,
                      {**asdict(cfg), "seed": seed, "balance": balance, "tau": tau, "capacity": cap},
-                     passes=cfg.passes + 3, vertex_cut=vc_rf, degrees=degrees)
+                     passes=cfg.passes + 3, vertex_cut=vc_rf, max_degree=max_deg)
     watch.lap("owner")
     plan.metrics["prepartitioned_edges"] = prepartitioned
     plan.metrics["phase_seconds"] = watch.laps
