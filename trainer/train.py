@@ -108,10 +108,13 @@ def _seed_for(*xs: int) -> int:
     return int(np.random.SeedSequence([int(x) & 0xFFFFFFFF for x in xs]).generate_state(1)[0])
 
 
-def _proximal(model, anchor) -> torch.Tensor:
-    """``||w - W||^2 / 2`` over every parameter; ``anchor`` is ``(W's tensors, weight)``."""
-    W, weight = anchor
-    return 0.5 * weight * sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), W))
+def _backward(model, loss: torch.Tensor, anchor) -> None:
+    """Gradients of the local loss: ``loss``, plus ``weight * ||w - W||^2 / 2`` when
+    ``anchor = (W's tensors, weight)`` is given (the proximal term, see PROXIMAL)."""
+    if anchor is not None:
+        W, weight = anchor
+        loss = loss + 0.5 * weight * sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), W))
+    loss.backward()
 
 
 def _epoch_full(model, opt, g, config: TrainConfig, anchor=None) -> float:
@@ -119,10 +122,7 @@ def _epoch_full(model, opt, g, config: TrainConfig, anchor=None) -> float:
     opt.zero_grad()
     out = model(g.x, [g.block] * config.num_layers)
     loss = F.cross_entropy(out[g.train_idx], g.y[g.train_idx])
-    if anchor is not None:
-        (loss + _proximal(model, anchor)).backward()
-    else:
-        loss.backward()
+    _backward(model, loss, anchor)
     opt.step()
     return float(loss.detach())
 
@@ -144,10 +144,7 @@ def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, de
         y = g.y.index_select(0, nodes[:mb.num_seeds])
         opt.zero_grad()
         loss = F.cross_entropy(model(x, blocks), y)
-        if anchor is not None:
-            (loss + _proximal(model, anchor)).backward()
-        else:
-            loss.backward()
+        _backward(model, loss, anchor)
         opt.step()
         total += float(loss.detach()) * mb.num_seeds
         count += mb.num_seeds
@@ -287,10 +284,10 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         single = check_parts([whole], path=f"{parts.path}[whole]")
         single = replace(single, num_classes=parts.num_classes)
         # plain training: one model, no average to stay near
-        res = launch(train_worker, 1, (single, replace(config, sync_every=1, proximal=0.0)),
-                     threads_per_worker=threads)[0]
+        central = replace(config, sync_every=1, proximal=0.0)
+        res = launch(train_worker, 1, (single, central), threads_per_worker=threads)[0]
         out = dict(res.summary, mode="centralized", num_parts=len(parts), workers=1)
-        return _finish(out, res, config)
+        return _finish(out, res, central)
     if workers < 1:
         raise ParameterError(f"--workers must be >= 1, got {workers}")
     if workers > len(parts):
@@ -311,7 +308,7 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
 
 def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | None = None) -> dict:
     out.update(model=config.model, hidden=config.hidden, mini_batch=config.mini_batch, seed=config.seed,
-               proximal=0.0 if out.get("mode") == "centralized" else config.proximal,
+               proximal=config.proximal,
                device=config.device, losses=res.losses, history=res.history)
     if results is not None and config.record_weights:
         out["recorded"] = [r.recorded for r in results if r is not None]
