@@ -353,19 +353,25 @@ def mean_accuracy(parts, config: TrainConfig, seeds, **kw) -> float:
                           for s in seeds]))
 
 
+def centralized_and_averaged(name: str, parts, workers: int) -> tuple[float, float, float]:
+    """Mean test accuracy over seeds 0-2 of GCN (hidden 64, 100 epochs): centralised,
+    averaged every epoch, averaged every 10 epochs."""
+    config = TrainConfig(model="gcn", hidden=64, epochs=100)
+    seeds = (0, 1, 2)
+    central = mean_accuracy(parts, config, seeds, centralized=True)
+    every1 = mean_accuracy(parts, config, seeds, workers=workers)
+    every10 = mean_accuracy(parts, replace(config, sync_every=10), seeds, workers=workers)
+    print(f"{name}: centralized {central:.4f} averaged {every1:.4f} sync10 {every10:.4f}")
+    return central, every1, every10
+
+
 def test_cora_averaged_matches_centralized(cora_parts):
     """Averaging the 4 parts' models (every epoch, and every 10) against the same GCN on
     the whole graph: mean test accuracy of 3 seeds within 1.5 and 2 points. One worker
     trains the 4 parts in turn here (the 2-worker test above shows that spreading parts
     over workers computes the same average); the slow test uses 2 gloo workers."""
     from trainer.data import open_parts
-    parts = open_parts(cora_parts)
-    config = TrainConfig(model="gcn", hidden=64, epochs=100)
-    seeds = (0, 1, 2)
-    central = mean_accuracy(parts, config, seeds, centralized=True)
-    every1 = mean_accuracy(parts, config, seeds, workers=1)
-    every10 = mean_accuracy(parts, replace(config, sync_every=10), seeds, workers=1)
-    print(f"cora gcn: centralized {central:.4f} averaged {every1:.4f} sync10 {every10:.4f}")
+    central, every1, every10 = centralized_and_averaged("cora gcn", open_parts(cora_parts), workers=1)
     assert central > 0.75
     assert every1 >= central - 0.015
     assert every10 >= central - 0.02
@@ -382,13 +388,7 @@ def test_averaged_matches_centralized_two_workers(tmp_path, name, request):
     without the proximal term (proximal=0) the average lands 2.7 points under
     centralised training (66.3 vs 69.0; docs/trainer.md has the scan).
     """
-    parts = make_parts(tmp_path, name)
-    config = TrainConfig(model="gcn", hidden=64, epochs=100)
-    seeds = (0, 1, 2)
-    central = mean_accuracy(parts, config, seeds, centralized=True)
-    every1 = mean_accuracy(parts, config, seeds, workers=2)
-    every10 = mean_accuracy(parts, replace(config, sync_every=10), seeds, workers=2)
-    print(f"{name}: centralized {central:.4f} averaged {every1:.4f} sync10 {every10:.4f}")
+    central, every1, every10 = centralized_and_averaged(name, make_parts(tmp_path, name), workers=2)
     assert every1 >= central - 0.015
     assert every10 >= central - 0.02
 
