@@ -63,7 +63,7 @@ from .._atomic import atomic_dir, check_output
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
-from ..store.graph import GraphStore
+from ..store.graph import GraphStore, is_url
 from ..store.nodedata import NodeData, open_node_data
 from .features import NpyWriter, gather_node_data
 from .manifest import FORMAT, VERSION, part_dir_name, recompute_metrics, write_manifest, write_part_meta
@@ -557,7 +557,7 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
 
 def _where(path: str | os.PathLike) -> str:
     path = str(path)
-    return path if "://" in path else str(Path(path).resolve())
+    return path if is_url(path) else str(Path(path).resolve())
 
 
 def _jsonable(obj: Any) -> Any:

@@ -26,7 +26,7 @@ import numpy as np
 from .._atomic import atomic_dir, check_output
 from .._report import progress
 from ..errors import InputFormatError, InputNotFoundError, InvalidIdError, ParameterError
-from ..store import DEFAULT_CHUNK, GraphStore, GraphWriter, open_store
+from ..store import DEFAULT_CHUNK, GraphStore, GraphWriter, is_url, open_store
 from . import sources, text
 from .relabel import IntRelabeler, StrRelabeler
 
@@ -119,8 +119,8 @@ def ingest(source: str | os.PathLike, out: str | os.PathLike, *, fmt: str = "aut
         raise ParameterError(f"num_nodes must be >= 0, got {num_nodes}")
     if chunk_size < 1:
         raise ParameterError(f"chunk_size must be >= 1, got {chunk_size}")
-    is_url = "://" in str(out)
-    if not is_url:
+    remote = is_url(out)
+    if not remote:
         check_output(out, overwrite)
     if fmt == "auto":
         fmt = detect_format(path)
@@ -132,13 +132,13 @@ def ingest(source: str | os.PathLike, out: str | os.PathLike, *, fmt: str = "aut
                 num_nodes=num_nodes, chunk_size=chunk_size, block_bytes=block_bytes,
                 rows_per_block=rows_per_block)
     try:
-        return _ingest_plan(path, out, plan, overwrite=overwrite, is_url=is_url, **args)
+        return _ingest_plan(path, out, plan, overwrite=overwrite, remote=remote, **args)
     except text.NonNumericIdError:
         if not relabel or plan.string_ids or plan.fmt not in ("snap", "csv", "tsv"):
             raise
     # A non-numeric id after numeric ones: start again with string ids.
     plan = IngestPlan(plan.fmt, True, plan.layout)
-    return _ingest_plan(path, out, plan, overwrite=overwrite, is_url=is_url, **args)
+    return _ingest_plan(path, out, plan, overwrite=overwrite, remote=remote, **args)
 
 
 def _plan(path: str, fmt: str, *, relabel: bool, delimiter, header, src_column, dst_column, time_column,
@@ -188,7 +188,7 @@ def _blocks(path: str, plan: IngestPlan, *, one_based, relabel, src_column, dst_
                           rows_per_call=rows_per_block, on_bytes=on_bytes)
 
 
-def _ingest_plan(path: str, out, plan: IngestPlan, *, overwrite: bool, is_url: bool, undirected, one_based,
+def _ingest_plan(path: str, out, plan: IngestPlan, *, overwrite: bool, remote: bool, undirected, one_based,
                  relabel, src_column, dst_column, time_column, weight_column, num_nodes, chunk_size,
                  block_bytes, rows_per_block) -> GraphStore:
     layout = plan.layout
@@ -196,13 +196,13 @@ def _ingest_plan(path: str, out, plan: IngestPlan, *, overwrite: bool, is_url: b
     with_weight = (layout.weight_column >= 0) if layout is not None else weight_column is not None
     # Local stores are built in a hidden sibling and renamed into place when complete;
     # URL stores (fsspec) are written in place (GraphWriter removes them on failure).
-    target_ctx = nullcontext(out) if is_url else atomic_dir(out, overwrite=overwrite)
+    target_ctx = nullcontext(out) if remote else atomic_dir(out, overwrite=overwrite)
     with target_ctx as target:
         _write(path, str(target), plan, undirected=undirected, one_based=one_based, relabel=relabel,
                src_column=src_column, dst_column=dst_column, time_column=time_column,
                weight_column=weight_column, num_nodes=num_nodes, chunk_size=chunk_size,
                block_bytes=block_bytes, rows_per_block=rows_per_block, with_time=with_time,
-               with_weight=with_weight, overwrite=overwrite or not is_url)
+               with_weight=with_weight, overwrite=overwrite or not remote)
     return open_store(out)
 
 

@@ -45,7 +45,8 @@ def id_dtype_for(num_nodes: int) -> np.dtype:
     return np.dtype(np.int32) if num_nodes < ID32_LIMIT else np.dtype(np.int64)
 
 
-def _is_url(path: str | os.PathLike) -> bool:
+def is_url(path: str | os.PathLike) -> bool:
+    """An fsspec URL (``s3://...``, ``memory://...``), not a local path."""
     return "://" in str(path)
 
 
@@ -146,7 +147,7 @@ def open_complete_group(path: str, fmt: str, noun: str) -> zarr.Group:
     The one place that refuses missing, foreign and incomplete stores (graph
     and snapshot stores alike); ``noun`` names the kind in the messages.
     """
-    if not _is_url(path) and not Path(path).exists():
+    if not is_url(path) and not Path(path).exists():
         raise StoreError(f"{path}: no such {noun}")
     try:
         group = zarr.open_group(path, mode="r")
@@ -243,7 +244,7 @@ class GraphWriter:
 
     # -- setup -----------------------------------------------------------
     def _create_group(self, overwrite: bool) -> zarr.Group:
-        if _is_url(self.path):
+        if is_url(self.path):
             mode = "w" if overwrite else "w-"
             try:
                 group = zarr.open_group(self.path, mode=mode)
@@ -421,7 +422,7 @@ class GraphWriter:
         except Exception:
             pass
         self._pool.shutdown()
-        if not _is_url(self.path):
+        if not is_url(self.path):
             remove_path(self.path)
 
     def __enter__(self) -> "GraphWriter":
