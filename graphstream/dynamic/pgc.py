@@ -37,6 +37,7 @@ from numba import njit
 from .._report import progress
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
+from ..partition._shared import pairs_to_csr
 from .delta import decode_keys, merge_counts, sort_unique
 from .snapshots import SnapshotStore
 
@@ -532,29 +533,9 @@ def chunk_statistics(graph: InstanceGraph, labels: np.ndarray, config: PGCConfig
     indptr = np.zeros(c + 1, dtype=np.int64)
     indices = np.empty(2 * len(keys), dtype=np.int32 if c < 2**31 else np.int64)
     weights = np.empty(2 * len(keys), dtype=np.float64)
-    _pair_csr(keys, h, c, indptr, indices, weights)
+    pairs_to_csr(keys, h, c, indptr, indices, weights)
     largest = float(work.max() if config.cap_by == "volume" else inst.max()) if c else 0.0
     return ChunkGraph(c, inst, endpoints, work, indptr, indices, weights, largest)
-
-
-@njit(cache=True)
-def _pair_csr(keys, h, c, indptr, indices, weights):
-    """Symmetric CSR of the chunk graph from its pair keys a*C+b (a < b), by counting."""
-    for x in range(keys.shape[0]):
-        indptr[keys[x] // c + 1] += 1
-        indptr[keys[x] % c + 1] += 1
-    for a in range(c):
-        indptr[a + 1] += indptr[a]
-    fill = indptr[:-1].copy()
-    for x in range(keys.shape[0]):
-        a = keys[x] // c
-        b = keys[x] % c
-        indices[fill[a]] = b
-        weights[fill[a]] = h[x]
-        fill[a] += 1
-        indices[fill[b]] = a
-        weights[fill[b]] = h[x]
-        fill[b] += 1
 
 
 # -- 3. chunk assignment --------------------------------------------------------------

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._shared import pairs_to_csr
+
 
 @njit(cache=True)
 def _mix(x):
@@ -197,29 +199,12 @@ def merge_weighted(k1, w1, k2, w2):
     return keys[:m], w[:m]
 
 
-@njit(cache=True)
 def symmetric_csr(keys, w, num_clusters):
     """The coarse graph as METIS wants it: both directions, rows sorted (xadj, adjncy, eweights)."""
-    m = keys.shape[0]
-    deg = np.zeros(num_clusters + 1, dtype=np.int64)
-    for e in range(m):
-        deg[keys[e] // num_clusters + 1] += 1
-        deg[keys[e] % num_clusters + 1] += 1
-    for c in range(num_clusters):
-        deg[c + 1] += deg[c]
-    xadj = deg.copy()
-    pos = deg[:-1].copy()
-    adjncy = np.empty(2 * m, dtype=np.int64)
-    ew = np.empty(2 * m, dtype=np.int64)
-    for e in range(m):
-        a = keys[e] // num_clusters
-        b = keys[e] % num_clusters
-        adjncy[pos[a]] = b
-        ew[pos[a]] = w[e]
-        pos[a] += 1
-        adjncy[pos[b]] = a
-        ew[pos[b]] = w[e]
-        pos[b] += 1
+    xadj = np.zeros(num_clusters + 1, dtype=np.int64)
+    adjncy = np.empty(2 * len(keys), dtype=np.int64)
+    ew = np.empty(2 * len(keys), dtype=np.int64)
+    pairs_to_csr(keys, w, num_clusters, xadj, adjncy, ew)
     return xadj, adjncy, ew
 
 

@@ -145,6 +145,33 @@ def node_records_with_bits(num_nodes: int, k: int, fields: int) -> tuple[np.ndar
     return rec, rec[:, fields:].view(np.uint64)
 
 
+# -- symmetric CSR from pair keys ----------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def pairs_to_csr(keys, w, num_rows, indptr, indices, weights):
+    """Both directions of the weighted pairs ``keys = a * num_rows + b`` (a < b), by counting.
+
+    Row a gets (b, w) and row b gets (a, w); sorted unique keys give sorted
+    rows. ``indptr`` (num_rows + 1 zeros), ``indices`` and ``weights``
+    (2 x len(keys) each, any dtypes that hold the values) are filled in place.
+    """
+    for x in range(keys.shape[0]):
+        indptr[keys[x] // num_rows + 1] += 1
+        indptr[keys[x] % num_rows + 1] += 1
+    for a in range(num_rows):
+        indptr[a + 1] += indptr[a]
+    fill = indptr[:-1].copy()
+    for x in range(keys.shape[0]):
+        a = keys[x] // num_rows
+        b = keys[x] % num_rows
+        indices[fill[a]] = b
+        weights[fill[a]] = w[x]
+        fill[a] += 1
+        indices[fill[b]] = a
+        weights[fill[b]] = w[x]
+        fill[b] += 1
+
+
 # -- least-loaded packing ---------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
