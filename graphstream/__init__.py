@@ -1,7 +1,7 @@
 """graphstream: partition and store graphs larger than memory, feed them to GNN trainers."""
 from .errors import GraphStreamError
 from .store import GraphStore, GraphWriter, open_store
-from .build.loader import open_partitions  # numpy only: no numba, no torch
+from .assemble.loader import open_partitions  # numpy only: no numba, no torch
 
 
 def __getattr__(name: str):

@@ -53,7 +53,7 @@ def stage_generate(a) -> dict:
 
 def stage_features(a) -> dict:
     """N x dim float32, written sequentially in 64 MiB blocks (cheap deterministic values)."""
-    from graphstream.build.features import NpyWriter
+    from graphstream.assemble.features import NpyWriter
     from graphstream.store import open_store
     n = open_store(a.store).num_nodes
     Path(a.nodes).mkdir(parents=True, exist_ok=True)
@@ -111,7 +111,7 @@ def stage_partition(a) -> dict:
 
 
 def stage_build(a) -> dict:
-    from graphstream.build import build_partitions
+    from graphstream.assemble import build_partitions
     from graphstream.partition.plan import PartitionPlan
     from graphstream.store import open_store
     store = open_store(a.store)
@@ -156,8 +156,8 @@ def stage_split(a) -> dict:
     pass, over every part of the graph-only dataset built before.
     """
     from graphstream import open_partitions
-    from graphstream.build.builder import BuildConfig
-    from graphstream.build.features import gather_node_data
+    from graphstream.assemble.builder import BuildConfig
+    from graphstream.assemble.features import gather_node_data
     from graphstream.store import open_store
     from graphstream.store.nodedata import open_node_data
     store = open_store(a.store)

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from graphstream.build.loader import PartitionsError
+from graphstream.assemble.loader import PartitionsError
 from graphstream.errors import NodeDataError, ParameterError
 
 from .models import Block, SparseRows

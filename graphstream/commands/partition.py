@@ -1,6 +1,6 @@
 """graphstream partition STORE -k K [--algo A] ...: partition a graph store, print the metrics.
 
-With ``--out`` the partitioned dataset is built too (graphstream.build); a
+With ``--out`` the partitioned dataset is built too (graphstream.assemble); a
 snapshot store (format "graphstream.snapshots") is handed whole to
 graphstream.dynamic (``--algo pgc``).
 """
@@ -91,7 +91,7 @@ def run(args) -> dict:
     if k is None:
         if args.gpus is None or args.gpu_memory is None:
             raise ParameterError("give -k K, or --gpus Q and --gpu-memory BYTES to derive it")
-        build = _import("graphstream.build", "choosing k from --gpus/--gpu-memory")
+        build = _import("graphstream.assemble", "choosing k from --gpus/--gpu-memory")
         k = int(build.auto_num_parts(store, args.nodes, gpus=args.gpus, gpu_memory=args.gpu_memory))
     # part[e] of an edge partitioner is scratch unless --work-dir asks to keep it
     with tempfile.TemporaryDirectory(prefix="graphstream-parts-") as tmp:
@@ -103,7 +103,7 @@ def run(args) -> dict:
         if plan.edge_parts_path is not None and args.work_dir is not None:
             result["edge_parts_path"] = plan.edge_parts_path
         if args.out is not None:
-            build = _import("graphstream.build", "building partitions (--out)")
+            build = _import("graphstream.assemble", "building partitions (--out)")
             manifest = build.build_partitions(store, plan, args.out, nodes=args.nodes, overwrite=args.overwrite)
             if isinstance(manifest, dict):
                 result.update(manifest.get("metrics", {}))

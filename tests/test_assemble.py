@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 from graphstream import GraphWriter, open_partitions, open_store
-from graphstream.build import BuildConfig, auto_num_parts, build_partitions
-from graphstream.build import builder as builder_mod
-from graphstream.build import features as features_mod
-from graphstream.build.loader import PartitionsError
-from graphstream.build.sizing import data_size
+from graphstream.assemble import BuildConfig, auto_num_parts, build_partitions
+from graphstream.assemble import builder as builder_mod
+from graphstream.assemble import features as features_mod
+from graphstream.assemble.loader import PartitionsError
+from graphstream.assemble.sizing import data_size
 from graphstream.errors import (DiskFullError, GraphStreamError, NodeDataError, OutputExistsError,
                                 ParameterError)
 from graphstream.partition.plan import PartitionPlan
@@ -335,7 +335,7 @@ def test_to_torch_node_data(real, tmp_path):
 
 def test_open_partitions_does_not_import_torch(built):
     code = ("import sys, graphstream; ds = graphstream.open_partitions(sys.argv[1]); ds[0].features[0]; "
-            "print('torch' in sys.modules, 'graphstream.build.builder' in sys.modules)")
+            "print('torch' in sys.modules, 'graphstream.assemble.builder' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(built)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 

@@ -30,7 +30,7 @@ The passes:
    column indices row block by row block in a fixed buffer, each block written
    sequentially to ``indices.npy``. Large parts cost extra scans, never RAM.
 3. per part, node data: rows gathered in sorted order through windowed
-   memory maps (:mod:`graphstream.build.features`).
+   memory maps (:mod:`graphstream.assemble.features`).
 4. metrics recomputed from the written part files, ``manifest.json`` last; the
    whole folder is written as a temporary sibling and renamed into place.
 
