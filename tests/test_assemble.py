@@ -23,7 +23,8 @@ from graphstream import GraphWriter, open_partitions, open_store
 from graphstream.assemble import BuildConfig, auto_num_parts, build_partitions
 from graphstream.assemble import builder as builder_mod
 from graphstream.assemble import features as features_mod
-from graphstream.assemble.loader import PartitionsError
+from graphstream.assemble import spill as spill_mod
+from graphstream.store import PartitionsError
 from graphstream.assemble.sizing import data_size
 from graphstream.errors import (DiskFullError, GraphStreamError, NodeDataError, OutputExistsError,
                                 ParameterError)
@@ -382,8 +383,8 @@ def test_disk_full_leaves_nothing(small, tmp_path, monkeypatch, where):
         return original(*args, **kwargs)
 
     if where == "spill":
-        original = builder_mod._write_all
-        monkeypatch.setattr(builder_mod, "_write_all", full)
+        original = spill_mod._write_all
+        monkeypatch.setattr(spill_mod, "_write_all", full)
     else:
         original = features_mod.NpyWriter.write
         monkeypatch.setattr(features_mod.NpyWriter, "write", full)
@@ -672,3 +673,26 @@ def test_cli_auto_k(small, tmp_path):
     assert main(["partition", store.path, "--gpus", "1", "--gpu-memory", str(total), "--algo", "hash",
                  "--out", str(out), "--nodes", str(nodes), "--json"]) == 0
     assert len(open_partitions(out)) == auto_num_parts(store, nodes, gpus=1, gpu_memory=total) > 1
+
+
+# ---------------------------------------------------------------------------
+# the typed manifest (graphstream.store.partitions_manifest)
+# ---------------------------------------------------------------------------
+
+def test_manifest_round_trips_byte_for_byte(built):
+    from graphstream.store import PartitionsManifest
+    from graphstream.store.partitions_manifest import _write_json
+
+    text = (built / "manifest.json").read_text()
+    typed = PartitionsManifest.from_json(json.loads(text), built / "manifest.json")
+    assert typed.extra.keys() == {"source"} and typed.num_parts == len(typed.parts) == 3
+    again = built.parent / "again.json"
+    _write_json(again, typed.to_json())
+    assert again.read_text() == text
+
+
+@pytest.mark.parametrize("path", ["/etc", "../elsewhere", "part-00000/../../x", ""])
+def test_manifest_refuses_part_paths_outside_the_folder(built, path):
+    _edit_part(built, 1, path=path)
+    with pytest.raises(PartitionsError, match="part 1"):
+        open_partitions(built)

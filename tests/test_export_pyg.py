@@ -309,11 +309,12 @@ def train_pyg_part(out: Path, stores: dict, p: int, steps: int = 3, seed: int = 
 def test_part_to_pyg(tmp_path):
     pytest.importorskip("torch_geometric")
     from graphstream import open_partitions
+    from graphstream.export.pyg import part_to_pyg
 
     parts, src = toy_dataset(tmp_path / "parts", directed=True)
     ours = ours_by_part(parts)
     for p, part in enumerate(open_partitions(parts)):
-        data = part.to_pyg()
+        data = part_to_pyg(part)
         gid = data.global_id.numpy()
         assert np.array_equal(edge_keys(gid[data.edge_index[0].numpy()], gid[data.edge_index[1].numpy()], 60),
                               ours[p][1])

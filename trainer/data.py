@@ -1,6 +1,6 @@
 """Parts onto devices: checks, the whole graph reassembled, pinned non-blocking copies.
 
-A *part* is anything with the attributes of the builder's ``Part``
+A *part* is anything with the public attributes of the loader's ``Part``
 (:func:`graphstream.open_partitions`): ``global_ids`` (inner nodes first, then
 halo), ``num_inner``, a local CSR ``indptr``/``indices`` whose inner rows are
 complete, and the part's rows of ``features``, ``labels`` and
@@ -19,19 +19,20 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from graphstream.assemble.loader import PartitionsError
+import graphstream
 from graphstream.errors import NodeDataError, ParameterError
+from graphstream.store import PartitionsError
 
 from .models import Block, SparseRows
 
 
-# The builder's loader error: one type for every "these parts are wrong" condition.
+# The loader's error: one type for every "these parts are wrong" condition.
 PartsError = PartitionsError
 
 
 @dataclass
 class ArrayPart:
-    """A part held in memory, with the attribute names of the builder's ``Part``."""
+    """A part held in memory, with the attribute names of the loader's ``Part``."""
     global_ids: np.ndarray
     num_inner: int
     indptr: np.ndarray
@@ -79,35 +80,63 @@ def _where(part) -> str:
 
 
 def check_parts(parts: Sequence[Any], *, path: str = "<memory>", manifest: dict | None = None) -> PartSet:
-    """Check that the parts fit together; return them as a :class:`PartSet`.
+    """Check that parts built in memory (:class:`ArrayPart`) fit together; return a :class:`PartSet`.
 
-    Raises :class:`PartsError` for missing or inconsistent parts (inner nodes
-    that do not cover every node exactly once, CSR shapes that disagree) and
-    :class:`NodeDataError` for feature dimension or label mismatches.
+    Raises :class:`PartsError` for missing or inconsistent parts (CSR shapes
+    that disagree, inner nodes that do not cover every node exactly once) and
+    :class:`NodeDataError` for feature dimension or label mismatches. A
+    dataset folder is opened with :func:`open_parts`, which leaves the
+    structural checks to the loader.
     """
+    for part in parts:
+        _check_csr(part)
+    return _training_set(parts, path=path, manifest=manifest, num_nodes=None)
+
+
+def open_parts(path) -> PartSet:
+    """Open a partitioned dataset folder (:func:`graphstream.open_partitions`) for training.
+
+    The loader has validated the manifest and every part's CSR shapes and
+    node data rows; what is left is what training needs beyond the format:
+    features and labels in every part, one feature dimension, inner nodes
+    that cover every node once.
+    """
+    dataset = graphstream.open_partitions(path)
+    return _training_set(list(dataset), path=str(dataset.path), manifest=dict(dataset.manifest),
+                         num_nodes=dataset.num_nodes)
+
+
+def _check_csr(part) -> None:
+    """What :func:`graphstream.open_partitions` guarantees for parts it opens, checked for the others."""
+    n = len(part.global_ids)
+    k = int(part.num_inner)
+    if not 0 <= k <= n:
+        raise PartsError(f"{_where(part)}: num_inner={k} outside [0, {n}] (global_ids has {n} entries)")
+    indptr = np.asarray(part.indptr)
+    if len(indptr) != n + 1 or (len(indptr) and indptr[-1] != len(part.indices)):
+        raise PartsError(f"{_where(part)}: CSR indptr has {len(indptr)} entries and ends at "
+                         f"{indptr[-1] if len(indptr) else None}, expected {n + 1} entries ending at "
+                         f"{len(part.indices)} (the number of indices)")
+
+
+def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num_nodes: int | None) -> PartSet:
+    """Training's own checks (the format does not require node data): features and labels in every
+    part, one feature dimension, inner nodes covering ``num_nodes`` (default: max inner id + 1) once."""
     if len(parts) == 0:
         raise PartsError(f"{path}: no parts")
     num_features = None
     max_label = -1
     inner_total = 0
     max_gid = -1
-    for i, part in enumerate(parts):
+    for part in parts:
         where = _where(part)
         gids = np.asarray(part.global_ids)
         k, n = int(part.num_inner), len(gids)
-        if not 0 <= k <= n:
-            raise PartsError(f"{where}: num_inner={k} outside [0, {n}] (global_ids has {n} entries)")
-        indptr = np.asarray(part.indptr)
-        if len(indptr) != n + 1 or (len(indptr) and indptr[-1] != len(part.indices)):
-            raise PartsError(f"{where}: CSR indptr has {len(indptr)} entries and ends at "
-                             f"{indptr[-1] if len(indptr) else None}, expected {n + 1} entries ending at "
-                             f"{len(part.indices)} (the number of indices)")
         feats = part.features
         if feats is None:
             raise NodeDataError(f"{where}: no features (build the parts with --nodes NODE_DIR holding features.npy)")
         if len(feats.shape) != 2 or feats.shape[0] != n:
-            raise NodeDataError(f"{where}: features have shape {None if feats is None else feats.shape}, "
-                                f"expected ({n}, F) for {n} local nodes")
+            raise NodeDataError(f"{where}: features have shape {feats.shape}, expected ({n}, F) for {n} local nodes")
         if num_features is None:
             num_features = int(feats.shape[1])
         elif feats.shape[1] != num_features:
@@ -122,10 +151,12 @@ def check_parts(parts: Sequence[Any], *, path: str = "<memory>", manifest: dict 
             max_label = max(max_label, int(labels[:k].max()))
             max_gid = max(max_gid, int(gids[:k].max()))
         inner_total += k
-    num_nodes = int(manifest["num_nodes"]) if manifest and "num_nodes" in manifest else max_gid + 1
+    if num_nodes is None:
+        num_nodes = int(manifest["num_nodes"]) if manifest and "num_nodes" in manifest else max_gid + 1
     if inner_total != num_nodes:
         raise PartsError(f"{path}: the parts' inner nodes number {inner_total}, expected {num_nodes} "
                          "(every node owned by exactly one part)")
+    # The loader checks counts, not ids: an id out of range or owned twice is found here.
     seen = np.zeros(num_nodes, bool)
     for part in parts:
         g = np.asarray(part.global_ids)[:int(part.num_inner)]
@@ -140,34 +171,6 @@ def check_parts(parts: Sequence[Any], *, path: str = "<memory>", manifest: dict 
     if num_classes <= 0:
         raise NodeDataError(f"{path}: no labels found")
     return PartSet(list(parts), num_nodes, int(num_features), int(num_classes), path, manifest)
-
-
-def open_parts(path) -> PartSet:
-    """Open a partitioned dataset folder (``graphstream.open_partitions``) and check it."""
-    from pathlib import Path
-
-    import graphstream
-    p = Path(path)
-    if not (p / "manifest.json").is_file():
-        raise PartsError(f"{p}: not a partitioned dataset (no manifest.json)")
-    opened = graphstream.open_partitions(str(p))
-    manifest = dict(opened.manifest)
-    parts = []
-    for i in range(len(opened)):
-        part = opened[i]
-        if not hasattr(part, "path"):
-            try:
-                part.path = str(p / manifest["parts"][i]["path"])
-            except Exception:  # noqa: BLE001 - a label for messages only
-                pass
-        parts.append(part)
-    if int(manifest.get("num_parts", len(parts))) != len(parts):
-        raise PartsError(f"{p}: manifest says {manifest.get('num_parts')} parts, found {len(parts)}")
-    for i, (part, entry) in enumerate(zip(parts, manifest.get("parts", []))):
-        if "num_inner" in entry and int(entry["num_inner"]) != int(part.num_inner):
-            raise PartsError(f"{p}: part {i} has {part.num_inner} inner nodes, manifest says "
-                             f"{entry['num_inner']}")
-    return check_parts(parts, path=str(p), manifest=manifest)
 
 
 def assemble_whole_graph(parts: PartSet) -> ArrayPart:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..store.nodedata import NodeArray, NodeData
+from ..store.nodedata import NodeArray, NodeData, write_npy_header
 
 
 class NpyWriter:
@@ -31,13 +31,7 @@ class NpyWriter:
         self.shape = tuple(int(s) for s in shape)
         self.rows = 0
         self._file = open(self.path, "wb")
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                  "shape": self.shape}
-        try:
-            np.lib.format.write_array_header_1_0(self._file, header)
-        except ValueError:  # header over 64 KiB (enormous shapes): format 2.0
-            self._file.seek(0)
-            np.lib.format.write_array_header_2_0(self._file, header)
+        write_npy_header(self._file, self.dtype, self.shape)
 
     def write(self, block: np.ndarray) -> None:
         block = np.ascontiguousarray(block, dtype=self.dtype)

@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import NodeDataError, ParameterError
 
 if TYPE_CHECKING:  # the loader is imported lazily: ``graphstream.export`` stays light
-    from ..assemble.loader import Part, PartitionedDataset
+    from ..store.partitions import Part, PartitionedDataset
 
 TARGETS = ("dgl", "pyg")
 REQUIRED_NODE_DATA = ("features", "labels")
@@ -75,7 +75,7 @@ class IdMaps:
 
 def open_for_export(parts_dir: str | os.PathLike) -> "PartitionedDataset":
     """Open a partitioned dataset and refuse one without the node data a trainer needs."""
-    from ..assemble.loader import open_partitions
+    from ..store.partitions import open_partitions
 
     dataset = open_partitions(parts_dir)
     if len(dataset) == 0:

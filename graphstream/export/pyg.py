@@ -125,7 +125,7 @@ def part_to_pyg(part):
     try:
         from torch_geometric.data import Data
     except ImportError as exc:
-        raise GraphStreamError(f"Part.to_pyg() needs torch_geometric ({exc})") from exc
+        raise GraphStreamError(f"part_to_pyg() needs torch_geometric ({exc})") from exc
     src, dst = inner_edges(part)
     inner = torch.zeros(part.num_nodes, dtype=torch.bool)
     inner[: part.num_inner] = True

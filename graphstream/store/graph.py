@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -50,6 +50,74 @@ def is_url(path: str | os.PathLike) -> bool:
     return "://" in str(path)
 
 
+_ATTR_KEYS = ("format", "version", "complete", "num_nodes", "num_edges", "directed", "id_dtype", "source",
+              "chunk_size")
+
+
+@dataclass(frozen=True, slots=True)
+class GraphManifest:
+    """The group attributes of a graph store, typed: read by :func:`open_store`, written by :class:`GraphWriter`.
+
+    ``extra``: the attributes a writer added (``dataset``, ``generator``,
+    ``ingest``, ...), kept in their order after the documented ones.
+    ``chunk_size`` is None for stores written before it was recorded.
+    """
+    num_nodes: int
+    num_edges: int
+    directed: bool
+    id_dtype: str
+    source: Any = ""   # a string for every store graphstream writes
+    chunk_size: int | None = None
+    complete: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def header() -> dict[str, Any]:
+        """What a new store holds first: an incomplete store of this format and version."""
+        return {"format": FORMAT, "version": VERSION, "complete": False}
+
+    @classmethod
+    def from_attrs(cls, attrs: dict[str, Any], where: str) -> GraphManifest:
+        """Validate the attributes of a complete store once; raise :class:`StoreError` naming ``where``."""
+        if attrs.get("format") != FORMAT:
+            raise StoreError(f"{where}: not a graphstream graph store (format={attrs.get('format')!r}, "
+                             f"expected {FORMAT!r})")
+        if attrs.get("complete") is not True:
+            raise IncompleteStoreError(f"{where}: graph store is incomplete (an interrupted or failed write); "
+                                       "rebuild it")
+        if attrs.get("version") != VERSION:
+            raise StoreError(f"{where}: graph store version {attrs.get('version')!r} is not supported "
+                             f"(expected {VERSION})")
+        missing = [k for k in ("num_nodes", "num_edges", "directed", "id_dtype") if k not in attrs]
+        if missing:
+            raise StoreError(f"{where}: store attributes lack {missing}")
+        bad = [k for k in ("num_nodes", "num_edges")
+               if not isinstance(attrs[k], int) or isinstance(attrs[k], bool) or attrs[k] < 0]
+        if not isinstance(attrs["directed"], bool):
+            bad.append("directed")
+        if attrs["id_dtype"] not in ("int32", "int64"):
+            bad.append("id_dtype")
+        chunk = attrs.get("chunk_size")
+        if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
+            bad.append("chunk_size")
+        if bad:
+            raise StoreError(f"{where}: store attributes {bad} are malformed "
+                             f"({ {k: attrs[k] for k in bad} })")
+        return cls(num_nodes=attrs["num_nodes"], num_edges=attrs["num_edges"], directed=attrs["directed"],
+                   id_dtype=attrs["id_dtype"], source=attrs.get("source", ""), chunk_size=chunk,
+                   extra={k: v for k, v in attrs.items() if k not in _ATTR_KEYS})
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The attributes in the order a writer records them (so the group's ``zarr.json`` is stable)."""
+        out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "complete": self.complete,
+                               "num_nodes": self.num_nodes, "num_edges": self.num_edges, "directed": self.directed,
+                               "id_dtype": self.id_dtype, "source": self.source}
+        if self.chunk_size is not None:
+            out["chunk_size"] = self.chunk_size
+        out.update(self.extra)
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class StoreInfo:
     """What a store holds, read from its attributes."""
@@ -71,16 +139,16 @@ class StoreInfo:
 class GraphStore:
     """A complete, read-only graph store. Open with :func:`open_store`."""
 
-    def __init__(self, group: zarr.Group, path: str):
+    def __init__(self, group: zarr.Group, path: str, manifest: GraphManifest | None = None):
         self._group = group
         self.path = path
-        attrs = dict(group.attrs)
-        self.attrs = attrs
-        self.num_nodes = int(attrs["num_nodes"])
-        self.num_edges = int(attrs["num_edges"])
-        self.directed = bool(attrs["directed"])
-        self.id_dtype = np.dtype(attrs["id_dtype"])
-        self.source = str(attrs.get("source", ""))
+        self.attrs = dict(group.attrs)
+        self.manifest = manifest if manifest is not None else GraphManifest.from_attrs(self.attrs, path)
+        self.num_nodes = self.manifest.num_nodes
+        self.num_edges = self.manifest.num_edges
+        self.directed = self.manifest.directed
+        self.id_dtype = np.dtype(self.manifest.id_dtype)
+        self.source = str(self.manifest.source)
         self.columns = tuple(c for c in COLUMNS if c in group.array_keys())
         self.chunk_size = int(group["src"].chunks[0])
 
@@ -141,18 +209,24 @@ class GraphStore:
         return self._group["id_map"][:]
 
 
-def open_complete_group(path: str, fmt: str, noun: str) -> zarr.Group:
-    """Open a Zarr group read-only and check it is a complete graphstream ``fmt`` store.
-
-    The one place that refuses missing, foreign and incomplete stores (graph
-    and snapshot stores alike); ``noun`` names the kind in the messages.
-    """
+def open_group(path: str, noun: str) -> zarr.Group:
+    """Open a Zarr group read-only; refuse a missing path or something that is not a group."""
     if not is_url(path) and not Path(path).exists():
         raise StoreError(f"{path}: no such {noun}")
     try:
-        group = zarr.open_group(path, mode="r")
+        return zarr.open_group(path, mode="r")
     except Exception as exc:  # zarr raises several types for "not a group"
         raise StoreError(f"{path}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
+
+
+def open_complete_group(path: str, fmt: str, noun: str) -> zarr.Group:
+    """Open a Zarr group read-only and check it is a complete graphstream ``fmt`` store.
+
+    Refuses missing, foreign and incomplete stores whose format has no typed
+    manifest of its own here; ``noun`` names the kind in the messages. Graph
+    stores are checked by :meth:`GraphManifest.from_attrs`.
+    """
+    group = open_group(path, noun)
     found = group.attrs.get("format")
     if found != fmt:
         raise StoreError(f"{path}: not a graphstream {noun} (format={found!r}, expected {fmt!r})")
@@ -165,16 +239,16 @@ def open_complete_group(path: str, fmt: str, noun: str) -> zarr.Group:
 def open_store(path: str | os.PathLike) -> GraphStore:
     """Open a complete graph store; refuse missing, foreign or incomplete ones."""
     path_s = str(path)
-    group = open_complete_group(path_s, FORMAT, "graph store")
-    attrs = dict(group.attrs)
+    group = open_group(path_s, "graph store")
+    manifest = GraphManifest.from_attrs(dict(group.attrs), path_s)
     keys = set(group.array_keys())
     if not {"src", "dst"} <= keys:
         raise StoreError(f"{path_s}: store lacks src/dst arrays (has {sorted(keys)})")
-    n = int(attrs["num_edges"])
+    n = manifest.num_edges
     for c in COLUMNS:
         if c in keys and group[c].shape != (n,):
             raise StoreError(f"{path_s}: column {c!r} has shape {group[c].shape}, expected ({n},)")
-    return GraphStore(group, path_s)
+    return GraphStore(group, path_s, manifest)
 
 
 def validate_store(path: str | os.PathLike, deep: bool = False) -> GraphStore:
@@ -261,7 +335,7 @@ class GraphWriter:
             group = zarr.open_group(self.path, mode="w-")
         # Written first and flipped last: a crash anywhere in between leaves an
         # incomplete store that open_store refuses.
-        group.attrs.update({"format": FORMAT, "version": VERSION, "complete": False})
+        group.attrs.update(GraphManifest.header())
         return group
 
     def _create_array(self, name: str, dtype: np.dtype) -> zarr.Array:
@@ -407,7 +481,9 @@ class GraphWriter:
         }
         meta.update(self.extra_attrs)
         meta.update(attrs or {})
-        self._group.attrs.update(meta)
+        # The writer's attributes go through the same validation as a reader's.
+        manifest = GraphManifest.from_attrs({**GraphManifest.header(), **meta, "complete": True}, self.path)
+        self._group.attrs.update({k: v for k, v in manifest.to_attrs().items() if k != "complete"})
         self._group.attrs.update({"complete": True})
         self._closed = True
         return open_store(self.path)

@@ -8,6 +8,12 @@ whole: :func:`open_node_data` reads only their headers and checks them against
 the store, and rows are reached through memory maps (:meth:`NodeArray.memmap`
 maps only a window of rows, so that the pages a reader touches are released
 when the window is dropped).
+
+There is no manifest file: the ``.npy`` headers are the metadata.
+:class:`NodeArray` is one header, typed (:meth:`NodeArray.from_npy` reads and
+checks it, :func:`write_npy_header` writes one), and :class:`NodeData` the
+validated set of a folder (:meth:`NodeData.from_folder`, the one place the
+rules per kind of file are checked).
 """
 from __future__ import annotations
 
@@ -65,6 +71,25 @@ class NodeArray:
         """Memory map of the whole file (what an external reader would use)."""
         return np.load(self.path, mmap_mode="r")
 
+    @classmethod
+    def from_npy(cls, path: str | os.PathLike, name: str) -> NodeArray:
+        """Header of one node data file, checked to be a complete, C-ordered plain array."""
+        path = Path(path)
+        dtype, shape, fortran, offset = read_npy_header(path)
+        if dtype.hasobject or dtype.fields is not None:
+            raise NodeDataError(f"{path}: {name} has dtype {dtype}; plain numeric arrays only")
+        if len(shape) == 0:
+            raise NodeDataError(f"{path}: {name} is a scalar, expected one row per node")
+        if fortran and len(shape) > 1:
+            raise NodeDataError(f"{path}: {name} is stored in Fortran order; save it C-ordered "
+                                "(numpy.save(path, numpy.ascontiguousarray(a)))")
+        arr = cls(name=name, path=str(path), dtype=dtype, shape=shape, offset=offset)
+        expected = offset + arr.nbytes
+        size = path.stat().st_size
+        if size < expected:
+            raise NodeDataError(f"{path}: {name} is truncated ({size} bytes, header promises {expected})")
+        return arr
+
 
 @dataclass(frozen=True)
 class NodeData:
@@ -92,6 +117,38 @@ class NodeData:
         """Bytes of node data per node, all files together."""
         return sum(a.row_bytes for a in self.arrays.values())
 
+    @classmethod
+    def from_folder(cls, path: str | os.PathLike, num_nodes: int, *, require_features: bool = True) -> NodeData:
+        """Find and check the node data files of a folder against a graph of ``num_nodes`` nodes.
+
+        Recognised: ``features.npy``, ``labels.npy``, ``*_mask.npy``; other files
+        are ignored. Raises :class:`NodeDataError` for a missing folder, missing
+        features (when required), a row count other than ``num_nodes``, a wrong
+        dtype or shape, a Fortran-ordered or truncated file.
+        """
+        folder = Path(path)
+        if not folder.exists():
+            raise NodeDataError(f"{folder}: no such node data folder")
+        if not folder.is_dir():
+            raise NodeDataError(f"{folder}: node data must be a folder holding features.npy, labels.npy, "
+                                "*_mask.npy")
+        arrays: dict[str, NodeArray] = {}
+        names = [FEATURES, LABELS] + sorted(p.name[:-4] for p in folder.glob(f"*{MASK_SUFFIX}.npy"))
+        for name in names:
+            file = folder / f"{name}.npy"
+            if not file.is_file():
+                continue
+            arr = NodeArray.from_npy(file, name)
+            _check_kind(arr, num_nodes)
+            arrays[name] = arr
+        if require_features and FEATURES not in arrays:
+            found = sorted(p.name for p in folder.glob("*.npy"))
+            raise NodeDataError(f"{folder}: node data folder has no features.npy "
+                                f"(found {found or 'no .npy files'})")
+        if not arrays:
+            raise NodeDataError(f"{folder}: no node data files (features.npy, labels.npy, *_mask.npy)")
+        return cls(path=str(folder), num_nodes=int(num_nodes), arrays=arrays)
+
 
 def read_npy_header(path: str | os.PathLike) -> tuple[np.dtype, tuple[int, ...], bool, int]:
     """(dtype, shape, fortran_order, data offset) of a ``.npy`` file, reading only its header."""
@@ -113,23 +170,22 @@ def read_npy_header(path: str | os.PathLike) -> tuple[np.dtype, tuple[int, ...],
     return np.dtype(dtype), tuple(int(s) for s in shape), bool(fortran), int(offset)
 
 
+def write_npy_header(file, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """Write the header of a C-ordered ``.npy`` file of ``dtype`` and ``shape`` at the file's position
+    (format 1.0, or 2.0 when the header exceeds 64 KiB); the rows follow."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+              "shape": tuple(int(s) for s in shape)}
+    start = file.tell()
+    try:
+        np.lib.format.write_array_header_1_0(file, header)
+    except ValueError:  # header over 64 KiB (enormous shapes): format 2.0
+        file.seek(start)
+        np.lib.format.write_array_header_2_0(file, header)
+
+
 def describe_npy(path: str | os.PathLike, name: str) -> NodeArray:
-    """Header of one node data file, checked to be a complete, C-ordered plain array."""
-    path = Path(path)
-    dtype, shape, fortran, offset = read_npy_header(path)
-    if dtype.hasobject or dtype.fields is not None:
-        raise NodeDataError(f"{path}: {name} has dtype {dtype}; plain numeric arrays only")
-    if len(shape) == 0:
-        raise NodeDataError(f"{path}: {name} is a scalar, expected one row per node")
-    if fortran and len(shape) > 1:
-        raise NodeDataError(f"{path}: {name} is stored in Fortran order; save it C-ordered "
-                            "(numpy.save(path, numpy.ascontiguousarray(a)))")
-    arr = NodeArray(name=name, path=str(path), dtype=dtype, shape=shape, offset=offset)
-    expected = offset + arr.nbytes
-    size = path.stat().st_size
-    if size < expected:
-        raise NodeDataError(f"{path}: {name} is truncated ({size} bytes, header promises {expected})")
-    return arr
+    """Header of one node data file, checked (see :meth:`NodeArray.from_npy`)."""
+    return NodeArray.from_npy(path, name)
 
 
 def _check_kind(arr: NodeArray, num_nodes: int) -> None:
@@ -155,30 +211,5 @@ def _check_kind(arr: NodeArray, num_nodes: int) -> None:
 
 
 def open_node_data(path: str | os.PathLike, num_nodes: int, *, require_features: bool = True) -> NodeData:
-    """Find and check the node data files of a folder against a graph of ``num_nodes`` nodes.
-
-    Recognised: ``features.npy``, ``labels.npy``, ``*_mask.npy``; other files
-    are ignored. Raises :class:`NodeDataError` for a missing folder, missing
-    features (when required), a row count other than ``num_nodes``, a wrong
-    dtype or shape, a Fortran-ordered or truncated file.
-    """
-    folder = Path(path)
-    if not folder.exists():
-        raise NodeDataError(f"{folder}: no such node data folder")
-    if not folder.is_dir():
-        raise NodeDataError(f"{folder}: node data must be a folder holding features.npy, labels.npy, *_mask.npy")
-    arrays: dict[str, NodeArray] = {}
-    names = [FEATURES, LABELS] + sorted(p.name[:-4] for p in folder.glob(f"*{MASK_SUFFIX}.npy"))
-    for name in names:
-        file = folder / f"{name}.npy"
-        if not file.is_file():
-            continue
-        arr = describe_npy(file, name)
-        _check_kind(arr, num_nodes)
-        arrays[name] = arr
-    if require_features and FEATURES not in arrays:
-        found = sorted(p.name for p in folder.glob("*.npy"))
-        raise NodeDataError(f"{folder}: node data folder has no features.npy (found {found or 'no .npy files'})")
-    if not arrays:
-        raise NodeDataError(f"{folder}: no node data files (features.npy, labels.npy, *_mask.npy)")
-    return NodeData(path=str(folder), num_nodes=int(num_nodes), arrays=arrays)
+    """The checked node data of a folder (see :meth:`NodeData.from_folder`)."""
+    return NodeData.from_folder(path, num_nodes, require_features=require_features)

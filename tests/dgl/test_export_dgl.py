@@ -154,11 +154,12 @@ def test_load_partition_equals_parts_toy(tmp_path, monkeypatch, directed):
 
 def test_part_to_dgl(tmp_path):
     from graphstream import open_partitions
+    from graphstream.export.dgl import part_to_dgl
 
     parts, src = toy_dataset(tmp_path / "parts")
     ours = ours_by_part(parts)
     for p, part in enumerate(open_partitions(parts)):
-        g = part.to_dgl()
+        g = part_to_dgl(part)
         gid = g.ndata[dgl.NID].numpy()
         s, d = g.edges()
         assert np.array_equal(edge_keys(gid[s.numpy()], gid[d.numpy()], 60), ours[p][1])

@@ -1,13 +1,16 @@
 """Reading a partitioned dataset: ``open_partitions(DIR)`` for trainers and exporters.
 
-Everything is memory-mapped; nothing is read until used. Opening checks the
-manifest and every part's file headers (sizes only, cheap), so a missing or
-inconsistent part is reported at once, by name. torch is imported only by
-:meth:`Part.to_torch`.
+Everything is memory-mapped; nothing is read until used. Opening validates
+the manifest once (:class:`PartitionsManifest`) and every part's file
+headers against it (sizes only, cheap), so a missing or inconsistent part is
+reported at once, by name; what :func:`open_partitions` returns needs no
+further structural checks downstream. torch is imported only by
+:meth:`Part.to_torch`; the DGL and PyG views of a part live with the
+exporters (:func:`graphstream.export.dgl.part_to_dgl`,
+:func:`graphstream.export.pyg.part_to_pyg`).
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,15 +19,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..errors import GraphStreamError, StoreError
-from ..store.nodedata import MASK_SUFFIX, read_npy_header
-from .manifest import FORMAT, MANIFEST, REQUIRED_FILES, TOP_LEVEL_KEYS, VERSION
+from ..errors import GraphStreamError
+from .nodedata import MASK_SUFFIX, read_npy_header
+from .partitions_manifest import (FORMAT, REQUIRED_FILES, VERSION, PartEntry, PartitionsError, PartitionsManifest,
+                                  read_manifest)
 
 NODE_FILES = ("features", "labels")
-
-
-class PartitionsError(StoreError):
-    """A partitioned dataset is missing, malformed or inconsistent (raised by the loader)."""
 
 
 @dataclass(frozen=True)
@@ -126,29 +126,22 @@ class Part:
         return (Part, (self.path, self.index, self.num_inner, self.num_halo, self.num_edges, self.num_train,
                        self.node_files))
 
-    def to_dgl(self):
-        """The part as a ``dgl.DGLGraph`` over local ids (see :func:`graphstream.export.dgl.part_to_dgl`)."""
-        from ..export.dgl import part_to_dgl  # imports dgl only when called
-
-        return part_to_dgl(self)
-
-    def to_pyg(self):
-        """The part as a ``torch_geometric.data.Data`` (see :func:`graphstream.export.pyg.part_to_pyg`)."""
-        from ..export.pyg import part_to_pyg  # imports torch_geometric only when called
-
-        return part_to_pyg(self)
-
     def __repr__(self) -> str:
         return (f"Part({self.index}, inner={self.num_inner}, halo={self.num_halo}, edges={self.num_edges}, "
                 f"node data={list(self.node_files)})")
 
 
 class PartitionedDataset:
-    """A partitioned dataset folder: ``manifest``, ``len()``, ``[i]`` -> :class:`Part`."""
+    """A partitioned dataset folder: ``manifest``, ``len()``, ``[i]`` -> :class:`Part`.
 
-    def __init__(self, path: Path, manifest: dict[str, Any], parts: list[Part]):
+    ``info`` is the validated :class:`PartitionsManifest`; ``manifest`` the
+    same as a plain JSON dict (what ``manifest.json`` holds).
+    """
+
+    def __init__(self, path: Path, info: PartitionsManifest, parts: list[Part]):
         self.path = path
-        self.manifest = manifest
+        self.info = info
+        self.manifest: dict[str, Any] = info.to_json()
         self._parts = parts
 
     @property
@@ -157,11 +150,11 @@ class PartitionedDataset:
 
     @property
     def num_nodes(self) -> int:
-        return int(self.manifest["num_nodes"])
+        return self.info.num_nodes
 
     @property
     def directed(self) -> bool:
-        return bool(self.manifest["directed"])
+        return self.info.directed
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -175,39 +168,9 @@ class PartitionedDataset:
         return iter(self._parts)
 
     def __repr__(self) -> str:
-        m = self.manifest
-        return (f"PartitionedDataset({str(self.path)!r}, {m['algorithm']}, {len(self)} parts, "
-                f"{m['num_nodes']} nodes, {m['num_edges']} edges)")
-
-
-def _fail(path: Path, message: str) -> PartitionsError:
-    return PartitionsError(f"{path}: {message}")
-
-
-def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
-    folder = Path(path)
-    if not folder.exists():
-        raise _fail(folder, "no such partitioned dataset")
-    file = folder / MANIFEST
-    if not file.is_file():
-        raise _fail(folder, f"no {MANIFEST}: not a partitioned dataset (or an unfinished build)")
-    try:
-        with open(file, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _fail(file, f"unreadable manifest ({exc})") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-        raise _fail(file, f"format is {got!r}, expected {FORMAT!r}")
-    if manifest.get("version") != VERSION:
-        raise _fail(file, f"version {manifest.get('version')!r} is not supported (expected {VERSION})")
-    missing = [k for k in TOP_LEVEL_KEYS if k not in manifest]
-    if missing:
-        raise _fail(file, f"manifest lacks {missing}")
-    if not isinstance(manifest["parts"], list) or len(manifest["parts"]) != manifest["num_parts"]:
-        n = len(manifest["parts"]) if isinstance(manifest["parts"], list) else "no"
-        raise _fail(file, f"num_parts is {manifest['num_parts']} but {n} parts are listed")
-    return manifest
+        m = self.info
+        return (f"PartitionedDataset({str(self.path)!r}, {m.algorithm}, {len(self)} parts, "
+                f"{m.num_nodes} nodes, {m.num_edges} edges)")
 
 
 def _header(part_dir: Path, name: str, where: str) -> tuple[np.dtype, tuple[int, ...]]:
@@ -225,20 +188,14 @@ def _header(part_dir: Path, name: str, where: str) -> tuple[np.dtype, tuple[int,
     return dtype, shape
 
 
-def _check_part(folder: Path, i: int, entry: dict[str, Any], node_files: tuple[str, ...] | None) -> Part:
-    where = f"{folder}: part {i}"
-    try:
-        rel = entry["path"]
-        num_inner, num_halo = int(entry["num_inner"]), int(entry["num_halo"])
-        num_edges, num_train = int(entry["num_edges"]), int(entry["num_train"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PartitionsError(f"{where}: malformed manifest entry {entry!r}") from exc
-    part_dir = folder / rel
-    where = f"{folder}: part {i} ({rel})"
+def _check_part(folder: Path, i: int, entry: PartEntry, node_files: tuple[str, ...] | None) -> Part:
+    """The part's files against its manifest entry: headers, shapes, integer dtypes, node data rows."""
+    part_dir = folder / entry.path
+    where = f"{folder}: part {i} ({entry.path})"
     if not part_dir.is_dir():
         raise PartitionsError(f"{where}: part folder is missing")
-    n_local = num_inner + num_halo
-    expect = {"global_ids": (n_local,), "indptr": (n_local + 1,), "indices": (num_edges,),
+    n_local = entry.num_nodes
+    expect = {"global_ids": (n_local,), "indptr": (n_local + 1,), "indices": (entry.num_edges,),
               "degree": (n_local,)}
     for name in (f[:-4] for f in REQUIRED_FILES):
         dtype, shape = _header(part_dir, name, where)
@@ -255,26 +212,31 @@ def _check_part(folder: Path, i: int, entry: dict[str, Any], node_files: tuple[s
         if not shape or shape[0] != n_local:
             raise PartitionsError(f"{where}: {name}.npy has {shape[0] if shape else 0} rows, "
                                   f"the part has {n_local} nodes")
-    return Part(path=part_dir, index=i, num_inner=num_inner, num_halo=num_halo, num_edges=num_edges,
-                num_train=num_train, node_files=present)
+    return Part(path=part_dir, index=i, num_inner=entry.num_inner, num_halo=entry.num_halo,
+                num_edges=entry.num_edges, num_train=entry.num_train, node_files=present)
 
 
 def open_partitions(path: str | os.PathLike) -> PartitionedDataset:
     """Open a partitioned dataset written by ``graphstream partition --out`` (or build_partitions).
 
+    Guarantees, once it returns: the manifest is valid, the parts' inner
+    counts sum to ``num_nodes``, every part has its four CSR files with the
+    shapes the manifest implies (integer dtypes, not truncated), and every
+    part has the same node data files, one row per local node.
+
     Raises :class:`PartitionsError` (a :class:`GraphStreamError`) naming the
     part when the manifest or a part is missing, truncated or inconsistent.
     """
     folder = Path(path)
-    manifest = read_manifest(folder)
+    info = read_manifest(folder)
     parts: list[Part] = []
     node_files: tuple[str, ...] | None = None
-    total_inner = 0
-    for i, entry in enumerate(manifest["parts"]):
+    for i, entry in enumerate(info.parts):
         part = _check_part(folder, i, entry, node_files)
         node_files = part.node_files
-        total_inner += part.num_inner
         parts.append(part)
-    if total_inner != manifest["num_nodes"]:
-        raise _fail(folder, f"parts hold {total_inner} inner nodes, the manifest says {manifest['num_nodes']} nodes")
-    return PartitionedDataset(folder, manifest, parts)
+    return PartitionedDataset(folder, info, parts)
+
+
+__all__ = ["FORMAT", "VERSION", "Part", "PartEntry", "PartitionedDataset", "PartitionsError", "PartitionsManifest",
+           "open_partitions"]

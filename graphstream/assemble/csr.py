@@ -1,0 +1,165 @@
+"""Pass 2 of the builder: one part's CSR over local ids, from its spill file, in bounded memory.
+
+Read the part's spill file in fixed-size chunks. First scan: count row
+lengths and collect the halo. Then a counting sort fills the column indices
+row block by row block in a fixed buffer, each block written sequentially to
+``indices.npy``. Large parts cost extra scans, never RAM.
+
+Local ids: inner nodes first in ascending global id, then halo nodes in
+ascending global id; the columns of each row are sorted ascending.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from ..store.partitions_manifest import write_part_meta
+from .config import BuildConfig
+from .features import NpyWriter
+from .spill import Spill
+
+
+@njit(cache=True, nogil=True)
+def _count_rows(pairs, undirected, local, rowcount, halo, num_halo):
+    """First scan of a spill chunk: row lengths by global id, and new halo nodes.
+
+    ``local[x]`` is the local id of inner nodes, -1 for unseen nodes; a halo
+    node is marked -2 and appended to ``halo``. Returns the new halo count.
+    """
+    for e in range(pairs.shape[0]):
+        u = pairs[e, 0]
+        v = pairs[e, 1]
+        rowcount[v] += 1
+        if local[u] == -1:
+            local[u] = -2
+            halo[num_halo] = u
+            num_halo += 1
+        if undirected:
+            if u != v:
+                rowcount[u] += 1
+            if local[v] == -1:
+                local[v] = -2
+                halo[num_halo] = v
+                num_halo += 1
+    return num_halo
+
+
+@njit(cache=True, nogil=True)
+def _fill_rows(pairs, undirected, local, row_lo, row_hi, cursor, out):
+    """Counting-sort step: put the columns of rows [row_lo, row_hi) at ``cursor[row - row_lo]``."""
+    for e in range(pairs.shape[0]):
+        lu = local[pairs[e, 0]]
+        lv = local[pairs[e, 1]]
+        if row_lo <= lv < row_hi:
+            i = cursor[lv - row_lo]
+            out[i] = lu
+            cursor[lv - row_lo] = i + 1
+        if undirected and lu != lv and row_lo <= lu < row_hi:
+            i = cursor[lu - row_lo]
+            out[i] = lv
+            cursor[lu - row_lo] = i + 1
+
+
+@njit(cache=True, nogil=True)
+def _sort_rows(indptr, out):
+    """Sort every row's columns (``indptr`` relative to ``out``)."""
+    for r in range(indptr.shape[0] - 1):
+        a = indptr[r]
+        b = indptr[r + 1]
+        if b - a > 24:
+            out[a:b].sort()  # in place, no allocation
+        else:  # most rows are short: insertion sort
+            for i in range(a + 1, b):
+                x = out[i]
+                j = i - 1
+                while j >= a and out[j] > x:
+                    out[j + 1] = out[j]
+                    j -= 1
+                out[j + 1] = x
+
+
+@dataclass
+class Scratch:
+    """O(num_nodes) arrays reused by every part; reset through the part's node ids."""
+    local: np.ndarray     # global -> local id (-1 unseen, -2 halo not yet numbered)
+    rowcount: np.ndarray  # row length by global id
+    halo: np.ndarray      # halo ids found so far
+
+    @classmethod
+    def create(cls, num_nodes: int, id_dtype: np.dtype) -> Scratch:
+        local_dtype = np.int32 if num_nodes < 2**31 else np.int64
+        return cls(local=np.full(num_nodes, -1, dtype=local_dtype),
+                   rowcount=np.zeros(num_nodes, dtype=np.int64),
+                   halo=np.empty(num_nodes, dtype=id_dtype))
+
+    def reset(self, global_ids: np.ndarray) -> None:
+        self.local[global_ids] = -1
+        self.rowcount[global_ids] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartShape:
+    num_inner: int
+    num_halo: int
+    num_edges: int
+
+
+def build_part_csr(spill: Spill, p: int, inner: np.ndarray, undirected: bool, scratch: Scratch,
+                   part_dir: Path, degree: np.ndarray, config: BuildConfig) -> tuple[np.ndarray, PartShape]:
+    """Write ``global_ids.npy``, ``indptr.npy``, ``indices.npy``, ``degree.npy`` of part ``p``.
+
+    Returns the part's global ids (inner then halo) and its sizes.
+    """
+    pair_bytes = 2 * spill.id_dtype.itemsize
+    chunk_pairs = max(1, config.read_bytes // pair_bytes)
+    num_inner = len(inner)
+    local, rowcount = scratch.local, scratch.rowcount
+    local[inner] = np.arange(num_inner, dtype=local.dtype)
+
+    # Scan 1: row lengths and the halo.
+    num_halo = 0
+    for chunk in spill.read(p, chunk_pairs):
+        num_halo = _count_rows(chunk, undirected, local, rowcount, scratch.halo, num_halo)
+    halo = np.sort(scratch.halo[:num_halo])
+    local[halo] = np.arange(num_inner, num_inner + num_halo, dtype=local.dtype)
+    global_ids = np.concatenate([inner.astype(spill.id_dtype, copy=False), halo])
+    n_local = len(global_ids)
+
+    indptr = np.zeros(n_local + 1, dtype=np.int64)
+    np.cumsum(rowcount[global_ids], out=indptr[1:])
+    nnz = int(indptr[-1])
+    index_dtype = np.dtype(np.int32) if n_local < 2**31 else np.dtype(np.int64)
+
+    # Scan 2+: counting sort by row, one block of rows per buffer load.
+    buf_entries = max(1, config.sort_bytes // index_dtype.itemsize)
+    with NpyWriter(part_dir / "indices.npy", index_dtype, (nnz,)) as writer:
+        row = 0
+        while row < n_local:
+            # Largest block of rows whose columns fit the buffer (at least one row).
+            end = int(np.searchsorted(indptr, indptr[row] + buf_entries, side="right")) - 1
+            end = min(max(end, row + 1), n_local)
+            size = int(indptr[end] - indptr[row])
+            if size:
+                out = np.empty(size, dtype=index_dtype)
+                cursor = indptr[row:end] - indptr[row]
+                for chunk in spill.read(p, chunk_pairs):
+                    _fill_rows(chunk, undirected, local, row, end, cursor, out)
+                _sort_rows(indptr[row:end + 1] - indptr[row], out)
+                writer.write(out)
+                del out
+            row = end
+
+    _save(part_dir / "indptr.npy", indptr)
+    _save(part_dir / "global_ids.npy", global_ids)
+    _save(part_dir / "degree.npy", degree[global_ids])
+    write_part_meta(part_dir, num_inner)
+    scratch.reset(global_ids)
+    return global_ids, PartShape(num_inner, num_halo, nnz)
+
+
+def _save(path: Path, arr: np.ndarray) -> None:
+    with NpyWriter(path, arr.dtype, arr.shape) as writer:
+        writer.write(arr)
