@@ -6,11 +6,11 @@ PIP    := $(VENV)/bin/pip
 WORK   ?= work
 DATASETS ?= ../shared/datasets
 
-.PHONY: setup test test-dgl demo clean
+.PHONY: setup test test-dgl demo clean lint
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c constraints.txt -e ".[train,test,pyg]"
+	$(PIP) install -q -c constraints.txt -e ".[train,test,pyg,lint]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -30,3 +30,8 @@ demo: setup
 
 clean:
 	rm -rf $(WORK)
+
+# Style and layering: ruff (pyproject [tool.ruff]) and import-linter (pyproject [tool.importlinter]).
+lint: setup
+	$(VENV)/bin/ruff check graphstream trainer tools tests
+	$(VENV)/bin/lint-imports

@@ -1,16 +1,31 @@
-"""graphstream: partition and store graphs larger than memory, feed them to GNN trainers."""
+"""graphstream: partition and store graphs larger than memory, feed them to GNN trainers.
+
+The public names are loaded on first use (PEP 562), so that ``import
+graphstream`` and ``graphstream --help`` import neither zarr, numba nor torch:
+the stores need zarr, the dynamic-graph readers numba kernels.
+"""
+from importlib import import_module
+
 from .errors import GraphStreamError
-from .store import GraphStore, GraphWriter, open_store
-from .assemble.loader import open_partitions  # numpy only: no numba, no torch
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "GraphStore": "graphstream.store", "GraphWriter": "graphstream.store", "open_store": "graphstream.store",
+    "open_partitions": "graphstream.store",
+    "open_snapshots": "graphstream.dynamic", "open_dynamic_partitions": "graphstream.dynamic",
+}
 
 
 def __getattr__(name: str):
-    # The dynamic-graph readers import numba kernels: load them only when asked for.
-    if name in ("open_snapshots", "open_dynamic_partitions"):
-        from . import dynamic
-        return getattr(dynamic, name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'graphstream' has no attribute {name!r}")
 
-__version__ = "0.1.0"
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 __all__ = ["GraphStore", "GraphStreamError", "GraphWriter", "open_dynamic_partitions", "open_partitions",
            "open_snapshots", "open_store", "__version__"]

@@ -1,9 +1,20 @@
 """The ``graphstream`` command.
 
-Each subcommand lives in ``graphstream/commands/<name>.py`` and exposes
-``register(subparsers)``, which adds its parser and sets ``run`` to a function
-``run(args) -> dict``. The CLI owns stdout: with ``--json`` it prints exactly
-one JSON object; otherwise ``key: value`` lines. Errors caused by input
+Subcommands are listed once, in :data:`COMMANDS` (name -> module, one-line
+help). A command module exposes ``configure(parser)``, which adds its
+arguments and sets ``run`` to a function ``run(args) -> dict``; argparse
+stays in these modules, the library below them takes typed configs.
+
+Dispatch is lazy: ``graphstream info ...`` imports only
+``graphstream.commands.info``; ``graphstream --help`` imports no command
+module. Commands of other packages plug in through the entry-point group
+``graphstream.commands`` (name = "module"; the module exposes ``HELP`` and
+``configure``): the trainer registers ``graphstream train`` that way, so the
+core never imports it. Entry points are only looked up for a name that is not
+built in, or to list every command.
+
+The CLI owns stdout: with ``--json`` it prints exactly one JSON object;
+otherwise ``key: value`` lines. Errors caused by input
 (:class:`GraphStreamError`, missing files) print one line on stderr and exit 2.
 """
 from __future__ import annotations
@@ -11,28 +22,73 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from types import ModuleType
 
-from . import __version__, commands
+from . import __version__
+from .commands.flags import json_flag
 from .errors import GraphStreamError
 
+PLUGIN_GROUP = "graphstream.commands"
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS: dict[str, tuple[str, str]] = {
+    "dataset": ("graphstream.commands.dataset",
+                "write a shared real dataset (cora, citeseer, facebook) as "
+                "OUT_DIR/graph.zarr + features/labels/masks .npy"),
+    "export": ("graphstream.commands.export",
+               "write a partitioned dataset in DistDGL's or PyG's partition format"),
+    "generate": ("graphstream.commands.generate", "generate a synthetic graph into a graph store"),
+    "info": ("graphstream.commands.info", "describe a graph store (degrees computed by streaming)"),
+    "ingest": ("graphstream.commands.ingest",
+               "read an edge file (SNAP/CSV/TSV[.gz|.bz2|.xz], npy, parquet) into a graph store"),
+    "partition": ("graphstream.commands.partition", "partition a graph store by streaming its edges"),
+    "snapshots": ("graphstream.commands.snapshots",
+                  "cut a timestamped graph store into snapshots (keyframes + deltas)"),
+}
+
+
+def _plugins() -> dict[str, str]:
+    """Plug-in commands: name -> module, from installed entry points (built-in names win)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value.split(":")[0] for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in COMMANDS}
+
+
+def _selected(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is not an option)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with full arguments for the command ``argv`` names (every command if None).
+
+    The other commands get a bare parser with their help line, enough for
+    ``graphstream --help`` and for argparse's "invalid choice" message.
+    """
     parser = argparse.ArgumentParser(
         prog="graphstream",
         description="Partition and store graphs larger than memory, and feed them to GNN trainers.")
     parser.add_argument("--version", action="version", version=f"graphstream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{commands.__name__}.{mod.name}").register(sub)
+    selected = None if argv is None else _selected(argv)
+    modules: dict[str, str | ModuleType] = {name: module for name, (module, _) in COMMANDS.items()}
+    if selected is None or selected not in COMMANDS:
+        modules.update(_plugins())
+    for name in sorted(modules):
+        full = argv is None or name == selected
+        module = modules[name]
+        if name in COMMANDS:
+            help_line = COMMANDS[name][1]
+            if full:
+                module = importlib.import_module(module)
+        else:  # a plug-in's help line is in its module: import it (plug-ins keep their imports light)
+            module = importlib.import_module(module)
+            help_line = module.HELP
+        command = sub.add_parser(name, help=help_line, parents=[json_flag()])
+        if full:
+            module.configure(command)
     return parser
-
-
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
 def _print_human(result: dict, indent: str = "") -> None:
@@ -49,7 +105,8 @@ def _print_human(result: dict, indent: str = "") -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else [str(word) for word in argv]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         result = args.run(args)

@@ -1,19 +1,19 @@
 """graphstream dataset cora|citeseer|facebook OUT_DIR: a graph store plus node data (.npy)."""
 from __future__ import annotations
 
+from .flags import add_overwrite
+
 from .._resources import peak_rss_bytes
 
 
-def register(sub) -> None:
-    p = sub.add_parser("dataset", help="write a shared real dataset (cora, citeseer, facebook) as "
-                                       "OUT_DIR/graph.zarr + features/labels/masks .npy")
+def configure(p) -> None:
+
     p.add_argument("name", choices=["cora", "citeseer", "facebook"], help="dataset")
     p.add_argument("out_dir", help="output folder")
     p.add_argument("--root", default="../shared/datasets", help="shared datasets folder "
                                                                 "(default ../shared/datasets)")
     p.add_argument("--seed", type=int, default=0, help="split seed (facebook; default 0)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_overwrite(p, "an existing output folder")
     p.set_defaults(run=run)
 
 

@@ -1,10 +1,11 @@
 """graphstream export PARTS_DIR --to dgl|pyg OUT [--overwrite] [--graph-name NAME] [--json]."""
 from __future__ import annotations
 
+from .flags import add_overwrite
 
-def register(sub) -> None:
-    p = sub.add_parser("export", help="write a partitioned dataset in DistDGL's or PyG's partition format",
-                       description="Write a partitioned dataset (graphstream partition --out) in the partition "
+
+def configure(p) -> None:
+    p.description = ("Write a partitioned dataset (graphstream partition --out) in the partition "
                                    "format of DistDGL (dgl.distributed.load_partition, DistGraph) or PyG "
                                    "(torch_geometric.distributed.LocalGraphStore/LocalFeatureStore.from_partition). "
                                    "--to dgl needs the dgl package: run it with .venv-dgl/bin/graphstream "
@@ -15,8 +16,7 @@ def register(sub) -> None:
     p.add_argument("out", help="output folder (written atomically)")
     p.add_argument("--graph-name", default=None,
                    help="DGL: graph name in the config and for DistGraph (default: OUT's folder name)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_overwrite(p, "an existing output")
     p.set_defaults(run=run)
 
 

@@ -1,14 +1,15 @@
 """graphstream generate rmat OUT.zarr --scale S --edge-factor F [--seed N]: synthetic graphs."""
 from __future__ import annotations
 
+from .flags import add_overwrite, json_flag
+
 from .._resources import Stopwatch, peak_rss_bytes
 from ..store import DEFAULT_CHUNK
 
 
-def register(sub) -> None:
-    p = sub.add_parser("generate", help="generate a synthetic graph into a graph store")
+def configure(p) -> None:
     kinds = p.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
-    r = kinds.add_parser("rmat", help="Graph500 Kronecker/R-MAT graph (a=0.57, b=c=0.19), seeded, "
+    r = kinds.add_parser("rmat", parents=[json_flag()], help="Graph500 Kronecker/R-MAT graph (a=0.57, b=c=0.19), seeded, "
                                       "2**S nodes and F*2**S edges, vertex ids randomly permuted")
     r.add_argument("out", help="output graph store (.zarr)")
     r.add_argument("--scale", type=int, required=True, help="S: the graph has 2**S nodes")
@@ -18,8 +19,7 @@ def register(sub) -> None:
                    help="record the graph as undirected (each edge once, both directions), as Graph500 does")
     r.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
                    help=f"edges per store chunk (default {DEFAULT_CHUNK}); does not change the edges")
-    r.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
-    r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_overwrite(r, "OUT if it exists")
     r.set_defaults(run=run)
 
 

@@ -7,10 +7,9 @@ from .._resources import Stopwatch, peak_rss_bytes
 from ..store import degree_pass, open_store
 
 
-def register(sub) -> None:
-    p = sub.add_parser("info", help="describe a graph store (degrees computed by streaming)")
+def configure(p) -> None:
+
     p.add_argument("store", help="graph store (.zarr)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(run=run)
 
 

@@ -1,6 +1,8 @@
 """graphstream ingest SRC OUT.zarr: read an edge file into a graph store."""
 from __future__ import annotations
 
+from .flags import add_overwrite
+
 import os
 
 from .._resources import Stopwatch, peak_rss_bytes
@@ -13,9 +15,8 @@ def _column(value: str) -> int | str:
     return int(value) if value.lstrip("-").isdigit() else value
 
 
-def register(sub) -> None:
-    p = sub.add_parser("ingest", help="read an edge file (SNAP/CSV/TSV[.gz|.bz2|.xz], npy, parquet) "
-                                      "into a graph store")
+def configure(p) -> None:
+
     p.add_argument("source", help="edge file")
     p.add_argument("out", help="output graph store (.zarr)")
     p.add_argument("--format", dest="fmt", default="auto",
@@ -36,8 +37,7 @@ def register(sub) -> None:
     p.add_argument("--num-nodes", type=int, default=None, metavar="N",
                    help="declared node count (ids must be below it; default max id + 1)")
     p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, metavar="N", help="edges per stored chunk")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_overwrite(p, "an existing output")
     p.set_defaults(run=run)
 
 

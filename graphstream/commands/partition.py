@@ -6,6 +6,8 @@ graphstream.dynamic (``--algo pgc``).
 """
 from __future__ import annotations
 
+from .flags import add_overwrite
+
 import importlib
 import tempfile
 from pathlib import Path
@@ -15,10 +17,9 @@ from ..errors import GraphStreamError, ParameterError, StoreError
 SNAPSHOT_FORMAT = "graphstream.snapshots"
 
 
-def register(sub) -> None:
+def configure(p) -> None:
     from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, MAX_PARTS
-    p = sub.add_parser("partition", help="partition a graph store by streaming its edges",
-                       description="Partition a graph store into K parts; print replication factor, "
+    p.description = ("Partition a graph store into K parts; print replication factor, "
                                    "balance, time and memory.")
     p.add_argument("store", help="graph store (.zarr) or snapshot store")
     p.add_argument("-k", "--parts", dest="k", type=int, default=None,
@@ -37,10 +38,9 @@ def register(sub) -> None:
     p.add_argument("--work-dir", default=None, help="where edge partitioners write part[e] (temp folder)")
     p.add_argument("--out", default=None, help="also build the partitioned dataset in this folder")
     p.add_argument("--nodes", default=None, help="node data folder (features.npy, labels.npy, masks)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    add_overwrite(p, "an existing --out folder")
     p.add_argument("--gpus", type=int, default=None, help="with --gpu-memory and no -k: choose K to fit")
     p.add_argument("--gpu-memory", type=int, default=None, help="bytes of memory per GPU")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(run=run)
 
 

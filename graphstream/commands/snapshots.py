@@ -1,9 +1,11 @@
 """graphstream snapshots STORE OUT.zarr --window SECONDS | --num-snapshots T: build a snapshot store."""
 from __future__ import annotations
 
+from .flags import add_overwrite
 
-def register(sub) -> None:
-    p = sub.add_parser("snapshots", help="cut a timestamped graph store into snapshots (keyframes + deltas)")
+
+def configure(p) -> None:
+
     p.add_argument("store", help="graph store (.zarr) with a time column")
     p.add_argument("out", help="snapshot store to write (.zarr)")
     g = p.add_mutually_exclusive_group(required=True)
@@ -20,8 +22,7 @@ def register(sub) -> None:
                        help="bucket the events by window on disk without checking the order")
     p.add_argument("--buffer-events", type=int, default=1 << 22,
                    help="events buffered before a sort-merge (memory bound, default 4Mi)")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_overwrite(p, "OUT if it exists")
     p.set_defaults(run=run)
 
 
