@@ -198,47 +198,45 @@ def gpu_section(work: Path, scale: int) -> dict:
     return {"scale": scale, "device": torch.cuda.get_device_name(0), "results": res}
 
 
+def _table(caption: str, columns: list[str], rows: list[list]) -> list[str]:
+    """A markdown table under its caption, then a blank line: the lines of one figures section."""
+    return ([caption, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            + ["| " + " | ".join(map(str, row)) + " |" for row in rows] + [""])
+
+
 def render_markdown(result: dict) -> str:
     """The figures section of docs/trainer.md from one bench result."""
-    lines = [f"Measured by `tools/bench_train.py` ({result['machine']['cpus']} CPUs, torch "
-             f"{result['machine']['torch']}, load average at start {result['machine']['load_average_start'][0]:.1f}; "
-             "a shared machine, so times are indicative).", ""]
+    lines = [(f"Measured by `tools/bench_train.py` ({result['machine']['cpus']} CPUs, torch "
+              f"{result['machine']['torch']}, load average at start {result['machine']['load_average_start'][0]:.1f}; "
+              "a shared machine, so times are indicative)."), ""]
     acc = result.get("accuracy")
     if acc:
-        lines += ["Test accuracy, GCN, 4 SPRING parts, 2 gloo workers, mean of 3 seeds (best-validation weights):", "",
-                  "| dataset | hidden / epochs | centralised | averaged, sync 1 | averaged, sync 10 | gap 1 / 10 (points) |",
-                  "|---|---|---|---|---|---|"]
-        for name, r in acc.items():
-            m = r["mean"]
-            lines.append(f"| {name} | {r['hidden']} / {r['epochs']} | {100 * m['centralized']:.2f} | "
-                         f"{100 * m['averaged_sync1']:.2f} | {100 * m['averaged_sync10']:.2f} | "
-                         f"{r['gap_sync1_points']:+.2f} / {r['gap_sync10_points']:+.2f} |")
-        lines.append("")
+        lines += _table(
+            "Test accuracy, GCN, 4 SPRING parts, 2 gloo workers, mean of 3 seeds (best-validation weights):",
+            ["dataset", "hidden / epochs", "centralised", "averaged, sync 1", "averaged, sync 10",
+             "gap 1 / 10 (points)"],
+            [[name, f"{r['hidden']} / {r['epochs']}", f"{100 * r['mean']['centralized']:.2f}",
+              f"{100 * r['mean']['averaged_sync1']:.2f}", f"{100 * r['mean']['averaged_sync10']:.2f}",
+              f"{r['gap_sync1_points']:+.2f} / {r['gap_sync10_points']:+.2f}"] for name, r in acc.items()])
     mod = result.get("models")
     if mod:
-        lines += ["Epoch time (s, worker 0's training per epoch) and test accuracy, one seed:", "",
-                  "| dataset | model | centralised acc | s/epoch | averaged acc | s/epoch | sync s/round |",
-                  "|---|---|---|---|---|---|---|"]
-        for name, r in mod.items():
-            for key, v in r["results"].items():
-                c, a = v["centralized"], v["averaged"]
-                lines.append(f"| {name} ({r['epochs']} ep.) | {key} | {100 * c['test_accuracy']:.1f} | "
-                             f"{c['epoch_seconds']:.3f} | {100 * a['test_accuracy']:.1f} | {a['epoch_seconds']:.3f} | "
-                             f"{a['sync_seconds_per_round']:.4f} |")
-        lines.append("")
+        lines += _table(
+            "Epoch time (s, worker 0's training per epoch) and test accuracy, one seed:",
+            ["dataset", "model", "centralised acc", "s/epoch", "averaged acc", "s/epoch", "sync s/round"],
+            [[f"{name} ({r['epochs']} ep.)", key, f"{100 * v['centralized']['test_accuracy']:.1f}",
+              f"{v['centralized']['epoch_seconds']:.3f}", f"{100 * v['averaged']['test_accuracy']:.1f}",
+              f"{v['averaged']['epoch_seconds']:.3f}", f"{v['averaged']['sync_seconds_per_round']:.4f}"]
+             for name, r in mod.items() for key, v in r["results"].items()])
     tr = result.get("transfer")
     if tr:
-        lines += ["Host -> device transfer over a whole sequence, full snapshots vs keyframe + deltas "
-                  f"({tr.get('note', 'device: ' + str(next(iter(tr.values()))['device']))}):", "",
-                  "| sequence | snapshots | edges/snapshot | full bytes | delta bytes | ratio | ratio after 1st | "
-                  "full s | delta s |", "|---|---|---|---|---|---|---|---|---|"]
-        for name, r in tr.items():
-            if not isinstance(r, dict):
-                continue
-            lines.append(f"| {name} | {r['snapshots']} | {r['edges_per_snapshot_mean']:.0f} | {r['full']['bytes']} | "
-                         f"{r['delta']['bytes']} | {r['bytes_ratio']:.2f}x | {r['bytes_ratio_after_first']:.2f}x | "
-                         f"{r['full']['seconds']:.4f} | {r['delta']['seconds']:.4f} |")
-        lines.append("")
+        lines += _table(
+            ("Host -> device transfer over a whole sequence, full snapshots vs keyframe + deltas "
+             f"({tr.get('note', 'device: ' + str(next(iter(tr.values()))['device']))}):"),
+            ["sequence", "snapshots", "edges/snapshot", "full bytes", "delta bytes", "ratio", "ratio after 1st",
+             "full s", "delta s"],
+            [[name, r["snapshots"], f"{r['edges_per_snapshot_mean']:.0f}", r["full"]["bytes"], r["delta"]["bytes"],
+              f"{r['bytes_ratio']:.2f}x", f"{r['bytes_ratio_after_first']:.2f}x", f"{r['full']['seconds']:.4f}",
+              f"{r['delta']['seconds']:.4f}"] for name, r in tr.items() if isinstance(r, dict)])
     gpu = result.get("gpu")
     if gpu:
         lines.append(f"GPU: {gpu.get('skipped') or json.dumps(gpu)}")

@@ -52,7 +52,7 @@ class Block:
     sorted_rows: bool = False
     cache: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def to(self, device, non_blocking: bool = False) -> "Block":
+    def to(self, device, non_blocking: bool = False) -> Block:
         def mv(t):
             return None if t is None else t.to(device, non_blocking=non_blocking)
         return Block(mv(self.row), mv(self.col), self.num_dst, self.num_src, mv(self.src_deg),
@@ -92,12 +92,12 @@ class SparseRows:
     def __len__(self) -> int:
         return self.indptr.numel() - 1
 
-    def to(self, device, non_blocking: bool = False) -> "SparseRows":
+    def to(self, device, non_blocking: bool = False) -> SparseRows:
         return SparseRows(self.indptr.to(device, non_blocking=non_blocking),
                           self.indices.to(device, non_blocking=non_blocking),
                           self.values.to(device, non_blocking=non_blocking), self.num_cols)
 
-    def index_select(self, dim: int, rows: Tensor) -> "SparseRows":
+    def index_select(self, dim: int, rows: Tensor) -> SparseRows:
         """The rows ``rows`` (dim must be 0), gathered with torch ops on the rows' device."""
         if dim != 0:
             raise ValueError("SparseRows can only select rows")
@@ -380,7 +380,7 @@ class GNN(nn.Module):
             layer.reset_parameters()
 
     def forward(self, x: Tensor, blocks: list[Block]) -> Tensor:
-        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+        for i, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
             x = dropout(x, self.dropout, self.training)
             x = layer(x, block)
             if i < len(self.layers) - 1:
@@ -403,5 +403,6 @@ def num_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["MODELS", "Block", "GATConv", "GCNConv", "GNN", "SAGEConv", "SparseRows", "add_self_loops",
-           "build_model", "degree", "dropout", "gcn_edge_weight", "gcn_self_weight", "linear", "mean_weight", "gcn_norm", "num_parameters", "propagate", "segment_softmax"]
+__all__ = ["GNN", "MODELS", "Block", "GATConv", "GCNConv", "SAGEConv", "SparseRows", "add_self_loops", "build_model",
+           "degree", "dropout", "gcn_edge_weight", "gcn_norm", "gcn_self_weight", "linear", "mean_weight",
+           "num_parameters", "propagate", "segment_softmax"]

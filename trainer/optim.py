@@ -10,7 +10,7 @@ benefit here.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -51,7 +51,7 @@ class Adam:
         b1, b2 = self.betas
         bias1 = 1 - b1 ** self.step_count
         bias2_sqrt = math.sqrt(1 - b2 ** self.step_count)
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
             if p.grad is None:
                 continue
             g = p.grad if self.weight_decay == 0 else p.grad.add(p, alpha=self.weight_decay)
@@ -66,7 +66,7 @@ class Adam:
 
     def load_state_dict(self, state: dict) -> None:
         self.step_count = int(state["step"])
-        for dst, src in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"]):
+        for dst, src in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"], strict=True):
             dst.copy_(src)
 
 

@@ -17,8 +17,8 @@ The per-edge loop is a numba kernel seeded per call, so a batch depends only on
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 from numba import njit

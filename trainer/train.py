@@ -1,5 +1,7 @@
-"""The worker loop: local training on parts, model averaging every E epochs.
+"""Static node classification: local training on parts, model averaging every E epochs.
 
+The rounds themselves (steps 2 and 3) are :func:`trainer.loop.average_rounds`,
+shared with the dynamic trainer; this module is what is static about them.
 Per worker ``r`` of ``q`` (spec: ../shared/specs/trainer.md):
 
 1. take parts ``r, r + q, r + 2q, ...`` (dealt cyclically; with p = q one part
@@ -22,7 +24,6 @@ Randomness (dropout, batch order, neighbour samples) is reseeded from
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -31,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch.nn import functional as F
 
 from graphstream.errors import GraphStreamError, ParameterError
@@ -39,10 +39,10 @@ from graphstream.errors import GraphStreamError, ParameterError
 from .averaging import WeightedAverager, flat_parameters, load_flat_
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
 from .evaluate import evaluate
+from .loop import LocalSteps, Schedule, WorkerStats, average_rounds, dealt, gather_to_first, worker_device
 from .models import MODELS, Block, build_model
 from .optim import Adam
 from .sampler import SamplerConfig, iter_batches
-
 
 # Local models drift towards their own part's labels between averages; SPRING's
 # parts are communities, so their labels are anything but a sample of the class
@@ -93,19 +93,11 @@ class TrainConfig:
 
 
 @dataclass
-class WorkerResult:
-    rank: int
-    parts: list[int]
-    losses: list[float] = field(default_factory=list)    # mean local loss per epoch (this worker)
-    train_seconds: float = 0.0
-    sync_seconds: float = 0.0
+class WorkerResult(WorkerStats):
+    """A static worker's report: :class:`WorkerStats`, plus worker 0's evaluation."""
     history: list[dict] = field(default_factory=list)   # rank 0: per round evaluation
     summary: dict[str, Any] | None = None                # rank 0
     recorded: list[dict] = field(default_factory=list)  # record_weights
-
-
-def _seed_for(*xs: int) -> int:
-    return int(np.random.SeedSequence([int(x) & 0xFFFFFFFF for x in xs]).generate_state(1)[0])
 
 
 def _backward(model, loss: torch.Tensor, anchor) -> None:
@@ -113,7 +105,7 @@ def _backward(model, loss: torch.Tensor, anchor) -> None:
     ``anchor = (W's tensors, weight)`` is given (the proximal term, see PROXIMAL)."""
     if anchor is not None:
         W, weight = anchor
-        loss = loss + 0.5 * weight * sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), W))
+        loss = loss + 0.5 * weight * sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), W, strict=True))
     loss.backward()
 
 
@@ -157,23 +149,13 @@ def _save_checkpoint(path: str, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def _gather(obj, rank: int, world: int) -> list | None:
-    if world == 1 or not dist.is_initialized():
-        return [obj]
-    out = [None] * world if rank == 0 else None
-    dist.gather_object(obj, out, dst=0)
-    return out
-
-
 def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerResult:
     """One worker's whole run (see the module doc); ``source`` is a parts folder or a PartSet."""
     wall = time.perf_counter()
-    device = resolve_device(config.device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", rank % torch.cuda.device_count())
+    device = worker_device(config.device, rank)
     parts: PartSet = source if isinstance(source, PartSet) else open_parts(source)
     p = len(parts)
-    mine = list(range(rank, p, world))                                   # step 1: dealt cyclically
+    mine = dealt(rank, world, p)                                         # step 1: dealt cyclically
     n_train = [parts.num_train(i) for i in range(p)]
     total_train = sum(n_train)
     graphs = {i: load_part(parts.parts[i], device) for i in mine}
@@ -184,7 +166,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     result = WorkerResult(rank, mine)
     whole = load_part(assemble_whole_graph(parts), device) if rank == 0 else None
     W = flat_parameters(model)
-    rounds = math.ceil(config.epochs / config.sync_every)
+    schedule = Schedule(config.epochs, config.sync_every, config.seed)
     start_round, best = 0, {"val_accuracy": -1.0, "round": -1, "weights": W.clone(), "epoch": 0}
 
     if config.resume and Path(config.checkpoint).exists():
@@ -202,54 +184,48 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         result.losses = ckpt.get("losses", {}).get(rank, [])
     load_flat_(model, W)
 
-    for r in range(start_round, rounds):
-        first_epoch = r * config.sync_every
-        n_epochs = min(config.sync_every, config.epochs - first_epoch)
-        t0 = time.perf_counter()
-        round_losses = np.zeros(n_epochs)
-        record = {"round": r, "local": []} if config.record_weights else None
-        for i in mine:                                                   # step 2: local epochs
-            load_flat_(model, W)
-            anchor = None
-            if config.proximal > 0 and n_train[i] > 0:
-                anchor = ([t.detach().clone() for t in model.parameters()], config.proximal / n_train[i])
-            g = graphs[i]
-            for e in range(n_epochs):
-                epoch = first_epoch + e
-                torch.manual_seed(_seed_for(config.seed, i, epoch))
-                if config.mini_batch:
-                    loss = _epoch_mini(model, opts[i], g, config, i, epoch, device, anchor)
-                else:
-                    loss = _epoch_full(model, opts[i], g, config, anchor)
-                round_losses[e] += loss / len(mine)
-            if record is not None:
-                record["local"].append((i, flat_parameters(model, torch.float32), n_train[i]))
-            averager.add(model, n_train[i])
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        result.train_seconds += time.perf_counter() - t0
-        result.losses.extend(round_losses.tolist())
-        W = averager.average_into(model)                                 # step 3: one all_reduce
-        if record is not None:
-            record["averaged"] = flat_parameters(model, torch.float32)
-            result.recorded.append(record)
-        ckpt_opts = _gather({i: opts[i].state_dict() for i in mine}, rank, world) if config.checkpoint else None
-        all_losses = _gather(result.losses, rank, world) if config.checkpoint else None
-        if rank == 0:                                                    # step 4: evaluate, keep the best
-            scores = evaluate(model, whole)
-            scores.update(round=r, epoch=first_epoch + n_epochs)
-            result.history.append(scores)
-            if scores["val_accuracy"] > best["val_accuracy"]:
-                best = {"val_accuracy": scores["val_accuracy"], "round": r, "weights": W.clone(),
-                        "epoch": first_epoch + n_epochs}
-            if config.checkpoint:
-                optimizers = {k: v for d in ckpt_opts for k, v in d.items()}
-                _save_checkpoint(config.checkpoint, {
-                    "format": "graphstream.trainer.checkpoint", "config": asdict(config), "round": r,
-                    "weights": W, "best": best, "optimizers": optimizers, "history": result.history,
-                    "losses": dict(enumerate(all_losses)), "num_parts": p, "workers": world,
-                    "sync_every": config.sync_every})
-    result.sync_seconds = averager.seconds
+    anchor, local = None, []      # this part's proximal anchor; this round's recorded local weights
+
+    def start_part(i: int) -> None:                                      # step 2: from W, pulled back to it
+        nonlocal anchor
+        anchor = None
+        if config.proximal > 0 and n_train[i] > 0:
+            anchor = ([t.detach().clone() for t in model.parameters()], config.proximal / n_train[i])
+
+    def epoch(i: int, e: int) -> float:
+        if config.mini_batch:
+            return _epoch_mini(model, opts[i], graphs[i], config, i, e, device, anchor)
+        return _epoch_full(model, opts[i], graphs[i], config, anchor)
+
+    def end_part(i: int) -> None:
+        if config.record_weights:
+            local.append((i, flat_parameters(model, torch.float32), n_train[i]))
+
+    def end_round(r: int, epochs_done: int, W: torch.Tensor) -> None:
+        nonlocal best, local
+        if config.record_weights:
+            result.recorded.append({"round": r, "local": local, "averaged": flat_parameters(model, torch.float32)})
+            local = []
+        if config.checkpoint:   # collectives: every worker takes part
+            ckpt_opts = gather_to_first({i: opts[i].state_dict() for i in mine}, rank, world)
+            all_losses = gather_to_first(result.losses, rank, world)
+        if rank != 0:
+            return
+        scores = evaluate(model, whole)                                  # step 4: evaluate, keep the best
+        scores.update(round=r, epoch=epochs_done)
+        result.history.append(scores)
+        if scores["val_accuracy"] > best["val_accuracy"]:
+            best = {"val_accuracy": scores["val_accuracy"], "round": r, "weights": W.clone(), "epoch": epochs_done}
+        if config.checkpoint:
+            optimizers = {k: v for d in ckpt_opts for k, v in d.items()}
+            _save_checkpoint(config.checkpoint, {
+                "format": "graphstream.trainer.checkpoint", "config": asdict(config), "round": r,
+                "weights": W, "best": best, "optimizers": optimizers, "history": result.history,
+                "losses": dict(enumerate(all_losses)), "num_parts": p, "workers": world,
+                "sync_every": config.sync_every})
+
+    average_rounds(model, W, LocalSteps(epoch, start_part, end_part, end_round), result, weights=n_train,
+                   averager=averager, schedule=schedule, device=device, start_round=start_round)
     if rank == 0:
         load_flat_(model, best["weights"])
         final = result.history[-1] if result.history else {}
@@ -258,7 +234,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             "test_accuracy": best_scores["test_accuracy"], "val_accuracy": best_scores["val_accuracy"],
             "train_accuracy": best_scores["train_accuracy"], "best_epoch": best["epoch"],
             "final_test_accuracy": final.get("test_accuracy"), "final_val_accuracy": final.get("val_accuracy"),
-            "epochs": config.epochs, "rounds": rounds, "seconds": time.perf_counter() - wall,
+            "epochs": config.epochs, "rounds": schedule.rounds, "seconds": time.perf_counter() - wall,
             "train_seconds": result.train_seconds, "sync_seconds": averager.seconds,
             "epoch_seconds": result.train_seconds / max(1, config.epochs - start_round * config.sync_every),
             "num_parts": p, "workers": world, "parts_per_worker": len(mine)}

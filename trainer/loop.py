@@ -1,0 +1,148 @@
+"""The averaging loop every trainer shares: local epochs per part, one average per round.
+
+Per worker ``rank`` of ``world`` (spec: ../shared/specs/trainer.md):
+
+1. the parts are dealt cyclically (worker r gets r, r + q, r + 2q, ...);
+2. every round, each own part starts from the current averaged weights W and
+   trains ``sync_every`` epochs (fewer in the last round), the torch random
+   state reseeded from (seed, part, epoch) before every epoch, so a run
+   resumed at a round boundary equals an uninterrupted one; the part then
+   adds ``weight_i * W_i`` to the averager;
+3. one all_reduce averages: W = sum_i (weight_i / sum weight) W_i;
+4. the model's own end of round (evaluate, keep the best, checkpoint).
+
+What a model trains on and how (full batch, mini-batches, snapshot
+sequences) stays with the model's trainer, passed in as :class:`LocalSteps`:
+:mod:`trainer.train` (static node classification) and :mod:`trainer.dynamic`
+(temporal link prediction) both run this loop.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .averaging import WeightedAverager, load_flat_
+from .data import resolve_device
+
+
+def seed_for(*xs: int) -> int:
+    """A 32-bit seed from a tuple of integers (seed, part, epoch, ...): the streams never overlap."""
+    return int(np.random.SeedSequence([int(x) & 0xFFFFFFFF for x in xs]).generate_state(1)[0])
+
+
+def worker_device(name: str, rank: int) -> torch.device:
+    """The device of worker ``rank``: ``cuda`` without an index means one GPU per worker, round robin."""
+    device = resolve_device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+    return device
+
+
+def dealt(rank: int, world: int, num_parts: int) -> list[int]:
+    """The parts of worker ``rank``, dealt cyclically: r, r + q, r + 2q, ..."""
+    return list(range(rank, num_parts, world))
+
+
+def gather_to_first(obj, rank: int, world: int) -> list | None:
+    """Every worker's ``obj`` on worker 0 (a list by rank), ``None`` on the others; ``[obj]`` alone."""
+    if world == 1 or not dist.is_initialized():
+        return [obj]
+    out = [None] * world if rank == 0 else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """``epochs`` in rounds of ``sync_every`` local epochs (the last round may be shorter)."""
+    epochs: int
+    sync_every: int
+    seed: int
+
+    @property
+    def rounds(self) -> int:
+        return math.ceil(self.epochs / self.sync_every)
+
+    def span(self, r: int) -> tuple[int, int]:
+        """Round ``r``'s first epoch and its number of epochs."""
+        first = r * self.sync_every
+        return first, min(self.sync_every, self.epochs - first)
+
+
+def _nothing(*_args) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class LocalSteps:
+    """A model's side of the loop.
+
+    ``epoch(part, epoch)`` trains one local epoch of ``part`` (the torch random
+    state already reseeded) and returns its mean loss, or ``None`` when the
+    part had nothing to train on (it then adds nothing to the round's loss).
+    ``start_part(part)`` runs once the part's model holds W, before its
+    epochs; ``end_part(part)`` after them, before it joins the average;
+    ``end_round(round, epochs_done, W)`` after the average (W is float64 and
+    loaded in the model).
+    """
+    epoch: Callable[[int, int], float | None]
+    start_part: Callable[[int], None] = _nothing
+    end_part: Callable[[int], None] = _nothing
+    end_round: Callable[[int, int, torch.Tensor], None] = _nothing
+
+
+@dataclass
+class WorkerStats:
+    """What every worker reports: its parts, its mean local loss per epoch and its timings."""
+    rank: int
+    parts: list[int]
+    losses: list[float] = field(default_factory=list)    # mean local loss per epoch (this worker)
+    train_seconds: float = 0.0
+    sync_seconds: float = 0.0
+
+
+def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: WorkerStats, *,
+                   weights: Sequence[int], averager: WeightedAverager, schedule: Schedule,
+                   device: torch.device, start_round: int = 0) -> torch.Tensor:
+    """Rounds ``start_round ..`` of the loop (module doc) over the parts ``stats.parts``; return the last W.
+
+    ``weights[i]`` is part i's share of the average (its training nodes or
+    positives). The model's parameters are the tensors every part's optimizer
+    holds; they are reloaded from W before each part and hold the average
+    after each round. ``stats`` gains the losses and timings.
+    """
+    mine = stats.parts
+    for r in range(start_round, schedule.rounds):
+        first_epoch, n_epochs = schedule.span(r)
+        t0 = time.perf_counter()
+        round_losses = np.zeros(n_epochs)
+        for i in mine:                                                   # step 2: local epochs
+            load_flat_(model, W)
+            steps.start_part(i)
+            for e in range(n_epochs):
+                epoch = first_epoch + e
+                torch.manual_seed(seed_for(schedule.seed, i, epoch))
+                loss = steps.epoch(i, epoch)
+                if loss is not None:
+                    round_losses[e] += loss / len(mine)
+            steps.end_part(i)
+            averager.add(model, weights[i])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        stats.train_seconds += time.perf_counter() - t0
+        stats.losses.extend(round_losses.tolist())
+        W = averager.average_into(model)                                 # step 3: one all_reduce
+        steps.end_round(r, first_epoch + n_epochs, W)                    # step 4: the model's own
+    stats.sync_seconds = averager.seconds
+    return W
+
+
+__all__ = ["LocalSteps", "Schedule", "WorkerStats", "average_rounds", "dealt", "gather_to_first", "seed_for",
+           "worker_device"]
