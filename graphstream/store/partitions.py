@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,6 +24,25 @@ from .partitions_manifest import (FORMAT, REQUIRED_FILES, VERSION, PartEntry, Pa
                                   read_manifest)
 
 NODE_FILES = ("features", "labels")
+
+
+class _PartArray:
+    """A part's ``<name>.npy``, memory-mapped on first access and cached on the instance
+    (like ``functools.cached_property``, which writes the instance ``__dict__`` even of a
+    frozen dataclass); ``optional``: None unless the part lists it in ``node_files``."""
+
+    def __init__(self, optional: bool = False):
+        self.optional = optional
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, part: Part | None, owner: type) -> Any:
+        if part is None:
+            return self
+        array = None if self.optional and self.name not in part.node_files else part._load(self.name)
+        part.__dict__[self.name] = array
+        return array
 
 
 @dataclass(frozen=True)
@@ -49,48 +67,20 @@ class Part:
     def _load(self, name: str) -> np.ndarray:
         return np.load(self.path / f"{name}.npy", mmap_mode="r")
 
-    def _optional(self, name: str) -> np.ndarray | None:
-        return self._load(name) if name in self.node_files else None
-
     @property
     def num_nodes(self) -> int:
         return self.num_inner + self.num_halo
 
-    @cached_property
-    def global_ids(self) -> np.ndarray:
-        return self._load("global_ids")
-
-    @cached_property
-    def indptr(self) -> np.ndarray:
-        return self._load("indptr")
-
-    @cached_property
-    def indices(self) -> np.ndarray:
-        return self._load("indices")
-
-    @cached_property
-    def degree(self) -> np.ndarray:
-        return self._load("degree")
-
-    @cached_property
-    def features(self) -> np.ndarray | None:
-        return self._optional("features")
-
-    @cached_property
-    def labels(self) -> np.ndarray | None:
-        return self._optional("labels")
-
-    @cached_property
-    def train_mask(self) -> np.ndarray | None:
-        return self._optional("train_mask")
-
-    @cached_property
-    def val_mask(self) -> np.ndarray | None:
-        return self._optional("val_mask")
-
-    @cached_property
-    def test_mask(self) -> np.ndarray | None:
-        return self._optional("test_mask")
+    # The part's arrays, memory-mapped on first use (node data: None where the dataset has none).
+    global_ids = _PartArray()
+    indptr = _PartArray()
+    indices = _PartArray()
+    degree = _PartArray()
+    features = _PartArray(optional=True)
+    labels = _PartArray(optional=True)
+    train_mask = _PartArray(optional=True)
+    val_mask = _PartArray(optional=True)
+    test_mask = _PartArray(optional=True)
 
     @property
     def masks(self) -> dict[str, np.ndarray]:
