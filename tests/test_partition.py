@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from graphstream.cli import main as cli_main
 from graphstream.errors import ParameterError
 from graphstream.partition import MAX_PARTS, partition
-from graphstream.partition._shared import (open_edge_parts, pack_least_loaded, part_groups,
-                                           stream_with_parts)
+from graphstream.kernels.packing import pack_least_loaded
+from graphstream.partition.edge_parts import open_edge_parts, part_groups, stream_with_parts
 from graphstream.partition.metrics import vertex_cut_rf, vertex_partition_metrics
 from graphstream.partition.spring import run as spring_run
 from graphstream.partition.twops import run as twops_run
@@ -69,7 +69,7 @@ def test_metrics_in_groups_equal_one_pass(tmp_path, monkeypatch):
     store = write_store(tmp_path / "g.zarr", src, dst, n)
     owner = rng.integers(0, k, n)
     one = vertex_partition_metrics(store, owner, k)
-    import graphstream.partition._shared as shared
+    import graphstream.partition.edge_parts as shared
     monkeypatch.setattr(shared, "group_budget_bytes", lambda n: n * 8)   # 64 parts per pass
     assert len(shared.part_groups(n, k, 1 / 8, align=64)) == 3
     many = vertex_partition_metrics(store, owner, k)
@@ -80,7 +80,7 @@ def test_metrics_in_groups_equal_one_pass(tmp_path, monkeypatch):
 
 
 def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):
-    import graphstream.partition._shared as shared
+    import graphstream.partition.edge_parts as shared
     rng = np.random.default_rng(1)
     n, k = 400, 40
     src, dst = rng.integers(0, n, 2500), rng.integers(0, n, 2500)

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from graphstream.partition import partition
-from graphstream.partition._shared import open_edge_parts, py_hash_node, py_mix64, seed_state
+from graphstream.kernels.hashing import py_hash_node, py_mix64, seed_state
+from graphstream.partition.edge_parts import open_edge_parts
 from graphstream.store import GraphWriter, open_store
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"

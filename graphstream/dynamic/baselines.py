@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._resources import Stopwatch, peak_rss_bytes
-from ..partition._shared import pack_least_loaded
+from ..kernels.packing import pack_least_loaded
 from .pgc import DynamicPartitionResult, PGCConfig, build_instance_graph, evaluate
 from .snapshots import SnapshotStore
 

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import ParameterError
+from ..kernels.merge import collapse_sorted, merge_sorted
 
 KEY_LIMIT = 2**63 - 1
 
@@ -49,72 +50,18 @@ def decode_keys(keys: np.ndarray, num_nodes: int, dtype=np.int64) -> tuple[np.nd
 
 # -- sort and merge kernels -------------------------------------------------------
 
-@njit(cache=True)
-def _run_length(sorted_keys, weights, out_keys, out_counts):
-    """Collapse equal neighbours of a sorted array, summing ``weights``."""
-    m = -1
-    for i in range(sorted_keys.shape[0]):
-        k = sorted_keys[i]
-        if m < 0 or out_keys[m] != k:
-            m += 1
-            out_keys[m] = k
-            out_counts[m] = weights[i]
-        else:
-            out_counts[m] += weights[i]
-    return m + 1
-
-
 def sort_unique(keys: np.ndarray, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct keys with the number (or summed ``counts``) of each."""
     keys = np.asarray(keys, dtype=np.int64)
     if counts is None:
-        skeys = np.sort(keys, kind="stable")
-        w = np.ones(len(keys), dtype=np.int64)
-    else:
-        order = np.argsort(keys, kind="stable")
-        skeys = keys[order]
-        w = np.asarray(counts, dtype=np.int64)[order]
-    out_k = np.empty(len(skeys), dtype=np.int64)
-    out_c = np.empty(len(skeys), dtype=np.int64)
-    m = _run_length(skeys, w, out_k, out_c)
-    return out_k[:m], out_c[:m]
-
-
-@njit(cache=True)
-def _merge_counts(ak, ac, bk, bc, sign, out_k, out_c):
-    """out = a + sign * b over sorted keys; keys whose count drops to 0 vanish."""
-    i = 0
-    j = 0
-    m = 0
-    na = ak.shape[0]
-    nb = bk.shape[0]
-    while i < na or j < nb:
-        if j >= nb or (i < na and ak[i] < bk[j]):
-            k = ak[i]
-            c = ac[i]
-            i += 1
-        elif i >= na or bk[j] < ak[i]:
-            k = bk[j]
-            c = sign * bc[j]
-            j += 1
-        else:
-            k = ak[i]
-            c = ac[i] + sign * bc[j]
-            i += 1
-            j += 1
-        if c != 0:
-            out_k[m] = k
-            out_c[m] = c
-            m += 1
-    return m
+        return collapse_sorted(np.sort(keys, kind="stable"))
+    order = np.argsort(keys, kind="stable")
+    return collapse_sorted(keys[order], np.asarray(counts, dtype=np.int64)[order])
 
 
 def merge_counts(a_keys, a_counts, b_keys, b_counts, sign: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Sorted multiset sum (sign=+1) or difference (sign=-1) of two sorted runs."""
-    out_k = np.empty(len(a_keys) + len(b_keys), dtype=np.int64)
-    out_c = np.empty(len(a_keys) + len(b_keys), dtype=np.int64)
-    m = _merge_counts(a_keys, a_counts, b_keys, b_counts, np.int64(sign), out_k, out_c)
-    return out_k[:m], out_c[:m]
+    return merge_sorted(a_keys, a_counts, b_keys, b_counts, sign)
 
 
 @njit(cache=True)

@@ -32,7 +32,7 @@ from numba import njit
 from .._atomic import atomic_dir, check_output
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError, StoreError
-from ..partition._shared import has_bit, new_bitsets, set_bit
+from ..kernels.bitsets import has_bit, new_bitsets, set_bit
 from .baselines import sequence_partition, snapshot_partition
 from .delta import encode_keys
 from .pgc import DynamicPartitionResult, PGCConfig, fit_cost_model, pgc

@@ -37,8 +37,9 @@ from numba import njit
 from .._report import progress
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
-from ..partition._shared import pairs_to_csr
-from .delta import decode_keys, merge_counts, sort_unique
+from ..kernels.merge import KeyCounter
+from ..kernels.pairs import pair_key, pairs_to_csr
+from .delta import decode_keys
 from .snapshots import SnapshotStore
 
 EMPTY = np.empty(0, dtype=np.int64)
@@ -433,9 +434,7 @@ def _spatial_pairs(src, dst, local_of, base, chunk, num_chunks, out):
         a = chunk[base + local_of[src[e]]]
         b = chunk[base + local_of[dst[e]]]
         if a != b:
-            if a > b:
-                a, b = b, a
-            out[m] = np.int64(a) * num_chunks + b
+            out[m] = pair_key(a, b, num_chunks)
             m += 1
     return m
 
@@ -449,33 +448,9 @@ def _temporal_pairs(prev, chunk, lo, hi, num_chunks, out):
             a = chunk[p]
             b = chunk[i]
             if a != b:
-                if a > b:
-                    a, b = b, a
-                out[m] = np.int64(a) * num_chunks + b
+                out[m] = pair_key(a, b, num_chunks)
                 m += 1
     return m
-
-
-class _PairCounter:
-    """Distinct pair keys with multiplicities, folded in bounded buffers."""
-
-    def __init__(self, buffer: int = 1 << 22):
-        self.limit, self.parts, self.pending = buffer, [], 0
-        self.keys, self.counts = EMPTY, EMPTY
-
-    def add(self, keys: np.ndarray) -> None:
-        if len(keys):
-            self.parts.append(keys)
-            self.pending += len(keys)
-            if self.pending >= self.limit:
-                self.fold()
-
-    def fold(self) -> tuple[np.ndarray, np.ndarray]:
-        if self.parts:
-            k, c = sort_unique(np.concatenate(self.parts))
-            self.parts, self.pending = [], 0
-            self.keys, self.counts = merge_counts(self.keys, self.counts, k, c, 1)
-        return self.keys, self.counts
 
 
 @dataclass
@@ -513,7 +488,7 @@ def chunk_statistics(graph: InstanceGraph, labels: np.ndarray, config: PGCConfig
         inst += np.bincount(ch, minlength=c)
         endpoints += np.bincount(ch, weights=d, minlength=c).astype(np.int64)
         work += np.bincount(ch, weights=ic + ec * d.astype(np.float64), minlength=c)
-    spatial, temporal = _PairCounter(), _PairCounter()
+    spatial, temporal = KeyCounter(), KeyCounter()
     for s in graph.snapshots("chunk graph"):
         out = np.empty(len(s.src), dtype=np.int64)
         m = _spatial_pairs(s.src, s.dst, graph.local_of, s.base, chunk, c, out)
@@ -523,8 +498,8 @@ def chunk_statistics(graph: InstanceGraph, labels: np.ndarray, config: PGCConfig
         out = np.empty(hi - lo, dtype=np.int64)
         m = _temporal_pairs(graph.prev, chunk, lo, hi, c, out)
         temporal.add(out[:m].copy())
-    sk, sc = spatial.fold()
-    tk, tc = temporal.fold()
+    sk, sc = spatial.result()
+    tk, tc = temporal.result()
     keys = np.union1d(sk, tk)
     h = np.zeros(len(keys), dtype=np.float64)
     h[np.searchsorted(keys, sk)] += config.spatial_weight * sc

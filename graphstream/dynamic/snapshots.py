@@ -47,8 +47,9 @@ from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import InputFormatError, ParameterError, StoreError
 from ..store import default_compressor, id_dtype_for, open_store
 from ..store.graph import GraphStore, open_complete_group
+from ..kernels.merge import KeyCounter
 from .delta import (Delta, KeyDelta, apply_delta, check_key_space, decode_keys, delta_transfer_bytes,
-                    diff_sorted, encode_keys, merge_counts, sort_unique)
+                    diff_sorted, encode_keys, merge_counts)
 
 FORMAT = "graphstream.snapshots"
 VERSION = 1
@@ -159,38 +160,6 @@ def declared_sorted(store: GraphStore) -> bool:
 
 # -- pass 2: one sorted run per window ---------------------------------------------------
 
-class _WindowAccumulator:
-    """The distinct edge keys of one window, in bounded chunks of raw events."""
-
-    def __init__(self, buffer_events: int):
-        self.limit = buffer_events
-        self.parts: list[np.ndarray] = []
-        self.pending = 0
-        self.keys = EMPTY
-        self.counts = EMPTY
-
-    def add(self, keys: np.ndarray) -> None:
-        if len(keys) == 0:
-            return
-        self.parts.append(keys)
-        self.pending += len(keys)
-        if self.pending >= self.limit:
-            self._fold()
-
-    def _fold(self) -> None:
-        if not self.parts:
-            return
-        k, c = sort_unique(np.concatenate(self.parts))
-        self.parts, self.pending = [], 0
-        if len(self.keys):
-            k, c = merge_counts(self.keys, self.counts, k, c, 1)
-        self.keys, self.counts = k, c
-
-    def result(self) -> tuple[np.ndarray, np.ndarray]:
-        self._fold()
-        return self.keys, self.counts
-
-
 def _event_keys(batch, num_nodes: int, directed: bool) -> np.ndarray:
     src, dst = batch.src, batch.dst
     if not directed:
@@ -201,7 +170,7 @@ def _event_keys(batch, num_nodes: int, directed: bool) -> np.ndarray:
 def _runs_sorted(store: GraphStore, spec: WindowSpec, check_monotonic: bool, buffer_events: int,
                  batch_size: int | None) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Windows in order from a time-sorted stream: one read of the events."""
-    acc = _WindowAccumulator(buffer_events)
+    acc = KeyCounter(buffer_events)
     cur = 0
     last = np.iinfo(np.int64).min
     with progress(store.num_edges, "snapshots") as bar:
@@ -225,13 +194,13 @@ def _runs_sorted(store: GraphStore, spec: WindowSpec, check_monotonic: bool, buf
                 ww = int(w[a])
                 while cur < ww:
                     yield (cur, *acc.result())
-                    acc = _WindowAccumulator(buffer_events)
+                    acc = KeyCounter(buffer_events)
                     cur += 1
                 acc.add(keys[a:b])
             bar.update(len(t))
     while cur < spec.num_windows:
         yield (cur, *acc.result())
-        acc = _WindowAccumulator(buffer_events)
+        acc = KeyCounter(buffer_events)
         cur += 1
 
 
@@ -284,7 +253,7 @@ def _runs_bucketed(store: GraphStore, spec: WindowSpec, buffer_events: int, buck
                     w[sel].astype(np.int64).tofile(f)
             bar.update(len(batch))
     for i, (wa, wb) in enumerate(ranges):
-        accs = {w: _WindowAccumulator(buffer_events) for w in range(wa, wb)}
+        accs = {w: KeyCounter(buffer_events) for w in range(wa, wb)}
         n = os.path.getsize(key_files[i]) // 8
         if n:
             kmap = np.memmap(key_files[i], dtype=np.int64, mode="r", shape=(n,))

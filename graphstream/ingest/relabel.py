@@ -20,24 +20,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..kernels.hashing import mix64
+
 _EMPTY = -1
 _MIN_TABLE = 1 << 12
-
-
-@njit(cache=True, nogil=True)
-def _mix(x):
-    """splitmix64 finaliser: spreads sequential and strided ids over the table."""
-    z = np.uint64(x)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 @njit(cache=True, nogil=True)
 def _int_lookup(key, table, keys, count):
     """Local id of ``key``, inserting it as ``count`` if new -> (local id, new count)."""
     mask = np.uint64(len(table) - 1)
-    slot = _mix(key) & mask
+    slot = mix64(np.uint64(key)) & mask
     while True:
         local = table[slot]
         if local == _EMPTY:
@@ -64,7 +57,7 @@ def _int_map(src, dst, out_src, out_dst, start, table, keys, count, limit):
 def _int_rehash(keys, count, table):
     mask = np.uint64(len(table) - 1)
     for local in range(count):
-        slot = _mix(keys[local]) & mask
+        slot = mix64(np.uint64(keys[local])) & mask
         while table[slot] != _EMPTY:
             slot = (slot + np.uint64(1)) & mask
         table[slot] = local
@@ -75,7 +68,7 @@ def _fnv(buf, a, b):
     h = np.uint64(0xCBF29CE484222325)
     for i in range(a, b):
         h = (h ^ np.uint64(buf[i])) * np.uint64(0x100000001B3)
-    return _mix(h)
+    return mix64(np.uint64(h))
 
 
 @njit(cache=True, nogil=True)

@@ -51,6 +51,7 @@ from numba import njit
 
 from .._report import progress
 from ..errors import ParameterError
+from ..kernels.hashing import GOLDEN, mix64, py_mix64
 from ..store import DEFAULT_CHUNK, GraphStore, GraphWriter, id_dtype_for
 
 GRAPH500_A, GRAPH500_B, GRAPH500_C = 0.57, 0.19, 0.19
@@ -59,30 +60,12 @@ PERMUTE_ROUNDS = 4
 RNG_NAME = "splitmix64-counter/v2"   # recorded in the store: changes here must change this name
 
 _MASK64 = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_G = np.uint64(_GOLDEN)
+_G = np.uint64(GOLDEN)
 _BLOCK = 512             # edges per vectorised inner block; any value gives the same edges
 _LEVEL_BITS = 21         # random bits per level: 3 levels per 64-bit hash word
 _LEVELS_PER_WORD = 3
 
 
-# -- the integer hash (splitmix64 finaliser), in numba and in plain Python ---------------------
-
-@njit(inline="always")
-def _mix64(z):
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
-
-
-def mix64(z: int) -> int:
-    """The splitmix64 finaliser on Python ints (reference for tests and key derivation)."""
-    z &= _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
 
 
 # -- parameters -----------------------------------------------------------------------------
@@ -138,8 +121,8 @@ class RmatParams:
         state = self.seed & _MASK64
         out = []
         for _ in range(1 + 2 * PERMUTE_ROUNDS):
-            state = (state + _GOLDEN) & _MASK64
-            out.append(mix64(state))
+            state = (state + GOLDEN) & _MASK64
+            out.append(py_mix64(state))
         mask = (1 << self.scale) - 1
         xor_keys = [k & mask for k in out[1:1 + PERMUTE_ROUNDS]]
         mults = [(m | 1) & mask for m in out[1 + PERMUTE_ROUNDS:]]
@@ -192,7 +175,7 @@ def _rmat_kernel(first_edge, scale, key, ta, tab, tabc, xor_keys, mults, permute
         for w in range(words):
             wg = np.uint64(w) * _G
             for j in range(m):
-                h = _mix64(base[j] + wg)
+                h = mix64(base[j] + wg)
                 s0, d0 = _quadrant_bits(h & lo21, ta, tab, tabc)
                 s1, d1 = _quadrant_bits((h >> np.uint64(21)) & lo21, ta, tab, tabc)
                 s2, d2 = _quadrant_bits((h >> np.uint64(42)) & lo21, ta, tab, tabc)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import GraphStore, open_store
-from ._shared import MAX_PARTS
+from .plan import MAX_PARTS
 from .plan import PartitionPlan
 
 DEFAULT_ALGORITHM = "coarse-refine"

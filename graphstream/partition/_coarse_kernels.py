@@ -14,16 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._shared import pairs_to_csr
-
-
-@njit(cache=True)
-def _mix(x):
-    """splitmix64 finaliser on int64 (wrapping arithmetic), for seeded tie-breaking."""
-    z = np.uint64(x) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+from ..kernels.hashing import hash_node
+from ..kernels.pairs import pair_key, pairs_to_csr
 
 
 # -- step 2: size-capped label propagation ----------------------------------------------------
@@ -65,13 +57,13 @@ def lp_block(first, offs, nbrs, label, size, cap, cnt, touched, seed):
         cur = label[u]
         best = cur
         best_c = cnt[cur]
-        best_h = _mix(cur ^ seed)
+        best_h = hash_node(cur ^ seed, 0)
         for t in range(nt):
             lab = touched[t]
             if lab == cur or size[lab] >= cap:
                 continue
             c = cnt[lab]
-            h = _mix(lab ^ seed)
+            h = hash_node(lab ^ seed, 0)
             if c > best_c or (c == best_c and best != cur and h < best_h):
                 best = lab
                 best_c = c
@@ -120,7 +112,7 @@ def coarse_keys_block(first, offs, nbrs, cl, num_clusters, out):
         for j in range(offs[i], offs[i + 1]):
             cv = cl[nbrs[j]]
             if cu < cv:
-                out[m] = np.int64(cu) * num_clusters + cv
+                out[m] = pair_key(cu, cv, num_clusters)
                 m += 1
     return m
 
@@ -144,59 +136,9 @@ def coarse_halo_keys_block(first, offs, nbrs, cl, num_clusters, stamp, out):
             if cv == cu or stamp[cv] == tag:
                 continue
             stamp[cv] = tag
-            if cu < cv:
-                out[m] = np.int64(cu) * num_clusters + cv
-            else:
-                out[m] = np.int64(cv) * num_clusters + cu
+            out[m] = pair_key(cu, cv, num_clusters)
             m += 1
     return m
-
-
-@njit(cache=True)
-def run_lengths(sorted_keys):
-    """Unique keys of a sorted array and their multiplicities."""
-    m = sorted_keys.shape[0]
-    keys = np.empty(m, dtype=np.int64)
-    counts = np.empty(m, dtype=np.int64)
-    u = 0
-    i = 0
-    while i < m:
-        j = i
-        while j < m and sorted_keys[j] == sorted_keys[i]:
-            j += 1
-        keys[u] = sorted_keys[i]
-        counts[u] = j - i
-        u += 1
-        i = j
-    return keys[:u], counts[:u]
-
-
-@njit(cache=True)
-def merge_weighted(k1, w1, k2, w2):
-    """Merge two sorted unique key arrays, summing the weights of equal keys."""
-    n1 = k1.shape[0]
-    n2 = k2.shape[0]
-    keys = np.empty(n1 + n2, dtype=np.int64)
-    w = np.empty(n1 + n2, dtype=np.int64)
-    i = 0
-    j = 0
-    m = 0
-    while i < n1 or j < n2:
-        if j >= n2 or (i < n1 and k1[i] < k2[j]):
-            keys[m] = k1[i]
-            w[m] = w1[i]
-            i += 1
-        elif i >= n1 or k2[j] < k1[i]:
-            keys[m] = k2[j]
-            w[m] = w2[j]
-            j += 1
-        else:
-            keys[m] = k1[i]
-            w[m] = w1[i] + w2[j]
-            i += 1
-            j += 1
-        m += 1
-    return keys[:m], w[:m]
 
 
 def symmetric_csr(keys, w, num_clusters):
@@ -214,19 +156,6 @@ def project_parts(cl, cpart, owner):
     for v in range(cl.shape[0]):
         if cl[v] >= 0:
             owner[v] = cpart[cl[v]]
-
-
-@njit(cache=True)
-def fill_least_loaded(nodes, owner, size):
-    """Give each listed node to the currently smallest part (ties: lowest id)."""
-    k = size.shape[0]
-    for i in range(nodes.shape[0]):
-        best = 0
-        for p in range(1, k):
-            if size[p] < size[best]:
-                best = p
-        owner[nodes[i]] = best
-        size[best] += 1
 
 
 # -- step 5: refinement for the replication factor ----------------------------------------------

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from ..store import GraphStore
-from ._shared import EdgePartWriter, owner_from_edge_parts, parts_dir
+from .edge_parts import EdgePartWriter, owner_from_edge_parts, parts_dir
 from .metrics import edge_load_balance
 from .plan import PartitionPlan
 

@@ -41,7 +41,9 @@ from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import GraphStore
 from . import _coarse_kernels as K
-from ._shared import MAX_PARTS
+from ..kernels.merge import collapse_sorted, merge_sorted
+from ..kernels.packing import pack_least_loaded
+from .plan import MAX_PARTS
 from .plan import PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
 
@@ -161,7 +163,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         trial = np.zeros(n, dtype=np.int32)
         K.project_parts(cl, cpart, trial)
         tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
-        K.fill_least_loaded(isolated, trial, tsize)
+        trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
         r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
         if best is None or r < best:
             owner, size, best = trial, tsize, r
@@ -245,8 +247,8 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
             m = K.coarse_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, buf)
         if m == 0:
             continue
-        bk, bw = K.run_lengths(np.sort(buf[:m]))
-        keys, weights = K.merge_weighted(keys, weights, bk, bw)
+        bk, bw = collapse_sorted(np.sort(buf[:m]))
+        keys, weights = merge_sorted(keys, weights, bk, bw)
         if len(keys) > max_edges:
             # heaviest first, key order among equals: deterministic
             order = np.lexsort((keys, -weights))

@@ -14,7 +14,7 @@ from numba import njit
 from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
 from ._driver import assign_edges, edge_plan
-from ._shared import hash_node
+from ..kernels.hashing import hash_node
 from .plan import PartitionPlan
 
 
@@ -41,7 +41,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     watch.lap("degrees")
     loads = np.zeros(k, dtype=np.int64)
     path = assign_edges(store, k, "dbh", work_dir,              # pass 2
-                        lambda b: dbh_edges(b.src, b.dst, deg, k, seed, loads))
+                        lambda b, deg=deg: dbh_edges(b.src, b.dst, deg, k, seed, loads))  # bound: `del deg` frees it
     watch.lap("partitioning")
     max_deg = int(deg.max())
     del deg

@@ -19,7 +19,7 @@ from numba import njit
 from .._resources import Stopwatch
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
-from ._shared import hash_node, mix64
+from ..kernels.hashing import hash_node, mix64
 from .plan import PartitionPlan
 
 

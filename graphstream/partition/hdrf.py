@@ -25,7 +25,8 @@ from numba import njit
 from .._resources import Stopwatch
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
-from ._shared import next_random, node_records_with_bits, seed_state
+from ..kernels.bitsets import node_records_with_bits
+from ..kernels.hashing import next_random, seed_state
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan
 
@@ -124,8 +125,10 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     rng = seed_state(seed)
     scores = np.empty(k, dtype=np.float64)
     path = assign_edges(store, k, "hdrf", work_dir,
-                        lambda b: hdrf_edges(b.src, b.dst, partial, bits, loads, state, rng, cfg.lam, cfg.eps,
-                                             scores), batch_size)
+                        # arrays bound as defaults: the `del` below then frees them after the pass
+                        lambda b, partial=partial, bits=bits: hdrf_edges(b.src, b.dst, partial, bits, loads, state,
+                                                                         rng, cfg.lam, cfg.eps, scores),
+                        batch_size)
     watch.lap("partitioning")
     max_deg = int(partial.max())
     vc_rf = vertex_cut_rf_from_bits(bits)

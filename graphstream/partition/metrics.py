@@ -24,7 +24,8 @@ import numpy as np
 from numba import njit
 
 from ..store import GraphStore
-from ._shared import count_bits, popcount64, open_edge_parts, part_groups, stream_with_parts
+from ..kernels.bitsets import count_bits, popcount64
+from .edge_parts import open_edge_parts, part_groups, stream_with_parts
 
 
 @njit(cache=True, nogil=True)

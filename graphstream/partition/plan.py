@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+MAX_PARTS = 1024   # replica bitsets take any k; part[e] is int16 and packing keys hold 11 bits of part
+
 
 @dataclass
 class PartitionPlan:

@@ -32,7 +32,7 @@ from numba import njit
 
 from .._resources import Stopwatch
 from ..store import GraphStore, total_degree
-from ._shared import _heap_pop, _heap_push, pack_least_loaded
+from ..kernels.packing import heap_pop, heap_push, pack_least_loaded
 from .plan import PartitionPlan
 
 DEFAULT_TAU_FACTOR = 0.5
@@ -145,7 +145,7 @@ def merge_clusters(cluster, deg, rich, cap):
     heap.sort()                        # a sorted array is a valid min-heap
     parent = np.arange(n).astype(cluster.dtype)
     while hsize > 0:
-        key, hsize = _heap_pop(heap, hsize)
+        key, hsize = heap_pop(heap, hsize)
         i = key & 0xFFFFFFFF
         if parent[i] != i or size[i] != (key >> 32):
             continue
@@ -155,7 +155,7 @@ def merge_clusters(cluster, deg, rich, cap):
             parent[i] = ct
             size[ct] += size[i]
             rep[ct] = _better_rep(rep[i], rep[ct], deg, rich)
-            hsize = _heap_push(heap, hsize, (size[ct] << 32) + ct)
+            hsize = heap_push(heap, hsize, (size[ct] << 32) + ct)
     final = np.full(n, -1, dtype=cluster.dtype)
     for m in range(n):
         if cluster[m] >= 0:
