@@ -4,7 +4,6 @@ recount, and per-part sequences holding each owned instance's full spatial
 neighbourhood at every snapshot."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from graphstream import GraphWriter
 from graphstream.cli import main as cli_main
 from graphstream.dynamic import build_snapshots, open_snapshots
 from graphstream.dynamic.baselines import sequence_partition, snapshot_partition
-from graphstream.dynamic.partition import open_dynamic_partitions, run_partition_command
+from graphstream.dynamic.partition import open_dynamic_partitions, partition_snapshot_store, with_fitted_costs
 from graphstream.dynamic.pgc import PGCConfig, pgc
 from graphstream.errors import GraphStreamError, ParameterError
 
@@ -164,8 +163,8 @@ def test_memory_mapped_labels_give_the_same_partition(bitcoin, tmp_path):
 def test_part_sequences_hold_full_neighbourhoods(which, algo, request, tmp_path):
     path = request.getfixturevalue(which)
     out = tmp_path / "parts"
-    args = argparse.Namespace(store=str(path), k=3, algo=algo, seed=0, json=True, out=str(out), overwrite=False)
-    report = run_partition_command(args)
+    report = partition_snapshot_store(str(path), PGCConfig(num_parts=3, seed=0), algo=algo, out=str(out),
+                                      overwrite=False)
     for key in ("balance_lambda", "cut_spatial_weight", "cut_temporal_weight", "seconds", "peak_rss_bytes"):
         assert key in report
     parts = open_dynamic_partitions(out)
@@ -206,7 +205,7 @@ def test_cli_partition_on_snapshot_store(college, tmp_path, capsys):
     assert cli_main(["partition", str(college), "-k", "2", "--algo", "hdrf"]) == 2
     assert cli_main(["partition", str(college), "-k", "0", "--algo", "pgc"]) == 2
     with pytest.raises(ParameterError):
-        run_partition_command(argparse.Namespace(store=str(college), k=None, algo="pgc", seed=0, out=None))
+        partition_snapshot_store(str(college), PGCConfig(num_parts=None, seed=0), algo="pgc")
     with pytest.raises(GraphStreamError):
         open_dynamic_partitions(tmp_path)
 
@@ -215,7 +214,6 @@ def test_fitted_cost_model_is_usable(college):
     from graphstream.dynamic.pgc import fit_cost_model
     ic, ec = fit_cost_model(feature_dim=16, hidden=16, sizes=(1000, 4000), degrees=(2, 16))
     assert ic == 1.0 and ec >= 0.0
-    args = argparse.Namespace(store=str(college), k=2, algo="pgc", seed=0, out=None, cost_model="fit",
-                              feature_dim=16)
-    report = run_partition_command(args)
+    config = with_fitted_costs(PGCConfig(num_parts=2, seed=0), feature_dim=16)
+    report = partition_snapshot_store(str(college), config, algo="pgc")
     assert report["balance_lambda"] is not None and report["balance_lambda"] < 1.3

@@ -155,11 +155,11 @@ def part_sequences(work: Path) -> dict:
     if not snaps.exists():
         return {"skipped": f"{snaps} absent (run the churn part first)"}
     code = f"""
-import argparse, json
-from graphstream.dynamic.partition import run_partition_command
+import json
+from graphstream.dynamic.partition import PGCConfig, partition_snapshot_store
 for algo in ("pgc", "snapshot", "sequence"):
-    r = run_partition_command(argparse.Namespace(store={str(snaps)!r}, k=4, algo=algo, seed=0, out={str(work / 'parts')!r} + algo,
-                                                 overwrite=True))
+    r = partition_snapshot_store({str(snaps)!r}, PGCConfig(num_parts=4, seed=0), algo=algo,
+                                 out={str(work / 'parts')!r} + algo, overwrite=True)
     print(json.dumps({{"algo": algo, **{{k: r[k] for k in ("balance_lambda", "cut_spatial_edges", "cut_temporal_edges",
         "node_replication", "transfer_bytes_full", "transfer_bytes_delta", "seconds", "peak_rss_bytes")}}}}))
 """

@@ -76,7 +76,9 @@ def run(args) -> dict:
 
     if _is_snapshot_store(args.store):
         dyn = _import("graphstream.dynamic.partition", "partitioning snapshot stores")
-        return dyn.run_partition_command(args)
+        config = dyn.PGCConfig(num_parts=args.k, seed=args.seed, balance=args.balance, scratch_dir=args.work_dir)
+        return dyn.partition_snapshot_store(args.store, config, algo=args.algo, out=args.out,
+                                            overwrite=args.overwrite)
     if args.algo == "pgc":
         raise StoreError(f"{args.store}: --algo pgc needs a snapshot store (graphstream snapshots)")
     store = open_store(args.store)

@@ -7,7 +7,7 @@ from .snapshots import (SnapshotStore, SnapshotWriter, WindowSpec, build_snapsho
 
 def __getattr__(name):
     # The partition side pulls in more kernels; load it on first use.
-    if name in ("open_dynamic_partitions", "DynamicPartitions", "DynamicPart", "run_partition_command"):
+    if name in ("open_dynamic_partitions", "DynamicPartitions", "DynamicPart", "partition_snapshot_store"):
         from . import partition
         return getattr(partition, name)
     raise AttributeError(name)
@@ -15,4 +15,4 @@ def __getattr__(name):
 
 __all__ = ["Delta", "DynamicPart", "DynamicPartitions", "KeyDelta", "SnapshotStore", "SnapshotWriter",
            "WindowSpec", "apply_delta", "apply_delta_vectorized", "build_snapshots", "diff_sorted",
-           "is_snapshot_store", "open_dynamic_partitions", "open_snapshots", "run_partition_command"]
+           "is_snapshot_store", "open_dynamic_partitions", "open_snapshots", "partition_snapshot_store"]

@@ -1,7 +1,7 @@
 """Partitioning a snapshot store and writing per-part snapshot sequences.
 
 ``graphstream partition SNAP.zarr -k K --algo pgc|snapshot|sequence [--out DIR]``
-lands in :func:`run_partition_command`. With ``--out DIR`` every part gets
+lands in :func:`partition_snapshot_store`. With ``--out DIR`` every part gets
 its own snapshot store (keyframes + deltas, same format as the input) over
 local node ids: per snapshot t, every edge of t with an endpoint instance
 owned by the part, i.e. the owned instances with their full spatial
@@ -22,6 +22,7 @@ canonical (src, dst) order of the global snapshot.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import os
 from pathlib import Path
 from typing import Any, Iterator
@@ -257,30 +258,13 @@ def open_dynamic_partitions(path: str | os.PathLike) -> DynamicPartitions:
     return DynamicPartitions(str(path), manifest)
 
 
-# -- the CLI entry --------------------------------------------------------------------------
+# -- partitioning a snapshot store ------------------------------------------------------------
 
-def config_from_args(args) -> PGCConfig:
-    k = getattr(args, "k", None)
-    if k is None:
-        raise ParameterError("give -k K (number of parts) to partition a snapshot store")
-    balance = getattr(args, "balance", None)
-    instance_cost = float(getattr(args, "instance_cost", 1.0))
-    edge_cost = float(getattr(args, "edge_cost", 1.0))
-    if getattr(args, "cost_model", None) == "fit":
-        # the spec's "linear fit from measured timings": one GCN-style layer timed here
-        instance_cost, edge_cost = fit_cost_model(feature_dim=int(getattr(args, "feature_dim", 64)))
-    return PGCConfig(
-        num_parts=int(k), seed=int(getattr(args, "seed", 0) or 0),
-        spatial_weight=float(getattr(args, "spatial_weight", 1.0)),
-        temporal_weight=float(getattr(args, "temporal_weight", 2.0)),
-        rounds=int(getattr(args, "rounds", 30)),
-        cap_by=str(getattr(args, "cap_by", "volume")),
-        chunk_cap=getattr(args, "chunk_cap", None),
-        chunks_per_part=int(getattr(args, "chunks_per_part", 2)),
-        balance=float(balance) if balance is not None else 1.05,
-        instance_cost=instance_cost, edge_cost=edge_cost,
-        memory_budget=getattr(args, "memory_budget", None),
-        scratch_dir=getattr(args, "work_dir", None))
+def with_fitted_costs(config: PGCConfig, feature_dim: int = 64) -> PGCConfig:
+    """``config`` with the workload model's costs fitted from measured timings
+    (the spec's "linear fit": one GCN-style layer timed on this machine)."""
+    instance_cost, edge_cost = fit_cost_model(feature_dim=feature_dim)
+    return replace(config, instance_cost=instance_cost, edge_cost=edge_cost)
 
 
 def partition_snapshots(snaps: SnapshotStore | str | os.PathLike, config: PGCConfig,
@@ -294,17 +278,17 @@ def partition_snapshots(snaps: SnapshotStore | str | os.PathLike, config: PGCCon
     return ALGORITHMS[algo](snaps, config)
 
 
-def run_partition_command(args) -> dict[str, Any]:
-    """``graphstream partition SNAP.zarr -k K --algo pgc|snapshot|sequence [--out DIR]``."""
+def partition_snapshot_store(store: str | os.PathLike, config: PGCConfig, *, algo: str = "pgc",
+                             out: str | os.PathLike | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Partition a snapshot store and, with ``out``, write the per-part sequences; the report.
+
+    What ``graphstream partition SNAP.zarr -k K --algo pgc|snapshot|sequence [--out DIR]`` runs.
+    """
     watch = Stopwatch()
-    algo = getattr(args, "algo", "pgc")
     if algo not in ALGORITHMS:
         raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
                              f"use one of {', '.join(ALGORITHMS)}")
-    snaps = open_snapshots(args.store)
-    config = config_from_args(args)
-    out = getattr(args, "out", None)
-    overwrite = bool(getattr(args, "overwrite", False))
+    snaps = open_snapshots(store)
     if out is not None:
         check_output(out, overwrite)  # fail before the long part
     result = partition_snapshots(snaps, config, algo)

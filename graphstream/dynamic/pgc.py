@@ -65,6 +65,8 @@ class PGCConfig:
     scratch_dir: str | None = None
 
     def __post_init__(self) -> None:
+        if self.num_parts is None:
+            raise ParameterError("give -k K (number of parts) to partition a snapshot store")
         checks = [
             (self.num_parts >= 1, f"-k must be >= 1, got {self.num_parts}"),
             (self.spatial_weight >= 0 and self.temporal_weight >= 0,
