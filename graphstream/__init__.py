@@ -2,7 +2,7 @@
 
 The public names are loaded on first use (PEP 562), so that ``import
 graphstream`` and ``graphstream --help`` import neither zarr, numba nor torch:
-the stores need zarr, the dynamic-graph readers numba kernels.
+the stores need zarr, the dynamic-graph readers numba kernels (all in graphstream.store).
 """
 from importlib import import_module
 
@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "GraphStore": "graphstream.store", "GraphWriter": "graphstream.store", "open_store": "graphstream.store",
     "open_partitions": "graphstream.store",
-    "open_snapshots": "graphstream.dynamic", "open_dynamic_partitions": "graphstream.dynamic",
+    "open_snapshots": "graphstream.store", "open_dynamic_partitions": "graphstream.store",
 }
 
 

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from graphstream.dynamic import open_snapshots  # noqa: E402
-from graphstream.dynamic.delta import apply_delta_vectorized, diff_sorted  # noqa: E402
+from graphstream.store.delta import apply_delta_vectorized, diff_sorted  # noqa: E402
 from graphstream.errors import ParameterError  # noqa: E402
 from trainer.dynamic import (DynamicConfig, SnapshotFeeder, rebuild_on_device, roc_auc,  # noqa: E402
                              run_dynamic_training, sample_negatives)

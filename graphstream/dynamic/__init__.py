@@ -1,13 +1,19 @@
-"""Dynamic graphs: snapshot stores (keyframes + deltas), PGC chunk partitioning,
-per-part snapshot sequences for the trainer (spec: specs/dynamic.md)."""
-from .delta import Delta, KeyDelta, apply_delta, apply_delta_vectorized, diff_sorted
-from .snapshots import (SnapshotStore, SnapshotWriter, WindowSpec, build_snapshots, is_snapshot_store,
-                        open_snapshots)
+"""Dynamic graphs: building snapshot stores from events, PGC chunk partitioning,
+per-part snapshot sequences for the trainer (spec: specs/dynamic.md).
+
+The formats themselves (snapshot store, deltas, dynamic partitions) live in
+:mod:`graphstream.store`; their names are re-exported here, where users
+import them.
+"""
+from ..store.delta import Delta, KeyDelta, apply_delta, apply_delta_vectorized, diff_sorted
+from ..store.dynamic_partitions import DynamicPart, DynamicPartitions, open_dynamic_partitions
+from ..store.snapshots import SnapshotStore, SnapshotWriter, is_snapshot_store, open_snapshots
+from .snapshots import WindowSpec, build_snapshots
 
 
 def __getattr__(name):
     # The partition side pulls in more kernels; load it on first use.
-    if name in ("open_dynamic_partitions", "DynamicPartitions", "DynamicPart", "partition_snapshot_store"):
+    if name == "partition_snapshot_store":
         from . import partition
         return getattr(partition, name)
     raise AttributeError(name)

@@ -21,26 +21,25 @@ canonical (src, dst) order of the global snapshot.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from .._atomic import atomic_dir, check_output
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import ParameterError, StoreError
+from ..errors import ParameterError
 from ..kernels.bitsets import has_bit, new_bitsets, set_bit
 from .baselines import sequence_partition, snapshot_partition
-from .delta import encode_keys
+from ..store.delta import encode_keys
+from ..store.dynamic_partitions import FORMAT, VERSION, DynamicPartitionsManifest
+from ..store.dynamic_partitions import DynamicPart, DynamicPartitions, open_dynamic_partitions  # noqa: F401 (importable here as before)
 from .pgc import DynamicPartitionResult, PGCConfig, fit_cost_model, pgc
-from .snapshots import SnapshotStore, SnapshotWriter, open_snapshots
+from ..store.snapshots import SnapshotStore, SnapshotWriter, open_snapshots
 
-FORMAT = "graphstream.dynamic_partitions"
-VERSION = 1
 ALGORITHMS = {"pgc": pgc, "snapshot": snapshot_partition, "sequence": sequence_partition}
 
 
@@ -163,7 +162,8 @@ def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike,
         }
         if extra:
             manifest.update(extra)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        # validated like any reader would (paths inside the folder) before it is written
+        (tmp / "manifest.json").write_text(DynamicPartitionsManifest.from_dict(manifest, str(out)).to_json())
     return manifest
 
 
@@ -173,89 +173,6 @@ def _config_dict(config: PGCConfig) -> dict[str, Any]:
 
 def _json_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items()}
-
-
-# -- the reader ---------------------------------------------------------------------
-
-class DynamicPart(SnapshotStore):
-    """One part's snapshot sequence over local ids.
-
-    ``snapshot(t)`` / ``delta(t)`` / ``keyframes`` as for any snapshot
-    store (local ids); ``global_ids[local]`` is the global node id;
-    ``owned(t)`` are the local ids of the instances this part owns at t
-    (the rest of the nodes in snapshot t's edges are its halo).
-    """
-
-    def __init__(self, group, path: str):
-        super().__init__(group, path)
-        self.part = int(self.attrs.get("part", -1))
-        self.global_ids = group["global_ids"][:]
-
-    @property
-    def num_local_nodes(self) -> int:
-        return len(self.global_ids)
-
-    def owned(self, t: int) -> np.ndarray:
-        return self.node_list(t)
-
-    def halo(self, t: int) -> np.ndarray:
-        src, dst = self.snapshot(t)
-        return np.setdiff1d(np.union1d(src, dst), self.owned(t))
-
-    def to_global(self, local: np.ndarray) -> np.ndarray:
-        return self.global_ids[np.asarray(local)]
-
-
-class DynamicPartitions:
-    """A folder of per-part snapshot sequences (open with :func:`open_dynamic_partitions`)."""
-
-    def __init__(self, path: str, manifest: dict[str, Any]):
-        self.path = path
-        self.manifest = manifest
-        self.num_parts = int(manifest["num_parts"])
-        self.num_snapshots = int(manifest["num_snapshots"])
-        self.num_nodes = int(manifest["num_nodes"])
-        self.keyframe_every = int(manifest["keyframe_every"])
-        self.algorithm = manifest["algorithm"]
-        self.metrics = manifest.get("metrics", {})
-        self._parts: dict[int, DynamicPart] = {}
-
-    def part(self, p: int) -> DynamicPart:
-        if not 0 <= p < self.num_parts:
-            raise IndexError(f"part {p} out of range [0, {self.num_parts})")
-        if p not in self._parts:
-            path = str(Path(self.path) / self.manifest["parts"][p]["path"])
-            store = open_snapshots(path)
-            self._parts[p] = DynamicPart(store._group, path)
-        return self._parts[p]
-
-    @property
-    def parts(self) -> list[DynamicPart]:
-        return [self.part(p) for p in range(self.num_parts)]
-
-    def __len__(self) -> int:
-        return self.num_parts
-
-    def __getitem__(self, p: int) -> DynamicPart:
-        return self.part(p)
-
-    def __iter__(self) -> Iterator[DynamicPart]:
-        for p in range(self.num_parts):
-            yield self.part(p)
-
-
-def open_dynamic_partitions(path: str | os.PathLike) -> DynamicPartitions:
-    """Open a folder written by ``graphstream partition SNAP.zarr --out DIR``."""
-    mpath = Path(path) / "manifest.json"
-    if not mpath.is_file():
-        raise StoreError(f"{path}: no manifest.json (not a dynamic partitions folder)")
-    try:
-        manifest = json.loads(mpath.read_text())
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"{mpath}: unreadable manifest ({exc})") from exc
-    if manifest.get("format") != FORMAT:
-        raise StoreError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
-    return DynamicPartitions(str(path), manifest)
 
 
 # -- partitioning a snapshot store ------------------------------------------------------------

@@ -39,8 +39,8 @@ from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..kernels.merge import KeyCounter
 from ..kernels.pairs import pair_key, pairs_to_csr
-from .delta import decode_keys
-from .snapshots import SnapshotStore
+from ..store.delta import decode_keys
+from ..store.snapshots import SnapshotStore
 
 EMPTY = np.empty(0, dtype=np.int64)
 

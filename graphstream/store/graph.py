@@ -219,23 +219,6 @@ def open_group(path: str, noun: str) -> zarr.Group:
         raise StoreError(f"{path}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
 
 
-def open_complete_group(path: str, fmt: str, noun: str) -> zarr.Group:
-    """Open a Zarr group read-only and check it is a complete graphstream ``fmt`` store.
-
-    Refuses missing, foreign and incomplete stores whose format has no typed
-    manifest of its own here; ``noun`` names the kind in the messages. Graph
-    stores are checked by :meth:`GraphManifest.from_attrs`.
-    """
-    group = open_group(path, noun)
-    found = group.attrs.get("format")
-    if found != fmt:
-        raise StoreError(f"{path}: not a graphstream {noun} (format={found!r}, expected {fmt!r})")
-    if group.attrs.get("complete") is not True:
-        raise IncompleteStoreError(f"{path}: {noun} is incomplete (an interrupted or failed write); "
-                                   "rebuild it")
-    return group
-
-
 def open_store(path: str | os.PathLike) -> GraphStore:
     """Open a complete graph store; refuse missing, foreign or incomplete ones."""
     path_s = str(path)

@@ -1,0 +1,160 @@
+"""The dynamic partitions format: per-part snapshot sequences (``partition SNAP.zarr --out DIR``).
+
+Layout of DIR::
+
+    manifest.json        format, params, metrics, parts: [{path, num_nodes, ...}]
+    part-00000/          snapshot store over local ids 0..n_p-1, plus
+                         global_ids (n_p,) sorted: local id -> global node id
+                         inner, inner_offsets: owned local ids per snapshot
+
+The manifest is read and written through :class:`DynamicPartitionsManifest`
+only; part paths are relative and stay inside DIR.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import StoreError
+from .snapshots import SnapshotStore, open_snapshots
+
+FORMAT = "graphstream.dynamic_partitions"
+VERSION = 1
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class DynamicPartitionsManifest:
+    """``manifest.json`` of a dynamic partitions folder, checked once.
+
+    ``raw`` keeps the whole document (params, metrics, per-part figures) in
+    the order written, so :meth:`to_json` gives back the same bytes.
+    """
+    algorithm: str
+    num_parts: int
+    num_snapshots: int
+    num_nodes: int
+    keyframe_every: int
+    part_paths: tuple[str, ...]
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str) -> DynamicPartitionsManifest:
+        if not isinstance(doc, dict):
+            raise StoreError(f"{where}: manifest is not a JSON object")
+        if doc.get("format") != FORMAT:
+            raise StoreError(f"{where}: format {doc.get('format')!r}, expected {FORMAT!r}")
+        if doc.get("version", VERSION) != VERSION:
+            raise StoreError(f"{where}: dynamic partitions version {doc.get('version')!r}, this graphstream "
+                             f"reads version {VERSION}")
+        try:
+            parts = doc["parts"]
+            manifest = cls(algorithm=str(doc["algorithm"]), num_parts=int(doc["num_parts"]),
+                           num_snapshots=int(doc["num_snapshots"]), num_nodes=int(doc["num_nodes"]),
+                           keyframe_every=int(doc["keyframe_every"]),
+                           part_paths=tuple(str(part["path"]) for part in parts), raw=doc)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"{where}: damaged manifest ({exc!r})") from exc
+        if len(manifest.part_paths) != manifest.num_parts:
+            raise StoreError(f"{where}: manifest lists {len(manifest.part_paths)} parts, num_parts is "
+                             f"{manifest.num_parts}")
+        for path in manifest.part_paths:
+            if Path(path).is_absolute() or ".." in Path(path).parts or not path:
+                raise StoreError(f"{where}: part path {path!r} must be relative and inside the folder")
+        return manifest
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> DynamicPartitionsManifest:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{where}: unreadable manifest ({exc})") from exc
+        return cls.from_dict(doc, where)
+
+    def to_json(self) -> str:
+        return json.dumps(self.raw, indent=1)
+
+
+# -- the reader ---------------------------------------------------------------------
+
+class DynamicPart(SnapshotStore):
+    """One part's snapshot sequence over local ids.
+
+    ``snapshot(t)`` / ``delta(t)`` / ``keyframes`` as for any snapshot
+    store (local ids); ``global_ids[local]`` is the global node id;
+    ``owned(t)`` are the local ids of the instances this part owns at t
+    (the rest of the nodes in snapshot t's edges are its halo).
+    """
+
+    def __init__(self, group, path: str):
+        super().__init__(group, path)
+        self.part = int(self.attrs.get("part", -1))
+        self.global_ids = group["global_ids"][:]
+
+    @property
+    def num_local_nodes(self) -> int:
+        return len(self.global_ids)
+
+    def owned(self, t: int) -> np.ndarray:
+        return self.node_list(t)
+
+    def halo(self, t: int) -> np.ndarray:
+        src, dst = self.snapshot(t)
+        return np.setdiff1d(np.union1d(src, dst), self.owned(t))
+
+    def to_global(self, local: np.ndarray) -> np.ndarray:
+        return self.global_ids[np.asarray(local)]
+
+
+class DynamicPartitions:
+    """A folder of per-part snapshot sequences (open with :func:`open_dynamic_partitions`)."""
+
+    def __init__(self, path: str, manifest: DynamicPartitionsManifest):
+        self.path = path
+        self.info = manifest
+        self.manifest = manifest.raw
+        self.num_parts = manifest.num_parts
+        self.num_snapshots = manifest.num_snapshots
+        self.num_nodes = manifest.num_nodes
+        self.keyframe_every = manifest.keyframe_every
+        self.algorithm = manifest.algorithm
+        self.metrics = manifest.raw.get("metrics", {})
+        self._parts: dict[int, DynamicPart] = {}
+
+    def part(self, p: int) -> DynamicPart:
+        if not 0 <= p < self.num_parts:
+            raise IndexError(f"part {p} out of range [0, {self.num_parts})")
+        if p not in self._parts:
+            path = str(Path(self.path) / self.info.part_paths[p])
+            store = open_snapshots(path)
+            self._parts[p] = DynamicPart(store._group, path)
+        return self._parts[p]
+
+    @property
+    def parts(self) -> list[DynamicPart]:
+        return [self.part(p) for p in range(self.num_parts)]
+
+    def __len__(self) -> int:
+        return self.num_parts
+
+    def __getitem__(self, p: int) -> DynamicPart:
+        return self.part(p)
+
+    def __iter__(self) -> Iterator[DynamicPart]:
+        for p in range(self.num_parts):
+            yield self.part(p)
+
+
+def open_dynamic_partitions(path: str | os.PathLike) -> DynamicPartitions:
+    """Open a folder written by ``graphstream partition SNAP.zarr --out DIR``."""
+    mpath = Path(path) / MANIFEST
+    if not mpath.is_file():
+        raise StoreError(f"{path}: no manifest.json (not a dynamic partitions folder)")
+    return DynamicPartitions(str(path), DynamicPartitionsManifest.from_json(mpath.read_text(), str(mpath)))
+
+
