@@ -25,255 +25,18 @@ Never O(events): events were folded into snapshots by the snapshot builder.
 """
 from __future__ import annotations
 
-import tempfile
-from contextlib import ExitStack
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from .._report import progress
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import ParameterError
 from ..kernels.merge import KeyCounter
 from ..kernels.pairs import pair_key, pairs_to_csr
-from ..store.delta import decode_keys
 from ..store.snapshots import SnapshotStore
-
-EMPTY = np.empty(0, dtype=np.int64)
-
-
-# -- configuration ---------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class PGCConfig:
-    """Parameters of PGC (and of the workload model shared with the baselines)."""
-    num_parts: int
-    spatial_weight: float = 1.0
-    temporal_weight: float = 2.0
-    rounds: int = 30
-    cap_by: str = "volume"          # "volume" (workload units) or "instances"
-    chunk_cap: float | None = None  # default: total / (num_parts * chunks_per_part)
-    chunks_per_part: int = 2
-    balance: float = 1.05           # hard per-part cap: balance * total / num_parts
-    instance_cost: float = 1.0
-    edge_cost: float = 1.0
-    seed: int = 0
-    memory_budget: int | None = None  # bytes of O(instances) arrays kept in RAM
-    scratch_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.num_parts is None:
-            raise ParameterError("give -k K (number of parts) to partition a snapshot store")
-        checks = [
-            (self.num_parts >= 1, f"-k must be >= 1, got {self.num_parts}"),
-            (self.spatial_weight >= 0 and self.temporal_weight >= 0,
-             f"edge weights must be >= 0, got w_s={self.spatial_weight}, w_t={self.temporal_weight}"),
-            (self.rounds >= 0, f"rounds must be >= 0, got {self.rounds}"),
-            (self.cap_by in ("volume", "instances"), f"cap_by must be volume or instances, got {self.cap_by!r}"),
-            (self.chunk_cap is None or self.chunk_cap > 0, f"chunk cap must be > 0, got {self.chunk_cap}"),
-            (self.chunks_per_part >= 1, f"chunks_per_part must be >= 1, got {self.chunks_per_part}"),
-            (self.balance >= 1.0, f"balance must be >= 1.0, got {self.balance}"),
-            (self.instance_cost >= 0 and self.edge_cost >= 0 and self.instance_cost + self.edge_cost > 0,
-             "instance_cost and edge_cost must be >= 0 and not both 0"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ParameterError(message)
-
-
-# -- O(instances) arrays, in RAM or memory-mapped -------------------------------------
-
-class InstanceArrays:
-    """Allocates the O(instances) arrays: plain arrays within ``budget``
-    bytes, otherwise memory-mapped files in a private temporary folder."""
-
-    def __init__(self, expected_bytes: int, budget: int | None, scratch_dir: str | None):
-        if budget is None:
-            import psutil
-            budget = psutil.virtual_memory().available // 4
-        self.mapped = expected_bytes > budget
-        self._stack = ExitStack()
-        self._dir = None
-        if self.mapped:
-            self._dir = Path(self._stack.enter_context(
-                tempfile.TemporaryDirectory(dir=scratch_dir, prefix="graphstream-pgc-")))
-        self._n = 0
-
-    def alloc(self, n: int, dtype, fill=None) -> np.ndarray:
-        if self.mapped:
-            self._n += 1
-            mm = np.memmap(self._dir / f"a{self._n}.bin", dtype=dtype, mode="w+", shape=(max(n, 1),))[:n]
-            arr = mm.view(np.ndarray)  # numba sees a plain array over the mapping
-        else:
-            arr = np.empty(n, dtype=dtype)
-        if fill is not None:
-            arr[...] = fill
-        return arr
-
-    def close(self) -> None:
-        self._stack.close()
-
-    def __enter__(self) -> "InstanceArrays":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-# -- per-snapshot kernels ------------------------------------------------------------
-
-@njit(cache=True)
-def _active_sorted(src, dst, local_of):
-    """Sorted distinct nodes of a snapshot; sets local_of[v] to v's rank.
-
-    ``local_of`` (int64[N], all -1) must be reset with :func:`_reset_local`.
-    """
-    buf = np.empty(src.shape[0] + dst.shape[0], dtype=np.int64)
-    n = 0
-    for arr in (src, dst):
-        for i in range(arr.shape[0]):
-            v = arr[i]
-            if local_of[v] == -1:
-                local_of[v] = -2
-                buf[n] = v
-                n += 1
-    active = np.sort(buf[:n])
-    for j in range(n):
-        local_of[active[j]] = j
-    return active
-
-
-@njit(cache=True)
-def _reset_local(active, local_of):
-    for j in range(active.shape[0]):
-        local_of[active[j]] = -1
-
-
-@njit(cache=True)
-def _adjacency(src, dst, local_of, na):
-    """Undirected CSR over local ids (both directions, self-loops skipped)."""
-    indptr = np.zeros(na + 1, dtype=np.int64)
-    for e in range(src.shape[0]):
-        if src[e] != dst[e]:
-            indptr[local_of[src[e]] + 1] += 1
-            indptr[local_of[dst[e]] + 1] += 1
-    for j in range(na):
-        indptr[j + 1] += indptr[j]
-    fill = indptr[:-1].copy()
-    indices = np.empty(indptr[na], dtype=np.int64)
-    for e in range(src.shape[0]):
-        s = src[e]
-        d = dst[e]
-        if s != d:
-            a = local_of[s]
-            b = local_of[d]
-            indices[fill[a]] = b
-            fill[a] += 1
-            indices[fill[b]] = a
-            fill[b] += 1
-    return indptr, indices
-
-
-@njit(cache=True)
-def _link_instances(active, indptr, base, last_inst, prev, nxt, deg, node_work, ic, ec):
-    """Temporal links to each node's previous instance; degrees; node workloads."""
-    for j in range(active.shape[0]):
-        v = active[j]
-        i = base + j
-        p = last_inst[v]
-        prev[i] = p
-        nxt[i] = -1
-        if p >= 0:
-            nxt[p] = i
-        last_inst[v] = i
-        d = indptr[j + 1] - indptr[j]
-        deg[i] = d
-        node_work[v] += ic + ec * d
-
-
-class Snapshot:
-    """One snapshot's edges and its active nodes (local ids set in ``local_of``)."""
-
-    def __init__(self, t: int, base: int, src: np.ndarray, dst: np.ndarray, counts: np.ndarray,
-                 active: np.ndarray):
-        self.t, self.base, self.src, self.dst, self.counts, self.active = t, base, src, dst, counts, active
-
-
-@dataclass
-class InstanceGraph:
-    """The implicit spatio-temporal graph: per-snapshot instance offsets plus
-    per-instance temporal links and spatial degrees."""
-    snaps: SnapshotStore
-    offsets: np.ndarray      # (T+1,) first instance id of each snapshot
-    prev: np.ndarray         # (I,) previous instance of the same node, -1 if none
-    next: np.ndarray         # (I,) next instance of the same node, -1 if none
-    deg: np.ndarray          # (I,) undirected spatial degree (self-loops skipped)
-    node_work: np.ndarray    # (N,) summed workload of each node's instances
-    local_of: np.ndarray     # (N,) scratch, all -1 between snapshots
-    inst_dtype: np.dtype
-    arrays: InstanceArrays
-
-    @property
-    def num_instances(self) -> int:
-        return int(self.offsets[-1])
-
-    @property
-    def num_snapshots(self) -> int:
-        return len(self.offsets) - 1
-
-    def snapshots(self, desc: str = "snapshots", only: np.ndarray | None = None):
-        """Yield each snapshot (or those in ``only``, ascending) with its active
-        nodes' local ids set in ``local_of`` (reset after)."""
-        ts = range(self.num_snapshots) if only is None else [int(t) for t in only]
-        with progress(len(ts), desc, unit="snapshot") as bar:
-            for t in ts:
-                keys, counts = self.snaps.snapshot_keys(t)
-                src, dst = decode_keys(keys, self.snaps.num_nodes)
-                active = _active_sorted(src, dst, self.local_of)
-                try:
-                    yield Snapshot(t, int(self.offsets[t]), src, dst, counts, active)
-                finally:
-                    _reset_local(active, self.local_of)
-                bar.update(1)
-
-    def workload(self, ic: float, ec: float, lo: int = 0, hi: int | None = None) -> np.ndarray:
-        hi = self.num_instances if hi is None else hi
-        return ic + ec * self.deg[lo:hi].astype(np.float64)
-
-
-def instance_bytes(num_instances: int) -> int:
-    """What the O(instances) arrays of PGC take (labels, prev, next, degree, label sizes, part)."""
-    idt = 4 if num_instances < 2**31 else 8
-    return num_instances * (4 * idt + 8 + 4)
-
-
-def build_instance_graph(snaps: SnapshotStore, config: PGCConfig) -> InstanceGraph:
-    """Pass 0: instance offsets from the stored node counts, then one forward
-    pass linking each instance to its node's previous instance."""
-    offsets = np.zeros(snaps.num_snapshots + 1, dtype=np.int64)
-    np.cumsum(snaps.node_counts, out=offsets[1:])
-    num = int(offsets[-1])
-    idt = np.dtype(np.int32) if num < 2**31 else np.dtype(np.int64)
-    arrays = InstanceArrays(instance_bytes(num), config.memory_budget, config.scratch_dir)
-    prev = arrays.alloc(num, idt)
-    nxt = arrays.alloc(num, idt)
-    deg = arrays.alloc(num, np.int32)
-    n = snaps.num_nodes
-    last_inst = np.full(n, -1, dtype=np.int64)
-    node_work = np.zeros(n, dtype=np.float64)
-    local_of = np.full(n, -1, dtype=np.int64)
-    graph = InstanceGraph(snaps, offsets, prev, nxt, deg, node_work, local_of, idt, arrays)
-    for s in graph.snapshots("instances"):
-        if len(s.active) != snaps.node_counts[s.t]:
-            raise ParameterError(f"{snaps.path}: snapshot {s.t} has {len(s.active)} active nodes, "
-                                 f"node_counts says {snaps.node_counts[s.t]}")
-        indptr, _ = _adjacency(s.src, s.dst, local_of, len(s.active))
-        _link_instances(s.active, indptr, s.base, last_inst, prev, nxt, deg, node_work,
-                        config.instance_cost, config.edge_cost)
-    return graph
+from .instances import InstanceGraph, build_instance_graph, snapshot_adjacency
+from .workload import DynamicPartitionResult, PGCConfig, evaluate, fit_cost_model  # noqa: F401 (importable here)
 
 
 # -- 1. chunking by weighted label propagation -------------------------------------------
@@ -295,10 +58,37 @@ def _mark_dirty(q, dirty, offsets, dirty_count):
         dirty_count[t] += 1
 
 
+class InstanceLinks(NamedTuple):
+    """What a sweep reads of the instance graph (arrays over instances; ``offsets`` over snapshots)."""
+    deg: np.ndarray
+    prev: np.ndarray
+    nxt: np.ndarray
+    offsets: np.ndarray
+
+
+class LPWeights(NamedTuple):
+    """Edge weights, the workload model and the label size cap."""
+    spatial: float
+    temporal: float
+    instance_cost: float
+    edge_cost: float
+    by_volume: bool
+    cap: float
+
+
+class LPState(NamedTuple):
+    """Labels, label sizes and the revisit flags, changed in place; ``labs``/``wts`` are scratch."""
+    labels: np.ndarray
+    sizes: np.ndarray
+    dirty: np.ndarray
+    dirty_count: np.ndarray
+    labs: np.ndarray
+    wts: np.ndarray
+
+
 @njit(cache=True)
-def _lp_snapshot(indptr, indices, base, order, labels, sizes, deg, prev, nxt, ws, wt,
-                 ic, ec, by_volume, cap, labs, wts, dirty, offsets, dirty_count, t):
-    """One sweep of label propagation over the instances of one snapshot.
+def _lp_snapshot(indptr, indices, base, order, t, links, state, weights):
+    """One sweep of label propagation over the instances of snapshot t.
 
     Each instance takes the label of largest total edge weight among its
     spatial and temporal neighbours, keeping its own on ties; a label may
@@ -306,6 +96,11 @@ def _lp_snapshot(indptr, indices, base, order, labels, sizes, deg, prev, nxt, ws
     at first; afterwards those with a neighbour that moved), since the
     others would choose as before. Returns the number of instances that moved.
     """
+    deg, prev, nxt, offsets = links.deg, links.prev, links.nxt, links.offsets
+    labels, sizes, dirty, dirty_count = state.labels, state.sizes, state.dirty, state.dirty_count
+    labs, wts = state.labs, state.wts
+    ws, wt, cap = weights.spatial, weights.temporal, weights.cap
+    ic, ec, by_volume = weights.instance_cost, weights.edge_cost, weights.by_volume
     moved = 0
     for jj in range(order.shape[0]):
         j = order[jj]
@@ -394,17 +189,17 @@ def label_propagation(graph: InstanceGraph, config: PGCConfig, cap: float) -> tu
     wts = np.empty(max_deg + 2, dtype=np.float64)
     dirty = graph.arrays.alloc(num, np.bool_, fill=True)
     dirty_count = np.diff(graph.offsets)
+    links = InstanceLinks(graph.deg, graph.prev, graph.next, graph.offsets)
+    state = LPState(labels, sizes, dirty, dirty_count, labs, wts)
+    weights = LPWeights(float(config.spatial_weight), float(config.temporal_weight), ic, ec, by_volume, float(cap))
     for _round in range(config.rounds):
         moved = 0
         # snapshots without a dirty instance are skipped whole (not even rebuilt)
         todo = np.flatnonzero(dirty_count > 0)
         for s in graph.snapshots("label propagation", only=todo):
-            indptr, indices = _adjacency(s.src, s.dst, graph.local_of, len(s.active))
+            indptr, indices = snapshot_adjacency(s.src, s.dst, graph.local_of, len(s.active))
             order = rng.permutation(len(s.active))
-            moved += _lp_snapshot(indptr, indices, s.base, order, labels, sizes, graph.deg, graph.prev,
-                                  graph.next, float(config.spatial_weight), float(config.temporal_weight),
-                                  ic, ec, by_volume, float(cap), labs, wts, dirty, graph.offsets,
-                                  dirty_count, s.t)
+            moved += _lp_snapshot(indptr, indices, s.base, order, s.t, links, state, weights)
         moved_per_round.append(int(moved))
         if moved == 0:
             break
@@ -563,70 +358,7 @@ def assign_chunks(cg: ChunkGraph, config: PGCConfig) -> tuple[np.ndarray, np.nda
                           config.balance * gbar + 1e-9)
 
 
-# -- evaluation (shared with the baselines) --------------------------------------------------
-
-@njit(cache=True)
-def _cut_spatial(src, dst, local_of, base, inst_part):
-    cut = 0
-    total = 0
-    for e in range(src.shape[0]):
-        if src[e] == dst[e]:
-            continue
-        total += 1
-        if inst_part[base + local_of[src[e]]] != inst_part[base + local_of[dst[e]]]:
-            cut += 1
-    return cut, total
-
-
-def evaluate(graph: InstanceGraph, inst_part: np.ndarray, config: PGCConfig) -> dict[str, Any]:
-    """Workload balance lambda and cut spatial / temporal edges of an instance -> part map."""
-    k = config.num_parts
-    num = graph.num_instances
-    step = 1 << 22
-    loads = np.zeros(k, dtype=np.float64)
-    instances = np.zeros(k, dtype=np.int64)
-    cut_t = total_t = 0
-    for lo in range(0, num, step):
-        hi = min(num, lo + step)
-        p = inst_part[lo:hi]
-        loads += np.bincount(p, weights=graph.workload(config.instance_cost, config.edge_cost, lo, hi),
-                             minlength=k)
-        instances += np.bincount(p, minlength=k)
-        prev = graph.prev[lo:hi]
-        has = prev >= 0
-        total_t += int(has.sum())
-        cut_t += int((inst_part[prev[has]] != p[has]).sum())
-    cut_s = total_s = 0
-    for s in graph.snapshots("evaluate"):
-        c, t = _cut_spatial(s.src, s.dst, graph.local_of, s.base, inst_part)
-        cut_s += int(c)
-        total_s += int(t)
-    lo_load = float(loads.min())
-    return {
-        "balance_lambda": float(loads.max() / lo_load) if lo_load > 0 else None,
-        "max_over_mean": float(loads.max() / loads.mean()) if loads.mean() > 0 else None,
-        "part_workloads": loads.tolist(), "part_instances": instances.tolist(),
-        "cut_spatial_edges": cut_s, "total_spatial_edges": total_s,
-        "cut_temporal_edges": cut_t, "total_temporal_edges": total_t,
-        "cut_spatial_weight": cut_s * float(config.spatial_weight),
-        "cut_temporal_weight": cut_t * float(config.temporal_weight),
-        "cut_weight": cut_s * float(config.spatial_weight) + cut_t * float(config.temporal_weight),
-    }
-
-
 # -- the whole algorithm ------------------------------------------------------------------
-
-@dataclass
-class DynamicPartitionResult:
-    """instance -> part (``inst_part``), its graph, and the report."""
-    algorithm: str
-    config: PGCConfig
-    graph: InstanceGraph
-    inst_part: np.ndarray
-    metrics: dict[str, Any] = field(default_factory=dict)
-    chunk_of: np.ndarray | None = None   # PGC only: chunk id of every instance
-    num_chunks: int | None = None
-
 
 def pgc(snaps: SnapshotStore, config: PGCConfig) -> DynamicPartitionResult:
     """Partition the node instances of a snapshot store by graph chunks."""
@@ -665,36 +397,3 @@ def pgc(snaps: SnapshotStore, config: PGCConfig) -> DynamicPartitionResult:
     return DynamicPartitionResult("pgc", config, graph, inst_part, metrics, labels, cg.num_chunks)
 
 
-# -- the workload model, fitted -----------------------------------------------------------
-
-def fit_cost_model(feature_dim: int = 64, hidden: int = 64, sizes: tuple[int, ...] = (2000, 6000, 16000),
-                   degrees: tuple[int, ...] = (2, 6, 16), seed: int = 0) -> tuple[float, float]:
-    """(instance_cost, edge_cost) from a least-squares fit of measured timings.
-
-    Times one GCN-style layer in numpy (gather + segment sum over edges,
-    then a dense transform per instance) on random graphs of every size and
-    degree given, fits ``seconds = a * instances + b * edges + c`` and
-    returns (a, b) scaled so that a = 1. Only the ratio matters: caps and
-    loads are relative to the total workload.
-    """
-    import time
-    rng = np.random.default_rng(seed)
-    w = rng.standard_normal((feature_dim, hidden)).astype(np.float32)
-    rows, times = [], []
-    for n in sizes:
-        x = rng.standard_normal((n, feature_dim)).astype(np.float32)
-        for d in degrees:
-            e = n * d
-            indices = rng.integers(0, n, e)
-            indptr = np.arange(0, e + 1, d)
-            best = np.inf
-            for _ in range(3):
-                a = time.perf_counter()
-                agg = np.add.reduceat(x[indices], indptr[:-1], axis=0)
-                _ = agg @ w
-                best = min(best, time.perf_counter() - a)
-            rows.append((n, e, 1.0))
-            times.append(best)
-    coef, *_ = np.linalg.lstsq(np.asarray(rows, dtype=np.float64), np.asarray(times), rcond=None)
-    a, b = max(float(coef[0]), 1e-12), max(float(coef[1]), 0.0)
-    return 1.0, b / a
