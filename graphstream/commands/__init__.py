@@ -1,1 +1,1 @@
-"""CLI subcommands: one module each, discovered by ``graphstream.cli``."""
+"""CLI subcommands: one module each, listed in ``graphstream.cli.COMMANDS`` (imported only when run)."""

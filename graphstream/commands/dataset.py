@@ -1,13 +1,11 @@
 """graphstream dataset cora|citeseer|facebook OUT_DIR: a graph store plus node data (.npy)."""
 from __future__ import annotations
 
-from .flags import add_overwrite
-
 from .._resources import peak_rss_bytes
+from .flags import add_overwrite
 
 
 def configure(p) -> None:
-
     p.add_argument("name", choices=["cora", "citeseer", "facebook"], help="dataset")
     p.add_argument("out_dir", help="output folder")
     p.add_argument("--root", default="../shared/datasets", help="shared datasets folder "

@@ -6,10 +6,10 @@ from .flags import add_overwrite
 
 def configure(p) -> None:
     p.description = ("Write a partitioned dataset (graphstream partition --out) in the partition "
-                                   "format of DistDGL (dgl.distributed.load_partition, DistGraph) or PyG "
-                                   "(torch_geometric.distributed.LocalGraphStore/LocalFeatureStore.from_partition). "
-                                   "--to dgl needs the dgl package: run it with .venv-dgl/bin/graphstream "
-                                   "(made by tools/dgl-env.sh).")
+                     "format of DistDGL (dgl.distributed.load_partition, DistGraph) or PyG "
+                     "(torch_geometric.distributed.LocalGraphStore/LocalFeatureStore.from_partition). "
+                     "--to dgl needs the dgl package: run it with .venv-dgl/bin/graphstream "
+                     "(made by tools/dgl-env.sh).")
     p.add_argument("parts", help="partitioned dataset folder (with manifest.json)")
     # No argparse choices: an unknown target is a GraphStreamError (exit 2, one line) like any bad input.
     p.add_argument("--to", dest="target", required=True, metavar="{dgl,pyg}", help="target format")

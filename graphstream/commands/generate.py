@@ -1,16 +1,17 @@
 """graphstream generate rmat OUT.zarr --scale S --edge-factor F [--seed N]: synthetic graphs."""
 from __future__ import annotations
 
-from .flags import add_overwrite, json_flag
-
 from .._resources import Stopwatch, peak_rss_bytes
 from ..store import DEFAULT_CHUNK
+from .flags import add_overwrite, json_flag
 
 
 def configure(p) -> None:
     kinds = p.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
-    r = kinds.add_parser("rmat", parents=[json_flag()], help="Graph500 Kronecker/R-MAT graph (a=0.57, b=c=0.19), seeded, "
-                                      "2**S nodes and F*2**S edges, vertex ids randomly permuted")
+    # --json given after `rmat` is parsed by this sub-subparser, so it takes the shared flag too
+    r = kinds.add_parser("rmat", parents=[json_flag()],
+                         help="Graph500 Kronecker/R-MAT graph (a=0.57, b=c=0.19), seeded, "
+                              "2**S nodes and F*2**S edges, vertex ids randomly permuted")
     r.add_argument("out", help="output graph store (.zarr)")
     r.add_argument("--scale", type=int, required=True, help="S: the graph has 2**S nodes")
     r.add_argument("--edge-factor", type=int, default=16, help="F: the graph has F*2**S edges (default 16)")
@@ -24,7 +25,7 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
-    from ..ingest.rmat import generate_rmat   # numba compiles on first use: keep `--help` fast
+    from ..ingest.rmat import generate_rmat  # numba compiles on first use: keep `--help` fast
     watch = Stopwatch()
     store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,
                           chunk_size=args.chunk_size, undirected=args.undirected, overwrite=args.overwrite)

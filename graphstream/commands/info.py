@@ -4,16 +4,16 @@ from __future__ import annotations
 import numpy as np
 
 from .._resources import Stopwatch, peak_rss_bytes
-from ..store import degree_pass, open_store
+from ..store import open_store
 
 
 def configure(p) -> None:
-
     p.add_argument("store", help="graph store (.zarr)")
     p.set_defaults(run=run)
 
 
 def store_stats(path: str) -> dict:
+    from ..store import degree_pass  # compiles numba kernels: not for `info --help`
     watch = Stopwatch()
     store = open_store(path)
     deg = degree_pass(store)

@@ -1,13 +1,12 @@
 """graphstream ingest SRC OUT.zarr: read an edge file into a graph store."""
 from __future__ import annotations
 
-from .flags import add_overwrite
-
 import os
 
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import DEFAULT_CHUNK
+from .flags import add_overwrite
 
 
 def _column(value: str) -> int | str:
@@ -16,7 +15,6 @@ def _column(value: str) -> int | str:
 
 
 def configure(p) -> None:
-
     p.add_argument("source", help="edge file")
     p.add_argument("out", help="output graph store (.zarr)")
     p.add_argument("--format", dest="fmt", default="auto",

@@ -6,13 +6,12 @@ graphstream.dynamic (``--algo pgc``).
 """
 from __future__ import annotations
 
-from .flags import add_overwrite
-
 import importlib
 import tempfile
 from pathlib import Path
 
 from ..errors import GraphStreamError, ParameterError, StoreError
+from .flags import add_overwrite
 
 SNAPSHOT_FORMAT = "graphstream.snapshots"
 
@@ -20,7 +19,7 @@ SNAPSHOT_FORMAT = "graphstream.snapshots"
 def configure(p) -> None:
     from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, MAX_PARTS
     p.description = ("Partition a graph store into K parts; print replication factor, "
-                                   "balance, time and memory.")
+                     "balance, time and memory.")
     p.add_argument("store", help="graph store (.zarr) or snapshot store")
     p.add_argument("-k", "--parts", dest="k", type=int, default=None,
                    help=f"number of parts, 1..{MAX_PARTS} (or derive it from --gpus/--gpu-memory)")
@@ -32,7 +31,8 @@ def configure(p) -> None:
     p.add_argument("--tau", type=float, default=None, help="SPRING: cluster volume cap (edges)")
     p.add_argument("--passes", type=int, default=None,
                    help="2PS-L: streaming clustering passes (1); coarse-refine: its passes")
-    p.add_argument("--lambda", dest="lam", type=float, default=None, help="HDRF: balance weight (default 10; the paper's 1 collapses on ordered streams)")
+    p.add_argument("--lambda", dest="lam", type=float, default=None,
+                   help="HDRF: balance weight (default 10; the paper's 1 collapses on ordered streams)")
     p.add_argument("--hash-mode", dest="hash_mode", choices=("vertex", "edge"), default=None,
                    help="hash: vertex (owner = hash(v), default) or edge (part = hash(u, v))")
     p.add_argument("--work-dir", default=None, help="where edge partitioners write part[e] (temp folder)")

@@ -5,7 +5,6 @@ from .flags import add_overwrite
 
 
 def configure(p) -> None:
-
     p.add_argument("store", help="graph store (.zarr) with a time column")
     p.add_argument("out", help="snapshot store to write (.zarr)")
     g = p.add_mutually_exclusive_group(required=True)

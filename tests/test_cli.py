@@ -1,0 +1,57 @@
+"""The CLI's dispatch: one explicit lazy table, plug-ins through entry points, startup kept light."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from graphstream.cli import COMMANDS, build_parser, main
+
+HEAVY = ("numba", "zarr", "torch")
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    """The modules a fresh interpreter has imported after ``graphstream ARGV`` (which may exit)."""
+    code = ("import json, sys\nfrom graphstream.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
+def test_help_imports_no_command_module():
+    loaded = _modules_after(["--help"])
+    commands = {m for m in loaded if m.startswith("graphstream.commands.")}
+    assert commands == {"graphstream.commands.flags"}
+    assert not [m for m in loaded if m.split(".")[0] in HEAVY]
+
+
+def test_command_imports_only_its_module():
+    loaded = _modules_after(["info", "--help"])
+    commands = {m for m in loaded if m.startswith("graphstream.commands.")}
+    assert commands == {"graphstream.commands.flags", "graphstream.commands.info"}
+    # the command's own imports (the store: zarr) come with it; the degree kernels only when it runs
+    assert not [m for m in loaded if m.split(".")[0] in ("trainer", "numba", "torch")]
+
+
+def test_every_command_listed_and_plugins_found():
+    choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert set(COMMANDS) <= set(choices)
+    assert "train" in choices  # the trainer's entry point (pip install -e . registers it)
+    for name, parser in choices.items():  # --json is every command's, from the one shared parent
+        assert "--json" in parser._option_string_actions, name
+
+
+def test_train_help_without_torch():
+    loaded = _modules_after(["train", "--help"])
+    assert "trainer.cli" in loaded
+    assert "torch" not in loaded
+
+
+def test_unknown_command_exits_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["no-such-command"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
