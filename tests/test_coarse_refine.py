@@ -139,12 +139,12 @@ def test_refine_delta_is_exact_on_low_degree_graphs(tmp_path):
     touched = np.empty(k, dtype=np.int32)
     cand = np.empty(k, dtype=np.int32)
     before = rf_by_sets(src, dst, owner, n) * n
+    state = K.RefineState(owner, size, counters, cnt, touched, cand)
     for blk in vs.blocks():
-        K.summary_block(blk.first, blk.offsets, blk.neighbours, owner, counters, cnt, touched)
+        K.summary_block(blk.first, blk.offsets, blk.neighbours, state)
     moves, change = 0, 0
     for blk in vs.blocks():
-        m, c = K.refine_block(blk.first, blk.offsets, blk.neighbours, owner, size, n, counters, cnt, touched,
-                              cand, False)
+        m, c = K.refine_block(blk.first, blk.offsets, blk.neighbours, state, n, False)
         moves += m
         change += c
     after = rf_by_sets(src, dst, owner, n) * n

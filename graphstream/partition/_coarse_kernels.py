@@ -11,6 +11,8 @@ parts a byte: ``counters[y, p >> 2]``, k/4 bytes a node.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -172,9 +174,25 @@ def _put(counters, y, p, val):
     counters[y, p >> 2] = np.uint8((old & ~(3 << s)) | (val << s))
 
 
+class RefineState(NamedTuple):
+    """What the refinement changes in place (owner, size, counters) and its scratch.
+
+    ``counters[y]``: c_y(p), the number of y's neighbours in part p saturated
+    at 3, two bits per part; ``cnt``/``touched``: per-part neighbour counts of
+    the node at hand and which parts they touch; ``cand``: candidate parts.
+    """
+    owner: np.ndarray
+    size: np.ndarray
+    counters: np.ndarray
+    cnt: np.ndarray
+    touched: np.ndarray
+    cand: np.ndarray
+
+
 @njit(cache=True)
-def summary_block(first, offs, nbrs, owner, counters, cnt, touched):
+def summary_block(first, offs, nbrs, state):
     """Fresh counters c_y(p) for the block's nodes (counts of neighbours per part, saturated at 3)."""
+    owner, counters, cnt, touched = state.owner, state.counters, state.cnt, state.touched
     for i in range(offs.shape[0] - 1):
         y = first + i
         counters[y, :] = 0
@@ -186,7 +204,69 @@ def summary_block(first, offs, nbrs, owner, counters, cnt, touched):
 
 
 @njit(cache=True)
-def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, cand, force):
+def _least_loaded(size):
+    """The part with the fewest nodes (ties: lowest id)."""
+    b = 0
+    for p in range(1, size.shape[0]):
+        if size[p] < size[b]:
+            b = p
+    return b
+
+
+@njit(cache=True)
+def _candidates(a, nt, touched, cnt, size, cap, cand):
+    """Fill ``cand`` with the parts (other than a, with room) holding most of u's neighbours; how many."""
+    nc = 0
+    for t in range(nt):
+        b = touched[t]
+        if b == a or size[b] >= cap:
+            continue
+        if nc < cand.shape[0]:
+            cand[nc] = b
+            nc += 1
+        else:
+            w = 0
+            for c in range(1, nc):   # the weakest kept candidate (fewest neighbours, then highest id)
+                if cnt[cand[c]] < cnt[cand[w]] or (cnt[cand[c]] == cnt[cand[w]] and cand[c] > cand[w]):
+                    w = c
+            if cnt[b] > cnt[cand[w]] or (cnt[b] == cnt[cand[w]] and b < cand[w]):
+                cand[w] = b
+    return nc
+
+
+@njit(cache=True)
+def _neighbours_counting(u, lo, hi, nbrs, owner, counters, p, count):
+    """#{y ~ u : owner[y] != p and c_y(p) = count}: with count 0 the neighbours that moving u
+    into p makes halo of p (A_b), with count 1 those that leave p's halo when u leaves p (R_a)."""
+    total = 0
+    for j in range(lo, hi):
+        y = nbrs[j]
+        if y != u and owner[y] != p and _get(counters, y, p) == count:
+            total += 1
+    return total
+
+
+@njit(cache=True)
+def _move(u, a, b, lo, hi, nbrs, state):
+    """Move u from part a to part b and update its neighbours' counters."""
+    owner, size, counters = state.owner, state.size, state.counters
+    owner[u] = b
+    size[a] -= 1
+    size[b] += 1
+    for j in range(lo, hi):
+        y = nbrs[j]
+        if y == u:
+            continue
+        ca = _get(counters, y, a)
+        if ca == 1 or ca == 2:     # 3 means "3 or more": after one removal still >= 2, keep 3
+            _put(counters, y, a, ca - 1)
+        cb = _get(counters, y, b)
+        if cb < 3:
+            _put(counters, y, b, cb + 1)
+
+
+@njit(cache=True)
+def refine_block(first, offs, nbrs, state, cap, force):
     """One greedy refinement sweep over a block; returns (moves, change in sum of replicas).
 
     Moving u from part a to part b changes the number of replicas (the sum
@@ -203,63 +283,36 @@ def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, ca
     (size > cap) takes its best candidate when delta <= 0, and any (or the
     least loaded part) when ``force``.
     """
-    k = size.shape[0]
-    max_cand = cand.shape[0]
+    owner, size, counters = state.owner, state.size, state.counters
+    cnt, touched, cand = state.cnt, state.touched, state.cand
     moves = 0
     change = 0
     for i in range(offs.shape[0] - 1):
         u = first + i
+        lo, hi = offs[i], offs[i + 1]
         a = owner[u]
         over = size[a] > cap
-        nt = count_neighbour_labels(u, offs[i], offs[i + 1], nbrs, owner, cnt, touched)
+        nt = count_neighbour_labels(u, lo, hi, nbrs, owner, cnt, touched)
         if nt == 0 or (nt == 1 and touched[0] == a and not over):
             for t in range(nt):
                 cnt[touched[t]] = 0
             if nt == 0 and over and force:
-                b = 0
-                for p in range(1, k):
-                    if size[p] < size[b]:
-                        b = p
+                b = _least_loaded(size)
                 if size[b] < cap:
                     owner[u] = b
                     size[a] -= 1
                     size[b] += 1
                     moves += 1
             continue
-        # candidates: the parts (other than a, with room) holding most of u's neighbours
-        nc = 0
-        for t in range(nt):
-            b = touched[t]
-            if b == a or size[b] >= cap:
-                continue
-            if nc < max_cand:
-                cand[nc] = b
-                nc += 1
-            else:
-                w = 0
-                for c in range(1, nc):   # the weakest kept candidate (fewest neighbours, then highest id)
-                    if cnt[cand[c]] < cnt[cand[w]] or (cnt[cand[c]] == cnt[cand[w]] and cand[c] > cand[w]):
-                        w = c
-                if cnt[b] > cnt[cand[w]] or (cnt[b] == cnt[cand[w]] and b < cand[w]):
-                    cand[w] = b
+        nc = _candidates(a, nt, touched, cnt, size, cap, cand)
         own = 1 if cnt[a] == 0 else 0
-        r_a = 0
-        if nc > 0:
-            for j in range(offs[i], offs[i + 1]):
-                y = nbrs[j]
-                if y != u and owner[y] != a and _get(counters, y, a) == 1:
-                    r_a += 1
+        r_a = _neighbours_counting(u, lo, hi, nbrs, owner, counters, a, 1) if nc > 0 else 0
         best = -1
         best_d = 0
         best_c = 0
         for c in range(nc):
             b = cand[c]
-            a_b = 0
-            for j in range(offs[i], offs[i + 1]):
-                y = nbrs[j]
-                if y != u and owner[y] != b and _get(counters, y, b) == 0:
-                    a_b += 1
-            d = a_b - r_a - own
+            d = _neighbours_counting(u, lo, hi, nbrs, owner, counters, b, 0) - r_a - own
             cb = cnt[b]
             if (best < 0 or d < best_d or (d == best_d and (cb > best_c or (cb == best_c and (
                     size[b] < size[best] or (size[b] == size[best] and b < best)))))):
@@ -275,10 +328,7 @@ def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, ca
             elif over and (best_d <= 0 or force):
                 take = True
         if best < 0 and over and force:
-            b = 0
-            for p in range(1, k):
-                if size[p] < size[b]:
-                    b = p
+            b = _least_loaded(size)
             if size[b] < cap:
                 best = b
                 take = True
@@ -287,22 +337,9 @@ def refine_block(first, offs, nbrs, owner, size, cap, counters, cnt, touched, ca
             cnt[touched[t]] = 0
         if not take:
             continue
-        b = best
-        owner[u] = b
-        size[a] -= 1
-        size[b] += 1
+        _move(u, a, best, lo, hi, nbrs, state)
         moves += 1
         change += best_d
-        for j in range(offs[i], offs[i + 1]):
-            y = nbrs[j]
-            if y == u:
-                continue
-            ca = _get(counters, y, a)
-            if ca == 1 or ca == 2:     # 3 means "3 or more": after one removal still >= 2, keep 3
-                _put(counters, y, a, ca - 1)
-            cb = _get(counters, y, b)
-            if cb < 3:
-                _put(counters, y, b, cb + 1)
     return moves, change
 
 

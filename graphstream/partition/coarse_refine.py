@@ -313,6 +313,7 @@ def refine(vs: VertexStream, owner: np.ndarray, size: np.ndarray, k: int, cap: i
     cnt = np.zeros(k, dtype=np.int32)
     touched = np.empty(k, dtype=np.int32)
     cand = np.empty(max_candidates, dtype=np.int32)
+    state = K.RefineState(owner, size, counters, cnt, touched, cand)
     total_moves = 0
     done = 0
     s = 0
@@ -322,11 +323,10 @@ def refine(vs: VertexStream, owner: np.ndarray, size: np.ndarray, k: int, cap: i
             break
         force = s >= sweeps - 1
         for blk in vs.blocks(block_entries):
-            K.summary_block(blk.first, blk.offsets, blk.neighbours, owner, counters, cnt, touched)
+            K.summary_block(blk.first, blk.offsets, blk.neighbours, state)
         moves = 0
         for blk in vs.blocks(block_entries):
-            m, _ = K.refine_block(blk.first, blk.offsets, blk.neighbours, owner, size, cap, counters,
-                                  cnt, touched, cand, force)
+            m, _ = K.refine_block(blk.first, blk.offsets, blk.neighbours, state, cap, force)
             moves += m
         total_moves += moves
         done += 1
