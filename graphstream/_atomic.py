@@ -8,9 +8,9 @@ import errno
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from .errors import DiskFullError, OutputExistsError
 

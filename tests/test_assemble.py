@@ -24,11 +24,10 @@ from graphstream.assemble import BuildConfig, auto_num_parts, build_partitions
 from graphstream.assemble import builder as builder_mod
 from graphstream.assemble import features as features_mod
 from graphstream.assemble import spill as spill_mod
-from graphstream.store import PartitionsError
 from graphstream.assemble.sizing import data_size
-from graphstream.errors import (DiskFullError, GraphStreamError, NodeDataError, OutputExistsError,
-                                ParameterError)
+from graphstream.errors import DiskFullError, GraphStreamError, NodeDataError, OutputExistsError, ParameterError
 from graphstream.partition.plan import PartitionPlan
+from graphstream.store import PartitionsError
 from graphstream.store.nodedata import open_node_data
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -190,7 +189,7 @@ def check_dataset(store, owner: np.ndarray, k: int, out: Path, nodes: Path | Non
             assert np.all(np.diff(indptr)[ni:] == 0), "directed halo rows must be empty"
         # inner rows complete, columns sorted in each row
         np.testing.assert_array_equal(np.diff(indptr)[:ni], degree[inner])
-        same_row = np.diff(got_rows_local := np.repeat(np.arange(len(g)), np.diff(indptr))) == 0
+        same_row = np.diff(np.repeat(np.arange(len(g)), np.diff(indptr))) == 0
         assert np.all(np.diff(indices)[same_row] >= 0), "columns not sorted within a row"
         np.testing.assert_array_equal(np.asarray(part.degree), degree[g])
         # node data rows equal the originals
@@ -573,7 +572,7 @@ def test_part_pickles_as_paths(built):
 
 
 def test_graph_without_edges(tmp_path):
-    with GraphWriter(tmp_path / "g.zarr", num_nodes=7, directed=False) as w:
+    with GraphWriter(tmp_path / "g.zarr", num_nodes=7, directed=False):
         pass
     store = open_store(tmp_path / "g.zarr")
     owner = _owner("ranges", 7, 3)

@@ -14,11 +14,9 @@ import zarr
 
 from graphstream import GraphWriter
 from graphstream.cli import main as cli_main
-from graphstream.dynamic import (apply_delta, apply_delta_vectorized, build_snapshots, diff_sorted,
-                                 open_snapshots)
+from graphstream.dynamic import apply_delta, apply_delta_vectorized, build_snapshots, diff_sorted, open_snapshots
 from graphstream.dynamic.generate import DynamicRmatConfig, dynamic_rmat_steps, generate_dynamic
-from graphstream.errors import (GraphStreamError, IncompleteStoreError, InputFormatError, ParameterError,
-                                StoreError)
+from graphstream.errors import GraphStreamError, IncompleteStoreError, InputFormatError, ParameterError, StoreError
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "temporal"
 DAY = 86400

@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from graphstream.cli import main as cli_main
 from graphstream.errors import ParameterError
-from graphstream.partition import MAX_PARTS, partition
 from graphstream.kernels.packing import pack_least_loaded
-from graphstream.partition.edge_parts import open_edge_parts, part_groups, stream_with_parts
+from graphstream.partition import MAX_PARTS, partition
+from graphstream.partition.edge_parts import open_edge_parts, stream_with_parts
+from graphstream.partition.hdrf import run as hdrf_run
 from graphstream.partition.metrics import vertex_cut_rf, vertex_partition_metrics
 from graphstream.partition.spring import run as spring_run
 from graphstream.partition.twops import run as twops_run
-from graphstream.partition.hdrf import run as hdrf_run
 from graphstream.store import GraphWriter, open_store
 
 ALGOS = [("spring", {}), ("2ps-l", {}), ("2ps-l", {"passes": 2}), ("hdrf", {}), ("dbh", {}),

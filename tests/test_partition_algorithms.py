@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphstream.partition import partition
 from graphstream.kernels.hashing import py_hash_node, py_mix64, seed_state
+from graphstream.partition import partition
 from graphstream.partition.edge_parts import open_edge_parts
 from graphstream.store import GraphWriter, open_store
 

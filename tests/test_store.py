@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphstream.cli import main
-from graphstream.errors import (IncompleteStoreError, InvalidIdError, OutputExistsError, ParameterError,
-                                StoreError)
+from graphstream.errors import IncompleteStoreError, InvalidIdError, OutputExistsError, ParameterError, StoreError
 from graphstream.store import GraphWriter, degree_pass, open_store, validate_store
 
 

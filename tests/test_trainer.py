@@ -19,8 +19,16 @@ torch = pytest.importorskip("torch")
 
 from graphstream.errors import NodeDataError, ParameterError  # noqa: E402
 from trainer.averaging import weighted_mean_reference  # noqa: E402
-from trainer.data import (ArrayPart, PartsError, assemble_whole_graph, check_parts, features_to_device,  # noqa: E402
-                          full_block, load_part, split_graph)
+from trainer.data import (  # noqa: E402
+    ArrayPart,
+    PartsError,
+    assemble_whole_graph,
+    check_parts,
+    features_to_device,
+    full_block,
+    load_part,
+    split_graph,
+)
 from trainer.models import Block, SparseRows, build_model, linear  # noqa: E402
 from trainer.optim import Adam  # noqa: E402
 from trainer.sampler import sample_blocks  # noqa: E402

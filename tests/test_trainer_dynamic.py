@@ -15,10 +15,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from graphstream.dynamic import open_snapshots  # noqa: E402
-from graphstream.store.delta import apply_delta_vectorized, diff_sorted  # noqa: E402
 from graphstream.errors import ParameterError  # noqa: E402
-from trainer.dynamic import (DynamicConfig, SnapshotFeeder, rebuild_on_device, roc_auc,  # noqa: E402
-                             run_dynamic_training, sample_negatives)
+from graphstream.store.delta import apply_delta_vectorized, diff_sorted  # noqa: E402
+from trainer.dynamic import (  # noqa: E402
+    DynamicConfig,
+    SnapshotFeeder,
+    rebuild_on_device,
+    roc_auc,
+    run_dynamic_training,
+    sample_negatives,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"

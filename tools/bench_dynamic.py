@@ -319,7 +319,8 @@ def markdown(result: dict) -> str:
             ph = ", ".join(f"{k} {v:.0f} s" for k, v in m["phases"].items())
             lines.append(f"| PGC k=8, {m['lp_rounds']} LP rounds | {m['seconds']:.1f} | {_mb(m['peak_rss_bytes'])} | "
                          f"{m['num_instances']:,} instances, {m['num_chunks']:,} chunks, lambda "
-                         f"{m['balance_lambda']:.3f}, cut spatial {m['cut_spatial_edges'] / m['total_spatial_edges']:.1%}, "
+                         f"{m['balance_lambda']:.3f}, "
+                         f"cut spatial {m['cut_spatial_edges'] / m['total_spatial_edges']:.1%}, "
                          f"temporal {m['cut_temporal_edges'] / m['total_temporal_edges']:.1%}; labels memory-mapped: "
                          f"{m['labels_memory_mapped']}; {ph} |")
         elif m:

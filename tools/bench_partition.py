@@ -332,7 +332,7 @@ def write_doc(res: dict, doc: Path, plot: Path, command: str) -> None:
     import matplotlib.ticker
     graphs = list(res["quality"])
     fig, axes = plt.subplots(1, len(graphs), figsize=(4.2 * len(graphs), 3.8), squeeze=False)
-    for ax, name in zip(axes[0], graphs):
+    for ax, name in zip(axes[0], graphs, strict=True):
         g = res["quality"][name]
         ks = [int(k) for k in g["k"]]
         for a in algos:
@@ -390,7 +390,7 @@ def main(argv=None) -> None:
     os.environ.setdefault("GRAPHSTREAM_PROGRESS", "0")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    res = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
            "command": " ".join([Path(sys.executable).name, *sys.argv]), "balance": args.balance}
     t = time.perf_counter()
     res["quality"] = quality(args, work)
@@ -401,7 +401,8 @@ def main(argv=None) -> None:
     res["seconds"] = time.perf_counter() - t
     if args.doc:
         write_doc(res, Path(args.doc), Path(args.plot or Path(args.doc).with_suffix(".png")),
-                  "flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_partition.py " + " ".join(argv or sys.argv[1:]))
+                  "flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_partition.py "
+                  + " ".join(argv or sys.argv[1:]))
     print(json.dumps(res))
 
 

@@ -40,6 +40,7 @@ GOALS = {"spring": 20e6, "hdrf": 3e6, "dbh": 30e6, "hash-edge": 30e6}
 def child(algo: str, store_path: str, k: int, work: str, metrics: bool = True) -> None:
     """Runs in the subprocess: warm up the kernels, then one timed, measured run."""
     import numpy as np
+
     from graphstream._resources import peak_rss_bytes
     from graphstream.partition import partition
     from graphstream.store import GraphWriter
@@ -57,7 +58,8 @@ def child(algo: str, store_path: str, k: int, work: str, metrics: bool = True) -
         cpu = time.process_time() - cpu
     m = plan.metrics
     print(json.dumps({
-        "seconds_with_metrics": seconds, "cpu_seconds_with_metrics": cpu, "seconds": m["seconds"], "phase_seconds": m.get("phase_seconds", {}),
+        "seconds_with_metrics": seconds, "cpu_seconds_with_metrics": cpu, "seconds": m["seconds"],
+        "phase_seconds": m.get("phase_seconds", {}),
         "metrics_seconds": m.get("metrics_seconds"),
         "passes": m.get("passes"), "peak_rss_bytes": m["peak_rss_bytes"], "rss_after_warmup": rss_before,
         "replication_factor": m.get("replication_factor"), "vertex_cut_rf": m.get("vertex_cut_rf"),
@@ -93,7 +95,9 @@ def _shared_graphs(work: Path) -> dict:
     self-loops and duplicate pairs dropped, file order kept)."""
     import gzip
     import pickle
+
     import numpy as np
+
     from graphstream.store import GraphWriter, open_store
     root = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
     out = {}
@@ -171,7 +175,8 @@ def reference_twops(binary: str, scale: int, k: int, work: Path, env: dict) -> d
         return {"reference": None, "reason": f"{binary} not found (build mayerrn/two_phase_streaming there)"}
     import numpy as np
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_partition import run_twops        # the same invocation and log parsing as the quality bench
+    from bench_partition import run_twops  # the same invocation and log parsing as the quality bench
+
     from graphstream.ingest.rmat import generate_rmat
     from graphstream.store import open_store
     path = work / f"rmat{scale}.zarr"

@@ -99,6 +99,7 @@ def phase_read(args) -> dict:
 def phase_export(args) -> dict:
     """Write the store's edges as SNAP text or .npy (the ingest inputs; not a goal)."""
     import numpy as np
+
     from graphstream.store import open_store
     store = open_store(args.store)
     t = time.perf_counter()
@@ -222,7 +223,7 @@ def summary(scales: dict) -> dict:
         return scales.get(s, {}).get(phase, {}).get(key)
 
     res: dict = {}
-    for s, r in scales.items():
+    for s in scales:
         gen = get(s, "generate", "edges_per_second")
         read = get(s, "read_noop", "edges_per_second")
         deg = get(s, "read_degree", "edges_per_second")

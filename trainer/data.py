@@ -13,8 +13,9 @@ aggregation only.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +25,6 @@ from graphstream.errors import NodeDataError, ParameterError
 from graphstream.store import PartitionsError
 
 from .models import Block, SparseRows
-
 
 # The loader's error: one type for every "these parts are wrong" condition.
 PartsError = PartitionsError
@@ -349,7 +349,8 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
-__all__ = ["ArrayPart", "DeviceGraph", "aggregation_degree", "PartSet", "PartsError", "assemble_whole_graph", "check_parts",
+__all__ = ["ArrayPart", "DeviceGraph", "aggregation_degree", "PartSet", "PartsError", "assemble_whole_graph",
+           "check_parts",
            "full_block", "inner_mask", "load_part", "open_parts", "resolve_device", "split_graph", "to_device"]
 
 
@@ -378,7 +379,7 @@ def split_graph(whole: ArrayPart, owner: np.ndarray) -> list[ArrayPart]:
         ip[1:len(inner) + 1] = np.cumsum(lens)
         ip[len(inner) + 1:] = ip[len(inner)]
 
-        def rows(a):
+        def rows(a, gids=gids):
             return None if a is None else np.asarray(a)[gids]
         out.append(ArrayPart(gids, len(inner), ip, local[cols], np.asarray(whole.features)[gids],
                              np.asarray(whole.labels)[gids], rows(whole.train_mask), rows(whole.val_mask),

@@ -50,7 +50,7 @@ class NpyWriter:
         if self.rows != self.shape[0]:
             raise ValueError(f"{self.path}: {self.rows} rows written, header says {self.shape[0]}")
 
-    def __enter__(self) -> "NpyWriter":
+    def __enter__(self) -> NpyWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -103,4 +103,4 @@ def _ascending_runs(ids: np.ndarray) -> list[tuple[int, int]]:
     breaks = np.flatnonzero(np.diff(ids) <= 0) + 1
     starts = np.concatenate([[0], breaks])
     stops = np.concatenate([breaks, [len(ids)]])
-    return [(int(a), int(b)) for a, b in zip(starts, stops)]
+    return [(int(a), int(b)) for a, b in zip(starts, stops, strict=True)]

@@ -8,10 +8,10 @@ counted on the way (O(num_nodes)). Disk: 8 or 16 bytes per routed pair.
 from __future__ import annotations
 
 import resource
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from numba import njit

@@ -15,9 +15,9 @@ import numpy as np
 
 from .._resources import Stopwatch, peak_rss_bytes
 from ..kernels.packing import pack_least_loaded
+from ..store.snapshots import SnapshotStore
 from .instances import build_instance_graph
 from .workload import DynamicPartitionResult, PGCConfig, evaluate
-from ..store.snapshots import SnapshotStore
 
 WORK_SCALE = 1000  # LPT packs integer loads: workloads in thousandths
 

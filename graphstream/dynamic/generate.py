@@ -14,8 +14,8 @@ store attribute ``sorted_by_time`` = true. Memory: one snapshot's edges.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 

@@ -22,7 +22,6 @@ from ..store.delta import decode_keys
 from ..store.snapshots import SnapshotStore
 from .workload import PGCConfig
 
-
 # -- O(instances) arrays, in RAM or memory-mapped -------------------------------------
 
 class InstanceArrays:
@@ -55,7 +54,7 @@ class InstanceArrays:
     def close(self) -> None:
         self._stack.close()
 
-    def __enter__(self) -> "InstanceArrays":
+    def __enter__(self) -> InstanceArrays:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -21,8 +21,8 @@ canonical (src, dst) order of the global snapshot.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,18 @@ from .._atomic import atomic_dir, check_output
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..kernels.bitsets import has_bit, new_bitsets, set_bit
-from .baselines import sequence_partition, snapshot_partition
 from ..store.delta import encode_keys
-from ..store.dynamic_partitions import FORMAT, VERSION, DynamicPartitionsManifest
-from ..store.dynamic_partitions import DynamicPart, DynamicPartitions, open_dynamic_partitions  # noqa: F401 (importable here as before)
-from .pgc import DynamicPartitionResult, PGCConfig, fit_cost_model, pgc
+from ..store.dynamic_partitions import (  # noqa: F401 (importable here as before)
+    FORMAT,
+    VERSION,
+    DynamicPart,
+    DynamicPartitions,
+    DynamicPartitionsManifest,
+    open_dynamic_partitions,
+)
 from ..store.snapshots import SnapshotStore, SnapshotWriter, open_snapshots
+from .baselines import sequence_partition, snapshot_partition
+from .pgc import DynamicPartitionResult, PGCConfig, fit_cost_model, pgc
 
 ALGORITHMS = {"pgc": pgc, "snapshot": snapshot_partition, "sequence": sequence_partition}
 

@@ -38,7 +38,6 @@ from ..store.snapshots import SnapshotStore
 from .instances import InstanceGraph, build_instance_graph, snapshot_adjacency
 from .workload import DynamicPartitionResult, PGCConfig, evaluate, fit_cost_model  # noqa: F401 (importable here)
 
-
 # -- 1. chunking by weighted label propagation -------------------------------------------
 
 @njit(cache=True)

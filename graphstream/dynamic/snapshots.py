@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -35,8 +36,16 @@ from ..kernels.merge import KeyCounter
 from ..store import open_store
 from ..store.delta import check_key_space, encode_keys, merge_counts
 from ..store.graph import GraphStore
-from ..store.snapshots import DEFAULT_KEYFRAME_EVERY, EMPTY, SnapshotTotals, SnapshotWriter
-from ..store.snapshots import FORMAT, SnapshotStore, is_snapshot_store, open_snapshots  # noqa: F401 (importable here as before)
+from ..store.snapshots import (  # noqa: F401 (importable here as before)
+    DEFAULT_KEYFRAME_EVERY,
+    EMPTY,
+    FORMAT,
+    SnapshotStore,
+    SnapshotTotals,
+    SnapshotWriter,
+    is_snapshot_store,
+    open_snapshots,
+)
 
 DEFAULT_BUFFER_EVENTS = 1 << 22
 SORTED_ATTRS = ("sorted_by_time", "time_sorted")
@@ -64,7 +73,7 @@ class WindowSpec:
         return self.t0 + t * self.b / self.a, self.t0 + (t + 1) * self.b / self.a
 
     @classmethod
-    def make(cls, t0: int, tmax: int, window: float | None, num_snapshots: int | None) -> "WindowSpec":
+    def make(cls, t0: int, tmax: int, window: float | None, num_snapshots: int | None) -> WindowSpec:
         if (window is None) == (num_snapshots is None):
             raise ParameterError("give exactly one of --window SECONDS and --num-snapshots T")
         span = int(tmax) - int(t0)
@@ -172,7 +181,7 @@ def _runs_sorted(store: GraphStore, spec: WindowSpec, check_monotonic: bool, buf
             w = spec.index(t)
             keys = _event_keys(batch, store.num_nodes, store.directed)
             cuts = np.flatnonzero(np.diff(w)) + 1
-            for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(w)]):
+            for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(w)], strict=True):
                 ww = int(w[a])
                 while cur < ww:
                     yield (cur, *acc.result())
@@ -224,7 +233,7 @@ def _runs_bucketed(store: GraphStore, spec: WindowSpec, buffer_events: int, buck
             order = np.argsort(bucket, kind="stable")
             sb = bucket[order]
             cuts = np.flatnonzero(np.diff(sb)) + 1
-            for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(sb)]):
+            for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(sb)], strict=True):
                 if a == b:
                     continue
                 i = int(sb[a])
@@ -246,7 +255,7 @@ def _runs_bucketed(store: GraphStore, spec: WindowSpec, buffer_events: int, buck
                 order = np.argsort(w, kind="stable")
                 sw = w[order]
                 cuts = np.flatnonzero(np.diff(sw)) + 1
-                for x, y in zip(np.r_[0, cuts], np.r_[cuts, len(sw)]):
+                for x, y in zip(np.r_[0, cuts], np.r_[cuts, len(sw)], strict=True):
                     if x < y:
                         accs[int(sw[x])].add(k[order[x:y]])
             del kmap, wmap

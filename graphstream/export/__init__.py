@@ -73,7 +73,7 @@ class IdMaps:
     edge_offsets: np.ndarray        # int64 (num_parts + 1,)
 
 
-def open_for_export(parts_dir: str | os.PathLike) -> "PartitionedDataset":
+def open_for_export(parts_dir: str | os.PathLike) -> PartitionedDataset:
     """Open a partitioned dataset and refuse one without the node data a trainer needs."""
     from ..store.partitions import open_partitions
 
@@ -90,12 +90,12 @@ def open_for_export(parts_dir: str | os.PathLike) -> "PartitionedDataset":
     return dataset
 
 
-def inner_num_edges(part: "Part") -> int:
+def inner_num_edges(part: Part) -> int:
     """Edges of the part's inner rows: the edges it owns (their destination is inner)."""
     return int(part.indptr[part.num_inner])
 
 
-def inner_edges(part: "Part") -> tuple[np.ndarray, np.ndarray]:
+def inner_edges(part: Part) -> tuple[np.ndarray, np.ndarray]:
     """Local (src, dst) of the inner rows' edges, in CSR order (dst ascending): src feeds dst."""
     indptr = np.asarray(part.indptr[: part.num_inner + 1], dtype=np.int64)
     dst = np.repeat(np.arange(part.num_inner, dtype=np.int64), np.diff(indptr))
@@ -103,7 +103,7 @@ def inner_edges(part: "Part") -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
-def id_maps(dataset: "PartitionedDataset") -> IdMaps:
+def id_maps(dataset: PartitionedDataset) -> IdMaps:
     """Owner and contiguous new id of every node, from the parts' inner ``global_ids``."""
     n = dataset.num_nodes
     owner = np.full(n, -1, dtype=np.int32)
@@ -125,7 +125,7 @@ def id_maps(dataset: "PartitionedDataset") -> IdMaps:
     return IdMaps(owner=owner, new_id=new_id, node_offsets=node_offsets, edge_offsets=edge_offsets)
 
 
-def node_rows(part: "Part", name: str, stop: int | None = None) -> np.ndarray:
+def node_rows(part: Part, name: str, stop: int | None = None) -> np.ndarray:
     """Rows ``0 .. stop`` of a node data file as a writable in-RAM array (the libraries keep tensors)."""
     arr = part.features if name == "features" else part.labels if name == "labels" else part.masks[name]
     stop = part.num_nodes if stop is None else stop
@@ -135,7 +135,7 @@ def node_rows(part: "Part", name: str, stop: int | None = None) -> np.ndarray:
     return out
 
 
-def mask_names(part: "Part") -> list[str]:
+def mask_names(part: Part) -> list[str]:
     return sorted(part.masks)
 
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import GraphStore, open_store
-from .plan import MAX_PARTS
-from .plan import PartitionPlan
+from .plan import MAX_PARTS, PartitionPlan
 
 DEFAULT_ALGORITHM = "coarse-refine"
 

@@ -19,7 +19,6 @@ from numba import njit
 from ..kernels.hashing import hash_node
 from ..kernels.pairs import pair_key, pairs_to_csr
 
-
 # -- step 2: size-capped label propagation ----------------------------------------------------
 
 @njit(cache=True, inline="always")

@@ -39,12 +39,11 @@ import numpy as np
 from .._report import log
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
-from ..store import GraphStore
-from . import _coarse_kernels as K
 from ..kernels.merge import collapse_sorted, merge_sorted
 from ..kernels.packing import pack_least_loaded
-from .plan import MAX_PARTS
-from .plan import PartitionPlan
+from ..store import GraphStore
+from . import _coarse_kernels as K
+from .plan import MAX_PARTS, PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
 
 ALGORITHM = "coarse-refine"
@@ -277,7 +276,7 @@ def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csize
         order = np.argsort(-csizes, kind="stable")
         _lpt(order, csizes, part, size)
         return part
-    import pymetis   # in-memory on the bounded coarse graph only
+    import pymetis  # in-memory on the bounded coarse graph only
 
     opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=int(seed) & 0x7FFFFFFF)
     if method == "kway-vol":

@@ -12,9 +12,9 @@ import numpy as np
 from numba import njit
 
 from .._resources import Stopwatch
+from ..kernels.hashing import hash_node
 from ..store import GraphStore, total_degree
 from ._driver import assign_edges, edge_plan
-from ..kernels.hashing import hash_node
 from .plan import PartitionPlan
 
 

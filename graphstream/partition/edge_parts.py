@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import zarr
@@ -125,7 +125,7 @@ def stream_with_parts(store: GraphStore, parts: zarr.Array,
     bs = batch_size or store.chunk_size
     # the reader names its non-id column "time"; here it carries part[e]
     part_stream = stream_edges({"time": parts}, 0, store.num_edges, bs, prefetch=2)
-    for batch, pb in zip(store.stream(bs), part_stream):
+    for batch, pb in zip(store.stream(bs), part_stream, strict=True):
         yield batch, pb.time
 
 

@@ -17,9 +17,9 @@ import numpy as np
 from numba import njit
 
 from .._resources import Stopwatch
+from ..kernels.hashing import hash_node, mix64
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
-from ..kernels.hashing import hash_node, mix64
 from .plan import PartitionPlan
 
 

@@ -9,7 +9,8 @@ included) and theta_x = d_x / (d_u + d_v):
 
 The edge goes to the highest score; ties are broken uniformly at random
 (seeded): the r-th tied part in id order, r = random mod (number of ties).
-Defaults lambda = 10 (the paper's 1 collapses on ordered streams), eps = 1. ``maxload`` only grows and is kept on the fly;
+Defaults lambda = 10 (the paper's 1 collapses on ordered streams), eps = 1. ``maxload`` only grows and is
+kept on the fly;
 ``minload`` is kept with the count of parts at the minimum, rescanned only
 when that count reaches zero (at most |E|/k times, so O(|E|) in total).
 Time O(|E| k), memory: one record a node, an int64 partial degree and the
@@ -23,10 +24,10 @@ import numpy as np
 from numba import njit
 
 from .._resources import Stopwatch
-from ..store import GraphStore
-from ._driver import assign_edges, edge_plan
 from ..kernels.bitsets import node_records_with_bits
 from ..kernels.hashing import next_random, seed_state
+from ..store import GraphStore
+from ._driver import assign_edges, edge_plan
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan
 

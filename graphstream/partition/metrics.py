@@ -23,8 +23,8 @@ import os
 import numpy as np
 from numba import njit
 
-from ..store import GraphStore
 from ..kernels.bitsets import count_bits, popcount64
+from ..store import GraphStore
 from .edge_parts import open_edge_parts, part_groups, stream_with_parts
 
 

@@ -31,8 +31,8 @@ import numpy as np
 from numba import njit
 
 from .._resources import Stopwatch
-from ..store import GraphStore, total_degree
 from ..kernels.packing import heap_pop, heap_push, pack_least_loaded
+from ..store import GraphStore, total_degree
 from .plan import PartitionPlan
 
 DEFAULT_TAU_FACTOR = 0.5

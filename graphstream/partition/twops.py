@@ -37,11 +37,11 @@ from numba import njit
 
 from .._atomic import remove_path
 from .._resources import Stopwatch
-from ..store import GraphStore, total_degree
-from ._driver import PARTS_NAME, edge_plan
 from ..kernels.bitsets import node_records_with_bits
 from ..kernels.hashing import hash_node
 from ..kernels.packing import pack_least_loaded
+from ..store import GraphStore, total_degree
+from ._driver import PARTS_NAME, edge_plan
 from .edge_parts import EdgePartWriter, open_edge_parts, parts_dir, stream_with_parts
 from .metrics import vertex_cut_rf_from_bits
 from .plan import PartitionPlan

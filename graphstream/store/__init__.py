@@ -4,8 +4,18 @@ the partitioned dataset, the snapshot store (keyframes + deltas) and dynamic par
 The degree pass and the dynamic formats are loaded lazily: they compile
 numba kernels, and importing this package must stay numpy-and-zarr only.
 """
-from .graph import (DEFAULT_CHUNK, FORMAT, GraphStore, GraphWriter, StoreInfo, default_compressor,
-                    id_dtype_for, is_url, open_store, validate_store)
+from .graph import (
+    DEFAULT_CHUNK,
+    FORMAT,
+    GraphStore,
+    GraphWriter,
+    StoreInfo,
+    default_compressor,
+    id_dtype_for,
+    is_url,
+    open_store,
+    validate_store,
+)
 from .partitions import Part, PartitionedDataset, open_partitions
 from .partitions_manifest import PartEntry, PartitionsError, PartitionsManifest
 from .stream import EdgeBatch, stream_edges

@@ -11,10 +11,11 @@ interrupted write is refused when opened.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import zarr
@@ -54,6 +55,17 @@ _ATTR_KEYS = ("format", "version", "complete", "num_nodes", "num_edges", "direct
               "chunk_size")
 
 
+def check_group_header(attrs: dict[str, Any], fmt: str, version: int, noun: str, where: str) -> None:
+    """The checks every Zarr-group format starts with: its format name, ``complete`` set by a
+    finished write, and a version this graphstream reads; ``noun`` names the kind in messages."""
+    if attrs.get("format") != fmt:
+        raise StoreError(f"{where}: not a graphstream {noun} (format={attrs.get('format')!r}, expected {fmt!r})")
+    if attrs.get("complete") is not True:
+        raise IncompleteStoreError(f"{where}: {noun} is incomplete (an interrupted or failed write); rebuild it")
+    if attrs.get("version") != version:
+        raise StoreError(f"{where}: {noun} version {attrs.get('version')!r} is not supported (expected {version})")
+
+
 @dataclass(frozen=True, slots=True)
 class GraphManifest:
     """The group attributes of a graph store, typed: read by :func:`open_store`, written by :class:`GraphWriter`.
@@ -79,15 +91,7 @@ class GraphManifest:
     @classmethod
     def from_attrs(cls, attrs: dict[str, Any], where: str) -> GraphManifest:
         """Validate the attributes of a complete store once; raise :class:`StoreError` naming ``where``."""
-        if attrs.get("format") != FORMAT:
-            raise StoreError(f"{where}: not a graphstream graph store (format={attrs.get('format')!r}, "
-                             f"expected {FORMAT!r})")
-        if attrs.get("complete") is not True:
-            raise IncompleteStoreError(f"{where}: graph store is incomplete (an interrupted or failed write); "
-                                       "rebuild it")
-        if attrs.get("version") != VERSION:
-            raise StoreError(f"{where}: graph store version {attrs.get('version')!r} is not supported "
-                             f"(expected {VERSION})")
+        check_group_header(attrs, FORMAT, VERSION, "graph store", where)
         missing = [k for k in ("num_nodes", "num_edges", "directed", "id_dtype") if k not in attrs]
         if missing:
             raise StoreError(f"{where}: store attributes lack {missing}")
@@ -484,7 +488,7 @@ class GraphWriter:
         if not is_url(self.path):
             remove_path(self.path)
 
-    def __enter__(self) -> "GraphWriter":
+    def __enter__(self) -> GraphWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

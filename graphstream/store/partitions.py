@@ -12,16 +12,24 @@ exporters (:func:`graphstream.export.dgl.part_to_dgl`,
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..errors import GraphStreamError
 from .nodedata import MASK_SUFFIX, read_npy_header
-from .partitions_manifest import (FORMAT, REQUIRED_FILES, VERSION, PartEntry, PartitionsError, PartitionsManifest,
-                                  read_manifest)
+from .partitions_manifest import (
+    FORMAT,
+    REQUIRED_FILES,
+    VERSION,
+    PartEntry,
+    PartitionsError,
+    PartitionsManifest,
+    read_manifest,
+)
 
 NODE_FILES = ("features", "labels")
 
@@ -95,7 +103,7 @@ class Part:
         """
         import torch  # only here: the storage side never needs torch
 
-        def tensor(a: np.ndarray, dtype=None) -> "torch.Tensor":
+        def tensor(a: np.ndarray, dtype=None) -> torch.Tensor:
             return torch.from_numpy(np.array(a, dtype=dtype))  # a copy: memmaps are read-only
 
         out: dict[str, Any] = {

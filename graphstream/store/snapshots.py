@@ -21,18 +21,27 @@ timestamped events is :func:`graphstream.dynamic.build_snapshots`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import zarr
 from numba import njit
 
-from ..errors import IncompleteStoreError, ParameterError, StoreError
-from .delta import (Delta, KeyDelta, apply_delta, check_key_space, decode_keys, delta_transfer_bytes, diff_sorted,
-                    encode_keys)
-from .graph import default_compressor, id_dtype_for, open_group
+from ..errors import ParameterError, StoreError
+from .delta import (
+    Delta,
+    KeyDelta,
+    apply_delta,
+    check_key_space,
+    decode_keys,
+    delta_transfer_bytes,
+    diff_sorted,
+    encode_keys,
+)
+from .graph import check_group_header, default_compressor, id_dtype_for, open_group
 
 FORMAT = "graphstream.snapshots"
 VERSION = 1
@@ -64,15 +73,7 @@ class SnapshotManifest:
 
     @classmethod
     def from_attrs(cls, attrs: dict[str, Any], where: str) -> SnapshotManifest:
-        found = attrs.get("format")
-        if found != FORMAT:
-            raise StoreError(f"{where}: not a graphstream snapshot store (format={found!r}, expected {FORMAT!r})")
-        if attrs.get("complete") is not True:
-            raise IncompleteStoreError(f"{where}: snapshot store is incomplete (an interrupted or failed write); "
-                                       "rebuild it")
-        if attrs.get("version") != VERSION:
-            raise StoreError(f"{where}: snapshot store version {attrs.get('version')!r}, this graphstream reads "
-                             f"version {VERSION}")
+        check_group_header(attrs, FORMAT, VERSION, "snapshot store", where)
         try:
             manifest = cls(num_snapshots=int(attrs["num_snapshots"]), num_nodes=int(attrs["num_nodes"]),
                            directed=bool(attrs["directed"]), id_dtype=str(np.dtype(attrs["id_dtype"])),

@@ -7,9 +7,9 @@ kernel over batch i overlaps with decompression of batch i+1.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 import numpy as np
 

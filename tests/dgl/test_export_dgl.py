@@ -36,8 +36,7 @@ from dgl.data.utils import load_tensors  # noqa: E402
 from dgl.distributed import load_partition, partition_graph  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_export_pyg import (edge_keys, expected_edges, ours_by_part, pipeline_parts,  # noqa: E402
-                             run_cli, toy_dataset)
+from test_export_pyg import edge_keys, expected_edges, ours_by_part, pipeline_parts, run_cli, toy_dataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")
