@@ -14,8 +14,13 @@ import pytest
 import zarr
 
 from graphstream.cli import main as cli_main
-from graphstream.errors import (GraphStreamError, IncompleteStoreError, InputFormatError, InputNotFoundError,
-                                InvalidIdError, OutputExistsError, StoreError)
+from graphstream.errors import (
+    IncompleteStoreError,
+    InputFormatError,
+    InputNotFoundError,
+    InvalidIdError,
+    OutputExistsError,
+)
 from graphstream.ingest import ingest
 from graphstream.ingest.pipeline import detect_format
 from graphstream.store import open_store

@@ -40,18 +40,15 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
-    from ..ingest import ingest  # imported first: "seconds" times the ingest, not Python's imports
+    from ..ingest import IngestConfig, ingest  # imported first: "seconds" times the ingest, not Python's imports
     watch = Stopwatch()
-    delimiter = args.delimiter
-    if delimiter in ("\\t", "tab", "TAB"):
-        delimiter = "\t"
     if args.chunk_size < 1:
         raise ParameterError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    store = ingest(args.source, args.out, fmt=args.fmt, undirected=args.undirected, one_based=args.one_based,
-                   relabel=args.relabel, src_column=args.src_column, dst_column=args.dst_column,
-                   time_column=args.time_column, weight_column=args.weight_column, delimiter=delimiter,
-                   header=args.header, num_nodes=args.num_nodes, chunk_size=args.chunk_size,
-                   overwrite=args.overwrite)
+    config = IngestConfig(fmt=args.fmt, undirected=args.undirected, one_based=args.one_based, relabel=args.relabel,
+                          src_column=args.src_column, dst_column=args.dst_column, time_column=args.time_column,
+                          weight_column=args.weight_column, delimiter=args.delimiter, header=args.header,
+                          num_nodes=args.num_nodes, chunk_size=args.chunk_size, overwrite=args.overwrite)
+    store = ingest(args.source, args.out, config)
     seconds = watch.seconds
     result = store.info.to_dict()
     result.update({

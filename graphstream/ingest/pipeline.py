@@ -16,41 +16,21 @@ non-numeric one later in the file, the ingest restarts once with string ids.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
-
-import numpy as np
 
 from .._atomic import atomic_dir, check_output
 from .._report import progress
-from ..errors import InputFormatError, InputNotFoundError, InvalidIdError, ParameterError
-from ..store import DEFAULT_CHUNK, GraphStore, GraphWriter, is_url, open_store
+from ..errors import InputFormatError, InputNotFoundError, InvalidIdError
+from ..store import GraphStore, GraphWriter, is_url, open_store
 from . import sources, text
+from .config import FORMATS, IngestConfig
 from .relabel import IntRelabeler, StrRelabeler
+from .sniff import TextLayout, detect_format, resolve_layout
 
-FORMATS = ("auto", "snap", "csv", "tsv", "npy", "parquet")
-_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
-
-
-def detect_format(path: str | os.PathLike) -> str:
-    """'npy' or 'parquet' from magic bytes, else csv/tsv/snap from the name."""
-    with open(path, "rb") as f:
-        head = f.read(8)
-    if head.startswith(sources.NPY_MAGIC):
-        return "npy"
-    if head.startswith(sources.PARQUET_MAGIC):
-        return "parquet"
-    name = Path(path).name.lower()
-    for suffix in _COMPRESSED_SUFFIXES:
-        if name.endswith(suffix):
-            name = name[:-len(suffix)]
-    if name.endswith(".csv"):
-        return "csv"
-    if name.endswith(".tsv"):
-        return "tsv"
-    return "snap"
+__all__ = ["FORMATS", "IngestConfig", "IngestPlan", "detect_format", "ingest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +38,7 @@ class IngestPlan:
     """What one ingest will do, after sniffing (recorded in the store's attributes)."""
     fmt: str
     string_ids: bool
-    layout: text.TextLayout | None
+    layout: TextLayout | None
 
     def attrs(self, relabel: bool, one_based: bool) -> dict:
         d = {"format": self.fmt, "relabel": relabel, "one_based": one_based and not relabel,
@@ -75,154 +55,101 @@ def _text_delimiter(fmt: str, delimiter: str | None) -> str | None:
     return {"csv": ",", "tsv": "\t"}.get(fmt)
 
 
-def ingest(source: str | os.PathLike, out: str | os.PathLike, *, fmt: str = "auto", undirected: bool = False,
-           one_based: bool = False, relabel: bool = False, src_column: int | str = 0,
-           dst_column: int | str = 1, time_column: int | str | None = None,
-           weight_column: int | str | None = None, delimiter: str | None = None, header: str = "auto",
-           num_nodes: int | None = None, chunk_size: int = DEFAULT_CHUNK, overwrite: bool = False,
-           block_bytes: int = text.DEFAULT_BLOCK_BYTES, rows_per_block: int = text.DEFAULT_ROWS_PER_CALL
-           ) -> GraphStore:
+def ingest(source: str | os.PathLike, out: str | os.PathLike, config: IngestConfig | None = None,
+           **options) -> GraphStore:
     """Read an edge file into a new graph store at ``out`` and return it opened.
 
     Args:
         source: SNAP/CSV/TSV text (optionally .gz/.bz2/.xz), ``.npy`` (E x k
             integers) or parquet.
-        fmt: ``auto`` detects npy/parquet by content and csv/tsv by name;
-            ``snap`` splits on blanks or commas.
-        undirected: record the graph as undirected (each edge stored as given).
-        one_based: ids start at 1 (subtracted on read).
-        relabel: map arbitrary ids (sparse, 64-bit, negative, strings) to
-            0..n-1 in order of first appearance; ``id_map`` is saved.
-        src_column, dst_column, time_column, weight_column: 0-based column
-            indices (or header names).
-        delimiter: one character; default blanks/comma (snap), ``,`` (csv),
-            tab (tsv).
-        header: ``auto``, ``yes`` or ``no``.
-        num_nodes: declared node count; ids must be below it.
-        chunk_size: edges per stored chunk.
-        block_bytes, rows_per_block: parser block sizes (results do not
-            depend on them).
+        out: the graph store to write (a local folder, or a URL).
+        config: an :class:`IngestConfig`; or give its fields as keywords
+            (``fmt``, ``undirected``, ``one_based``, ``relabel``,
+            ``src_column``, ``dst_column``, ``time_column``,
+            ``weight_column``, ``delimiter``, ``header``, ``num_nodes``,
+            ``chunk_size``, ``overwrite``, ``block_bytes``,
+            ``rows_per_block``), not both.
 
     Notes:
         Memory: a few text blocks (``block_bytes``) and edge chunks, plus
         24-40 bytes per distinct id with ``relabel`` (see relabel.py).
     """
+    if config is None:
+        config = IngestConfig(**options)
+    elif options:
+        raise TypeError(f"ingest() takes a config or keyword options, not both (got {sorted(options)})")
     path = str(source)
     # 1. check input and output
-    if fmt not in FORMATS:
-        raise ParameterError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if not os.path.exists(path):
         raise InputNotFoundError(f"{path}: no such file")
     if os.path.isdir(path):
         raise InputFormatError(f"{path}: is a directory, expected an edge file")
-    if num_nodes is not None and num_nodes < 0:
-        raise ParameterError(f"num_nodes must be >= 0, got {num_nodes}")
-    if chunk_size < 1:
-        raise ParameterError(f"chunk_size must be >= 1, got {chunk_size}")
     remote = is_url(out)
     if not remote:
-        check_output(out, overwrite)
-    if fmt == "auto":
-        fmt = detect_format(path)
+        check_output(out, config.overwrite)
+    if config.fmt == "auto":
+        config = replace(config, fmt=detect_format(path))
     # 2. sniff
-    plan = _plan(path, fmt, relabel=relabel, delimiter=delimiter, header=header, src_column=src_column,
-                 dst_column=dst_column, time_column=time_column, weight_column=weight_column)
-    args = dict(undirected=undirected, one_based=one_based, relabel=relabel, src_column=src_column,
-                dst_column=dst_column, time_column=time_column, weight_column=weight_column,
-                num_nodes=num_nodes, chunk_size=chunk_size, block_bytes=block_bytes,
-                rows_per_block=rows_per_block)
+    plan = _plan(path, config)
     try:
-        return _ingest_plan(path, out, plan, overwrite=overwrite, remote=remote, **args)
+        return _ingest_plan(path, out, plan, config, remote=remote)
     except text.NonNumericIdError:
-        if not relabel or plan.string_ids or plan.fmt not in ("snap", "csv", "tsv"):
+        if not config.relabel or plan.string_ids or plan.fmt not in ("snap", "csv", "tsv"):
             raise
     # A non-numeric id after numeric ones: start again with string ids.
     plan = IngestPlan(plan.fmt, True, plan.layout)
-    return _ingest_plan(path, out, plan, overwrite=overwrite, remote=remote, **args)
+    return _ingest_plan(path, out, plan, config, remote=remote)
 
 
-def _plan(path: str, fmt: str, *, relabel: bool, delimiter, header, src_column, dst_column, time_column,
-          weight_column) -> IngestPlan:
+def _plan(path: str, config: IngestConfig) -> IngestPlan:
+    fmt = config.fmt
     if fmt == "npy":
         return IngestPlan(fmt, False, None)
     if fmt == "parquet":
         try:
-            string_ids = sources.parquet_string_ids(path, src_column, dst_column)
+            string_ids = sources.parquet_string_ids(path, config.src_column, config.dst_column)
         except (OSError, ValueError) as exc:
             raise InputFormatError(f"{path}: not a readable parquet file ({exc})") from exc
         return IngestPlan(fmt, string_ids, None)
-    sniffed = text.resolve_layout(path, delimiter=_text_delimiter(fmt, delimiter), header=header,
-                                  src_column=src_column, dst_column=dst_column, time_column=time_column,
-                                  weight_column=weight_column, relabel=relabel)
-    return IngestPlan(fmt, sniffed.string_ids and relabel, sniffed.layout)
+    sniffed = resolve_layout(path, delimiter=_text_delimiter(fmt, config.delimiter), header=config.header,
+                             src_column=config.src_column, dst_column=config.dst_column,
+                             time_column=config.time_column, weight_column=config.weight_column,
+                             relabel=config.relabel)
+    return IngestPlan(fmt, sniffed.string_ids and config.relabel, sniffed.layout)
 
 
-def _int_col(col, what: str) -> int:
-    if col is None:
-        return -1
-    try:
-        i = int(col)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{what} must be a column index for .npy input, got {col!r}") from None
-    if i < 0:
-        raise ParameterError(f"{what} must be >= 0, got {i}")
-    return i
-
-
-def _blocks(path: str, plan: IngestPlan, *, one_based, relabel, src_column, dst_column, time_column,
-            weight_column, num_nodes, block_bytes, rows_per_block, on_bytes) -> Iterator[text.TextBlock]:
+def _blocks(path: str, plan: IngestPlan, config: IngestConfig, on_bytes) -> Iterator[text.TextBlock]:
     if plan.fmt == "npy":
-        return sources.iter_npy(path, src_column=_int_col(src_column, "src column"),
-                                dst_column=_int_col(dst_column, "dst column"),
-                                time_column=_int_col(time_column, "time column"),
-                                weight_column=_int_col(weight_column, "weight column"),
-                                rows=rows_per_block, one_based=one_based, num_nodes=num_nodes,
-                                relabel=relabel)
+        return sources.iter_npy(path, config)
     if plan.fmt == "parquet":
-        return sources.iter_parquet(path, src_column=src_column, dst_column=dst_column,
-                                    time_column=time_column, weight_column=weight_column,
-                                    rows=rows_per_block, one_based=one_based, num_nodes=num_nodes,
-                                    relabel=relabel)
-    return text.iter_text(path, plan.layout, as_spans=plan.string_ids, one_based=one_based,
-                          num_nodes=num_nodes, relabel=relabel, block_bytes=block_bytes,
-                          rows_per_call=rows_per_block, on_bytes=on_bytes)
+        return sources.iter_parquet(path, config)
+    return text.iter_text(path, plan.layout, config, as_spans=plan.string_ids, on_bytes=on_bytes)
 
 
-def _ingest_plan(path: str, out, plan: IngestPlan, *, overwrite: bool, remote: bool, undirected, one_based,
-                 relabel, src_column, dst_column, time_column, weight_column, num_nodes, chunk_size,
-                 block_bytes, rows_per_block) -> GraphStore:
-    layout = plan.layout
-    with_time = (layout.time_column >= 0) if layout is not None else time_column is not None
-    with_weight = (layout.weight_column >= 0) if layout is not None else weight_column is not None
+def _ingest_plan(path: str, out, plan: IngestPlan, config: IngestConfig, *, remote: bool) -> GraphStore:
     # Local stores are built in a hidden sibling and renamed into place when complete;
     # URL stores (fsspec) are written in place (GraphWriter removes them on failure).
-    target_ctx = nullcontext(out) if remote else atomic_dir(out, overwrite=overwrite)
+    target_ctx = nullcontext(out) if remote else atomic_dir(out, overwrite=config.overwrite)
     with target_ctx as target:
-        _write(path, str(target), plan, undirected=undirected, one_based=one_based, relabel=relabel,
-               src_column=src_column, dst_column=dst_column, time_column=time_column,
-               weight_column=weight_column, num_nodes=num_nodes, chunk_size=chunk_size,
-               block_bytes=block_bytes, rows_per_block=rows_per_block, with_time=with_time,
-               with_weight=with_weight, overwrite=overwrite or not remote)
+        _write(path, str(target), plan, config, overwrite=config.overwrite or not remote)
     return open_store(out)
 
 
-def _write(path: str, target: str, plan: IngestPlan, *, undirected, one_based, relabel, src_column,
-           dst_column, time_column, weight_column, num_nodes, chunk_size, block_bytes, rows_per_block,
-           with_time, with_weight, overwrite) -> None:
+def _write(path: str, target: str, plan: IngestPlan, config: IngestConfig, *, overwrite: bool) -> None:
+    relabel, num_nodes = config.relabel, config.num_nodes
+    layout = plan.layout  # text: the sniffed columns; npy and parquet: the columns asked for
+    with_time = layout.time_column >= 0 if layout is not None else config.with_time
+    with_weight = layout.weight_column >= 0 if layout is not None else config.with_weight
     relabeler = (StrRelabeler() if plan.string_ids else IntRelabeler()) if relabel else None
     total = os.path.getsize(path) if plan.fmt not in ("npy", "parquet") else None
-    writer = GraphWriter(target, num_nodes=None if relabel else num_nodes, directed=not undirected,
-                         with_time=with_time, with_weight=with_weight, chunk_size=chunk_size, source=path,
-                         overwrite=overwrite, attrs=plan.attrs(relabel, one_based))
+    writer = GraphWriter(target, num_nodes=None if relabel else num_nodes, directed=not config.undirected,
+                         with_time=with_time, with_weight=with_weight, chunk_size=config.chunk_size,
+                         source=path, overwrite=overwrite, attrs=plan.attrs(relabel, config.one_based))
     with writer, progress(total, desc=f"ingest {Path(path).name}", unit="B" if total else "edge") as bar:
         def on_bytes(pos: int) -> None:
             bar.update(pos - bar.n)
-        blocks = _blocks(path, plan, one_based=one_based, relabel=relabel, src_column=src_column,
-                         dst_column=dst_column, time_column=time_column, weight_column=weight_column,
-                         num_nodes=num_nodes, block_bytes=block_bytes, rows_per_block=rows_per_block,
-                         on_bytes=on_bytes)
         # 3. stream, relabel, append
-        for block in blocks:
+        for block in _blocks(path, plan, config, on_bytes):
             if relabeler is None:
                 src, dst = block.src, block.dst
             elif block.spans is not None:

@@ -45,8 +45,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 import numba
+import numpy as np
 from numba import njit
 
 from .._report import progress
@@ -252,7 +252,7 @@ def permute_ids(params: RmatParams, ids: np.ndarray) -> np.ndarray:
     shift = max(1, (params.scale + 1) // 2)
     out = np.empty(len(ids), dtype=np.int64)
     for i, x in enumerate(np.asarray(ids).tolist()):
-        for k, m in zip(xor_keys, mults):
+        for k, m in zip(xor_keys, mults, strict=True):
             x = ((x ^ k) * m) & mask
             x ^= x >> shift
         out[i] = x

@@ -7,21 +7,21 @@ here, vectorised, with the row number in the message (rows are 1-based).
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from ..errors import InputFormatError, InvalidIdError, ParameterError
+from .config import IngestConfig
+from .sniff import NPY_MAGIC, PARQUET_MAGIC  # noqa: F401  (their home is sniff; kept importable here)
 from .text import NonNumericIdError, TextBlock
 
-NPY_MAGIC = b"\x93NUMPY"
-PARQUET_MAGIC = b"PAR1"
 
-
-def check_ids(path: str, src: np.ndarray, dst: np.ndarray, first_row: int, *, one_based: bool,
-              num_nodes: int | None, relabel: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Shift 1-based ids and refuse negative ones or ids beyond ``num_nodes``."""
-    if relabel or len(src) == 0:
+def check_ids(path: str, src: np.ndarray, dst: np.ndarray, first_row: int, config: IngestConfig
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Shift 1-based ids and refuse negative ones or ids beyond ``num_nodes`` (nothing with ``relabel``)."""
+    one_based, num_nodes = config.one_based, config.num_nodes
+    if config.relabel or len(src) == 0:
         return src, dst
     if one_based:
         src = src - 1
@@ -65,15 +65,31 @@ def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
         return shape, dtype, fortran, f.tell()
 
 
-def iter_npy(path: str | os.PathLike, *, src_column: int = 0, dst_column: int = 1, time_column: int = -1,
-             weight_column: int = -1, rows: int = 1 << 20, one_based: bool = False,
-             num_nodes: int | None = None, relabel: bool = False) -> Iterator[TextBlock]:
-    """Blocks of an integer E x k ``.npy`` array (E x 2 is src, dst).
+def _int_col(col, what: str) -> int:
+    """A column of a .npy array: an index >= 0, or -1 for None."""
+    if col is None:
+        return -1
+    try:
+        i = int(col)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{what} must be a column index for .npy input, got {col!r}") from None
+    if i < 0:
+        raise ParameterError(f"{what} must be >= 0, got {i}")
+    return i
+
+
+def iter_npy(path: str | os.PathLike, config: IngestConfig) -> Iterator[TextBlock]:
+    """Blocks of an integer E x k ``.npy`` array (E x 2 is src, dst), ``config.rows_per_block`` rows each.
 
     C-ordered arrays are read block by block with plain reads (a memory map
     would count the whole file in the resident set); Fortran-ordered ones
     through a memory map.
     """
+    src_column = _int_col(config.src_column, "src column")
+    dst_column = _int_col(config.dst_column, "dst column")
+    time_column = _int_col(config.time_column, "time column")
+    weight_column = _int_col(config.weight_column, "weight column")
+    rows = config.rows_per_block
     name = str(path)
     shape, dtype, fortran, offset = _npy_header(name)
     if len(shape) != 2:
@@ -98,8 +114,7 @@ def iter_npy(path: str | os.PathLike, *, src_column: int = 0, dst_column: int = 
                     raise InputFormatError(f"{name}: file is truncated (expected {num_rows} rows)")
             src = _int64_ids(name, block[:, src_column], "source")
             dst = _int64_ids(name, block[:, dst_column], "destination")
-            src, dst = check_ids(name, src, dst, start + 1, one_based=one_based, num_nodes=num_nodes,
-                                 relabel=relabel)
+            src, dst = check_ids(name, src, dst, start + 1, config)
             yield TextBlock(src=np.ascontiguousarray(src), dst=np.ascontiguousarray(dst),
                             time=block[:, time_column].astype(np.int64) if time_column >= 0 else None,
                             weight=block[:, weight_column].astype(np.float32) if weight_column >= 0 else None,
@@ -135,11 +150,8 @@ def parquet_string_ids(path: str | os.PathLike, src_column, dst_column) -> bool:
     return False
 
 
-def iter_parquet(path: str | os.PathLike, *, src_column: int | str = 0, dst_column: int | str = 1,
-                 time_column: int | str | None = None, weight_column: int | str | None = None,
-                 rows: int = 1 << 20, one_based: bool = False, num_nodes: int | None = None,
-                 relabel: bool = False) -> Iterator[TextBlock]:
-    """Row batches of a parquet file; string/binary id columns need ``relabel``."""
+def iter_parquet(path: str | os.PathLike, config: IngestConfig) -> Iterator[TextBlock]:
+    """Row batches of ``config.rows_per_block`` rows of a parquet file; string/binary id columns need ``relabel``."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -152,16 +164,16 @@ def iter_parquet(path: str | os.PathLike, *, src_column: int | str = 0, dst_colu
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputFormatError(f"{name}: not a readable parquet file ({exc})") from exc
     names = pf.schema_arrow.names
-    cols = {"src": _parquet_column(names, src_column, "src column", name),
-            "dst": _parquet_column(names, dst_column, "dst column", name),
-            "time": _parquet_column(names, time_column, "time column", name),
-            "weight": _parquet_column(names, weight_column, "weight column", name)}
+    cols = {"src": _parquet_column(names, config.src_column, "src column", name),
+            "dst": _parquet_column(names, config.dst_column, "dst column", name),
+            "time": _parquet_column(names, config.time_column, "time column", name),
+            "weight": _parquet_column(names, config.weight_column, "weight column", name)}
     wanted = [c for c in cols.values() if c is not None]
     first = 1
     try:
-        batches = pf.iter_batches(batch_size=rows, columns=list(dict.fromkeys(wanted)))
+        batches = pf.iter_batches(batch_size=config.rows_per_block, columns=list(dict.fromkeys(wanted)))
         for batch in batches:
-            for key, col in cols.items():
+            for col in cols.values():
                 if col is not None and batch.column(col).null_count:
                     bad = first + int(np.flatnonzero(batch.column(col).is_null().to_numpy(
                         zero_copy_only=False))[0])
@@ -178,11 +190,10 @@ def iter_parquet(path: str | os.PathLike, *, src_column: int | str = 0, dst_colu
             if pa.types.is_integer(s.type) and pa.types.is_integer(d.type):
                 src = _int64_ids(name, s.to_numpy(), "source")
                 dst = _int64_ids(name, d.to_numpy(), "destination")
-                src, dst = check_ids(name, src, dst, first, one_based=one_based, num_nodes=num_nodes,
-                                     relabel=relabel)
+                src, dst = check_ids(name, src, dst, first, config)
                 yield TextBlock(src=src, dst=dst, time=time, weight=weight, spans=None,
                                 buf=np.empty(0, np.uint8), first_line=first)
-            elif relabel and all(pa.types.is_string(x.type) or pa.types.is_large_string(x.type)
+            elif config.relabel and all(pa.types.is_string(x.type) or pa.types.is_large_string(x.type)
                                  or pa.types.is_binary(x.type) or pa.types.is_large_binary(x.type)
                                  or pa.types.is_integer(x.type) for x in (s, d)):
                 buf, spans = spans_from_arrow(pc.cast(s, pa.large_string()), pc.cast(d, pa.large_string()))

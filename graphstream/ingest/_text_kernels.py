@@ -1,0 +1,364 @@
+"""The numba kernels of the text reader: number parsers and the line parser.
+
+``parse_lines`` walks the raw bytes of a block once:
+
+1. skip blank lines, ``#`` and ``%`` comment lines and the header line;
+2. split the line into fields: with ``delim < 0`` any run of spaces or
+   tabs, or one comma with optional blanks around it, separates fields;
+   with an explicit delimiter exactly one delimiter does (blanks around a
+   field are trimmed, a field may be wrapped in double quotes);
+3. parse the selected fields: ids as integers (or, for string ids, their
+   byte spans), time as int64 (a fractional time is floored), weight as
+   float;
+4. check ids (negative, ``--one-based`` zero, beyond ``--num-nodes``) and
+   stop at the first problem with its line number, so errors name
+   ``file:line``.
+
+It parses at most ``len(out.src)`` rows per call and returns where it
+stopped, so its output arrays have a fixed size too. Its inputs come as two
+NamedTuples (numba passes them as structs): :class:`LineFormat`, what the
+lines look like, fixed for a file; :class:`ParseOut`, the output arrays and
+the ``state`` slots it writes.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+# Roles of a field (index = field number in the line).
+ROLE_NONE, ROLE_SRC, ROLE_DST, ROLE_TIME, ROLE_WEIGHT = 0, 1, 2, 3, 4
+ROLE_NAMES = {ROLE_SRC: "source id", ROLE_DST: "destination id", ROLE_TIME: "time", ROLE_WEIGHT: "weight"}
+
+# Kernel status codes.
+OK, E_FIELDS, E_NONNUMERIC, E_NEGATIVE, E_BEYOND, E_OVERFLOW, E_ONE_BASED, E_EMPTY = range(8)
+
+# state[] slots written by the kernel.
+S_POS, S_LINES, S_ERR, S_ERR_LINE, S_ERR_FIELD, S_ERR_A, S_ERR_B = range(7)
+STATE_SLOTS = 8
+
+# Byte codes.
+_NL, _CR, _TAB, _SPACE, _QUOTE, _HASH, _PERCENT, _PLUS, _COMMA, _MINUS, _DOT = 10, 13, 9, 32, 34, 35, 37, 43, 44, 45, 46
+_ZERO, _NINE, _E_UPPER, _E_LOWER = 48, 57, 69, 101
+
+_MANTISSA_CAP = 100000000000000000  # beyond 18 significant digits only the magnitude is kept
+_EXPONENT_CAP = 10000
+
+
+class LineFormat(NamedTuple):
+    """What the lines of one file look like (fixed for the whole file)."""
+    delim: int              # delimiter byte, or -1: runs of blanks or one comma
+    roles: np.ndarray       # int8, ROLE_* of each field
+    max_needed: int         # highest field index that must be present
+    skip_line: int          # 1-based line number of the header, 0 = none
+    as_spans: bool          # ids as byte spans (string ids) instead of integers
+    id_offset: int          # subtracted from every id (1 with --one-based)
+    id_limit: int           # ids must be below it; -1 = no limit
+    allow_negative: bool    # --relabel: any integer is an id
+
+
+class ParseOut(NamedTuple):
+    """Output arrays of one call (``len(src)`` rows at most) and the kernel's state slots."""
+    src: np.ndarray         # int64
+    dst: np.ndarray         # int64
+    time: np.ndarray        # int64 (empty without a time column)
+    weight: np.ndarray      # float32 (empty without a weight column)
+    spans: np.ndarray       # int64 rows x [s_a, s_b, d_a, d_b] (empty unless as_spans)
+    state: np.ndarray       # int64[STATE_SLOTS]: S_* slots
+
+
+# ---------------------------------------------------------------------------
+# numbers
+# ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _is_blank(c):
+    return c == _SPACE or c == _TAB
+
+
+@njit(cache=True, nogil=True)
+def _is_digit(c):
+    return _ZERO <= c <= _NINE
+
+
+@njit(cache=True, nogil=True)
+def _strip_quotes(buf, a, b):
+    if b - a >= 2 and buf[a] == _QUOTE and buf[b - 1] == _QUOTE:
+        return a + 1, b - 1
+    return a, b
+
+
+@njit(cache=True, nogil=True)
+def _sign(buf, a, b):
+    """Strip quotes and a leading sign of buf[a:b] -> (a, b, negative, status)."""
+    a, b = _strip_quotes(buf, a, b)
+    if a >= b:
+        return a, b, False, E_EMPTY
+    neg = buf[a] == _MINUS
+    if neg or buf[a] == _PLUS:
+        a += 1
+    return a, b, neg, (OK if a < b else E_NONNUMERIC)
+
+
+@njit(cache=True, nogil=True)
+def _digits(buf, i, b, v, cap):
+    """Accumulate the decimal digits from buf[i] while ``v < cap`` -> (end, v, digits, kept)."""
+    digits = 0
+    kept = 0
+    while i < b and _is_digit(buf[i]):
+        if v < cap:
+            v = v * 10 + (np.int64(buf[i]) - _ZERO)
+            kept += 1
+        digits += 1
+        i += 1
+    return i, v, digits, kept
+
+
+@njit(cache=True, nogil=True)
+def parse_int(buf, a, b):
+    """Signed decimal integer in buf[a:b] -> (value, status)."""
+    a, b, neg, status = _sign(buf, a, b)
+    if status != OK:
+        return 0, status
+    v = 0
+    check = b - a > 18  # shorter numbers cannot overflow: no division per digit
+    for i in range(a, b):
+        c = np.int64(buf[i]) - _ZERO
+        if c < 0 or c > 9:
+            return 0, E_NONNUMERIC
+        if check and v > (9223372036854775807 - c) // 10:
+            return 0, E_OVERFLOW
+        v = v * 10 + c
+    return (-v if neg else v), OK
+
+
+@njit(cache=True, nogil=True)
+def parse_float(buf, a, b):
+    """Decimal number with optional fraction and exponent -> (value, status)."""
+    a, b, neg, status = _sign(buf, a, b)
+    if status != OK:
+        return 0.0, status
+    i, mant, digits, kept = _digits(buf, a, b, 0, _MANTISSA_CAP)
+    exp10 = digits - kept  # integer digits beyond the mantissa's precision scale it up
+    if i < b and buf[i] == _DOT:
+        i, mant, fraction, kept = _digits(buf, i + 1, b, mant, _MANTISSA_CAP)
+        exp10 -= kept
+        digits += fraction
+    if digits == 0:
+        return 0.0, E_NONNUMERIC
+    if i < b and (buf[i] == _E_LOWER or buf[i] == _E_UPPER):
+        i += 1
+        eneg = False
+        if i < b and (buf[i] == _MINUS or buf[i] == _PLUS):
+            eneg = buf[i] == _MINUS
+            i += 1
+        i, e, edigits, _ = _digits(buf, i, b, 0, _EXPONENT_CAP)
+        if edigits == 0:
+            return 0.0, E_NONNUMERIC
+        exp10 += -e if eneg else e
+    if i != b:
+        return 0.0, E_NONNUMERIC
+    # Dividing by an exact power of ten keeps e.g. 0.1 and 1289241912.5 exact to the last bit.
+    v = mant / 10.0 ** (-exp10) if exp10 < 0 else mant * 10.0 ** exp10
+    return (-v if neg else v), OK
+
+
+# ---------------------------------------------------------------------------
+# fields and lines
+# ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _line_end(buf, pos, end):
+    """The position after the newline that ends the line at ``pos`` (or past ``end``)."""
+    while pos < end and buf[pos] != _NL:
+        pos += 1
+    return pos + 1
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+@njit(cache=True, nogil=True)
+def _store_value(buf, a, b, role, row, out):
+    """Parse and store a time (floored if fractional) or weight field -> status."""
+    if role == ROLE_TIME:
+        t, status = parse_int(buf, a, b)
+        if status == E_NONNUMERIC:
+            f, status = parse_float(buf, a, b)
+            if status == OK:
+                t = np.int64(math.floor(f))
+        out.time[row] = t
+        return status
+    w, status = parse_float(buf, a, b)
+    out.weight[row] = w
+    return status
+
+
+@njit(cache=True, nogil=True)
+def _stop(state, pos, lines, status, line_no, field, a, b):
+    """Record where parsing stopped and why (status ``OK``: the rows ran out or the block ended)."""
+    state[S_POS] = pos
+    state[S_LINES] = lines
+    state[S_ERR] = status
+    if status != OK:
+        state[S_ERR_LINE] = line_no
+        state[S_ERR_FIELD] = field
+        state[S_ERR_A] = a
+        state[S_ERR_B] = b
+
+
+@njit(cache=True, nogil=True)
+def parse_lines(buf, pos, end, line_base, fmt, out):
+    """Parse lines of buf[pos:end] into ``out`` (a :class:`ParseOut`); return the number of rows.
+
+    ``fmt`` is a :class:`LineFormat`; ``line_base`` the number of lines
+    before ``pos`` in the file. Stops after ``len(out.src)`` rows, at the
+    end, or at the first error; ``out.state`` receives the position reached,
+    the lines consumed and the error (code, line, field, byte span of the
+    bad field).
+
+    One loop on purpose: written as calls to small field helpers
+    (quick id, field end, separator, id check) it parsed 2.4x fewer rows
+    per second, inlined or not; the cold paths (comment lines, time and
+    weight fields, stopping) are helpers.
+    """
+    delim, roles, max_needed, skip_line = fmt.delim, fmt.roles, fmt.max_needed, fmt.skip_line
+    as_spans, id_offset, id_limit, allow_negative = fmt.as_spans, fmt.id_offset, fmt.id_limit, fmt.allow_negative
+    out_src, out_dst, out_spans, state = out.src, out.dst, out.spans, out.state
+    cap = len(out_src)
+    nroles = len(roles)
+    rows = 0
+    lines = 0
+    state[S_ERR] = OK
+    while pos < end and rows < cap:
+        lines += 1
+        line_no = line_base + lines
+        while pos < end and _is_blank(buf[pos]):
+            pos += 1
+        if pos >= end:
+            break
+        c = buf[pos]
+        # 1. blank, comment and header lines
+        if c == _NL or c == _CR or c == _HASH or c == _PERCENT or line_no == skip_line:
+            pos = _line_end(buf, pos, end)
+            continue
+        # 2. fields
+        field = 0
+        while True:
+            a = pos
+            role = roles[field] if field < nroles else ROLE_NONE
+            # Fast path for plain decimal ids: digits are parsed while scanning,
+            # one pass over the bytes; anything unusual takes the general path.
+            quick = False
+            v = 0
+            if (role == ROLE_SRC or role == ROLE_DST) and not as_spans:
+                while pos < end:
+                    c = buf[pos]
+                    if c < 48 or c > 57:
+                        break
+                    v = v * 10 + (np.int64(c) - 48)
+                    pos += 1
+                b = pos
+                if 0 < b - a <= 18:
+                    if delim >= 0:  # trailing blanks before an explicit delimiter belong to the field
+                        while pos < end and _is_blank(buf[pos]) and buf[pos] != delim:
+                            pos += 1
+                    if pos >= end:
+                        quick = True
+                    else:
+                        c = buf[pos]
+                        if delim < 0:
+                            quick = c == 10 or c == 13 or c == 32 or c == 9 or c == 44
+                        else:
+                            quick = c == 10 or c == 13 or c == delim
+                if not quick:
+                    pos = a
+            if quick:
+                pass  # a, b, pos and v are set
+            elif delim < 0:
+                while pos < end:
+                    c = buf[pos]
+                    if c == 32 or c == 9 or c == 44 or c == 10 or c == 13:
+                        break
+                    pos += 1
+                b = pos
+            else:
+                while pos < end:
+                    c = buf[pos]
+                    if c == delim or c == 10 or c == 13:
+                        break
+                    pos += 1
+                b = pos
+                while b > a and _is_blank(buf[b - 1]):
+                    b -= 1
+            # 3. parse the selected fields
+            if role != ROLE_NONE:
+                status = OK
+                if role == ROLE_SRC or role == ROLE_DST:
+                    if as_spans:
+                        qa, qb = _strip_quotes(buf, a, b)
+                        if qa >= qb:
+                            status = E_EMPTY
+                        else:
+                            k = 0 if role == ROLE_SRC else 2
+                            out_spans[rows, k] = qa
+                            out_spans[rows, k + 1] = qb
+                    else:
+                        if not quick:
+                            v, status = parse_int(buf, a, b)
+                        # 4. check the id
+                        if status == OK:
+                            if v < 0 and not allow_negative:
+                                status = E_NEGATIVE
+                            else:
+                                v -= id_offset
+                                if v < 0 and not allow_negative:
+                                    status = E_ONE_BASED
+                                elif id_limit >= 0 and v >= id_limit:
+                                    status = E_BEYOND
+                        if role == ROLE_SRC:
+                            out_src[rows] = v
+                        else:
+                            out_dst[rows] = v
+                else:
+                    status = _store_value(buf, a, b, role, rows, out)
+                if status != OK:
+                    _stop(state, pos, lines, status, line_no, field, a, b)
+                    return rows
+            field += 1
+            if pos >= end or buf[pos] == 10 or buf[pos] == 13:
+                break
+            # separator
+            if delim < 0:
+                while pos < end and _is_blank(buf[pos]):
+                    pos += 1
+                if pos < end and buf[pos] == 44:
+                    pos += 1
+                    while pos < end and _is_blank(buf[pos]):
+                        pos += 1
+                if pos >= end or buf[pos] == 10 or buf[pos] == 13:
+                    break
+            else:
+                pos += 1
+                if not _is_blank(delim):
+                    while pos < end and _is_blank(buf[pos]):
+                        pos += 1
+        pos = _line_end(buf, pos, end)
+        if field <= max_needed:
+            _stop(state, pos, lines, E_FIELDS, line_no, field, 0, 0)
+            return rows
+        rows += 1
+    _stop(state, min(pos, end), lines, OK, 0, 0, 0, 0)
+    return rows
