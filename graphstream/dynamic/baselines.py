@@ -16,8 +16,9 @@ import numpy as np
 from .._resources import Stopwatch, peak_rss_bytes
 from ..kernels.packing import pack_least_loaded
 from ..store.snapshots import SnapshotStore
+from .config import PGCConfig
 from .instances import build_instance_graph
-from .workload import DynamicPartitionResult, PGCConfig, evaluate
+from .workload import DynamicPartitionResult, evaluate
 
 WORK_SCALE = 1000  # LPT packs integer loads: workloads in thousandths
 

@@ -20,7 +20,7 @@ from .._report import progress
 from ..errors import ParameterError
 from ..store.delta import decode_keys
 from ..store.snapshots import SnapshotStore
-from .workload import PGCConfig
+from .config import PGCConfig
 
 # -- O(instances) arrays, in RAM or memory-mapped -------------------------------------
 

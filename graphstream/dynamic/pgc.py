@@ -35,8 +35,9 @@ from .._resources import Stopwatch, peak_rss_bytes
 from ..kernels.merge import KeyCounter
 from ..kernels.pairs import pair_key, pairs_to_csr
 from ..store.snapshots import SnapshotStore
+from .config import PGCConfig  # noqa: F401 (importable here, as before)
 from .instances import InstanceGraph, build_instance_graph, snapshot_adjacency
-from .workload import DynamicPartitionResult, PGCConfig, evaluate, fit_cost_model  # noqa: F401 (importable here)
+from .workload import DynamicPartitionResult, evaluate, fit_cost_model  # noqa: F401 (importable here)
 
 # -- 1. chunking by weighted label propagation -------------------------------------------
 
