@@ -1,63 +1,469 @@
-"""Atomic output: a result is written into a temporary sibling and renamed into
-place only when complete, so an interrupted or failed run never leaves
-something that looks valid. Also the one place that refuses existing outputs.
+"""Safe output: the one place that decides how graphstream replaces what it writes.
+
+* A result is written into a temporary sibling ``.NAME.tmp-XXXXXXXX`` and
+  swapped into place only when complete (``renameat2(RENAME_EXCHANGE)`` where
+  the file system has it, else two renames through ``.NAME.old-XXXXXXXX``),
+  so a run killed at any moment leaves NAME as the old complete output or the
+  new complete one (:class:`AtomicOutput`, :func:`atomic_dir`,
+  :func:`atomic_file`).
+* An output is refused when it is, contains or lies inside one of the
+  command's inputs (:func:`check_outputs_apart`), before anything is touched.
+* A lock file ``.NAME.lock`` beside the output (``flock``; it holds pid, host
+  and command) keeps a second run off the same output (:func:`output_lock`).
+  The kernel drops the lock of a dead process, so a stale lock is simply taken.
+* Holding the lock, a run first clears what a killed run left beside NAME
+  (:func:`recover_leftovers`): ``.NAME.tmp-*`` and ``.NAME.scratch-*`` are
+  removed; an ``.NAME.old-*`` while NAME is missing means a crash between the
+  two renames of a swap, so it is the old output and is put back.
+* Scratch folders in /tmp carry their owner's pid (:func:`scratch_dir`) so the
+  next run removes the ones whose process is dead.
+* ENOSPC (and EDQUOT) becomes :class:`DiskFullError`; files written through a
+  memory map are allocated first (:func:`allocated_memmap`), so a full disk is
+  an OSError at allocation instead of a SIGBUS at the first store.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
+import fcntl
+import json
 import os
 import shutil
+import socket
+import sys
+import tempfile
+import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from .errors import DiskFullError, OutputExistsError
+import numpy as np
+
+from .errors import DiskFullError, GraphStreamError, OutputExistsError, ParameterError
+
+PathLike = str | os.PathLike
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
-def check_output(path: str | os.PathLike, overwrite: bool) -> Path:
+class OutputLockedError(GraphStreamError):
+    """Another run is writing the same output (its lock file is held)."""
+
+
+def _is_url(path: PathLike) -> bool:
+    return "://" in str(path)
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+def check_output(path: PathLike, overwrite: bool) -> Path:
     """Refuse an existing output unless ``overwrite``; return the path."""
     path = Path(path)
-    if path.exists() and not overwrite:
+    if (path.exists() or path.is_symlink()) and not overwrite:
         raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it)")
     if not path.parent.exists():
         raise OutputExistsError(f"{path}: parent folder {path.parent} does not exist")
     return path
 
 
-def remove_path(path: str | os.PathLike) -> None:
+def _relation(out: Path, inp: Path) -> str | None:
+    """How output ``out`` overlaps input ``inp`` (both resolved): "is", "contains", "lies inside" or None."""
+    if out == inp:
+        return "is"
+    if out in inp.parents:
+        return "contains"
+    if inp in out.parents:
+        return "lies inside"
+    try:  # hard links, bind mounts: one file or folder under two names
+        if out.exists() and inp.exists() and os.path.samefile(out, inp):
+            return "is"
+    except OSError:
+        pass
+    return None
+
+
+def check_outputs_apart(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None]) -> None:
+    """Refuse (:class:`ParameterError`) an output that is, contains or lies inside an input.
+
+    Keys name the values in the message (``{"--out": "d"}``, ``{"input store": "d/graph.zarr"}``);
+    None values are skipped. Paths are compared resolved (symlinks followed); URLs only as
+    written. Touches nothing.
+    """
+    for out_name, out in outputs.items():
+        if out is None:
+            continue
+        for in_name, inp in inputs.items():
+            if inp is None:
+                continue
+            if _is_url(out) or _is_url(inp):
+                relation = "is" if str(out).rstrip("/") == str(inp).rstrip("/") else None
+            else:
+                relation = _relation(Path(out).resolve(), Path(inp).resolve())
+            if relation is not None:
+                raise ParameterError(f"{out_name} {out} {relation} the {in_name} {inp}: "
+                                     "choose an output outside every input")
+
+
+# -- lock ------------------------------------------------------------------------------------------
+
+def lock_path(final: PathLike) -> Path:
+    final = Path(final)
+    return final.with_name(f".{final.name}.lock")
+
+
+_HELD: dict[str, list] = {}   # resolved output -> [fd, depth]: re-entrant within one process
+
+
+def _holder_text(fd: int) -> str:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        info = json.loads(os.read(fd, 65536).decode("utf-8", "replace") or "{}")
+        return (f"pid {info.get('pid')} on {info.get('host')} ({info.get('command')}, "
+                f"since {info.get('started')})")
+    except (OSError, ValueError, AttributeError):
+        return "another process"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _lock_without_flock(path: Path, final: Path) -> int:
+    """File systems without flock: the pid in the file decides (a dead pid on this host is stale)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            info = json.loads(os.read(fd, 65536) or b"{}")
+        except ValueError:
+            info = {}
+        holder = _holder_text(fd)
+        os.close(fd)
+        if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int) \
+                and not _pid_alive(info["pid"]):
+            path.unlink(missing_ok=True)     # stale: its process is gone
+            return _lock_without_flock(path, final)
+        raise OutputLockedError(f"{final}: output is in use by {holder} (lock file {path}); "
+                                "wait for that run to end or choose another output") from None
+    return fd
+
+
+def _acquire(final: Path) -> int:
+    path = lock_path(final)
+    for _ in range(20):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder_text(fd)
+            os.close(fd)
+            raise OutputLockedError(f"{final}: output is in use by {holder} (lock file {path}); "
+                                    "wait for that run to end or choose another output") from None
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                fd = _lock_without_flock(path, final)
+                break
+            raise
+        try:  # the holder before us may have unlinked the file we opened: lock the current one
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    else:
+        raise OutputLockedError(f"{final}: could not take the lock file {path} (it keeps changing)")
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(["graphstream", *sys.argv[1:]]),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(info).encode(), 0)
+    return fd
+
+
+@contextmanager
+def output_lock(final: PathLike) -> Iterator[None]:
+    """Hold ``.NAME.lock`` beside ``final``; a second holder gets :class:`OutputLockedError`
+    naming the first. Re-entrant within a process (a command and the writer it calls)."""
+    final = Path(final)
+    key = str(final.resolve())
+    held = _HELD.get(key)
+    if held is not None:
+        held[1] += 1
+    else:
+        _HELD[key] = [_acquire(final), 1]
+    try:
+        yield
+    finally:
+        held = _HELD[key]
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[key]
+            # Unlink while still holding it: whoever opened the old file re-checks the inode.
+            lock_path(final).unlink(missing_ok=True)
+            os.close(held[0])
+
+
+# -- leftovers of killed runs ----------------------------------------------------------------------
+
+def _siblings(final: Path, kind: str) -> list[Path]:
+    prefix = f".{final.name}.{kind}-"
+    try:
+        return sorted((p for p in final.parent.iterdir() if p.name.startswith(prefix)),
+                      key=lambda p: p.lstat().st_mtime)
+    except FileNotFoundError:
+        return []
+
+
+def recover_leftovers(final: PathLike) -> list[str]:
+    """Clear what killed runs left beside ``final``; call it holding :func:`output_lock`.
+
+    An ``.NAME.old-*`` while NAME is missing is the old output of a swap cut between its
+    two renames: it is moved back. Every other ``.NAME.tmp-*``, ``.NAME.old-*`` and
+    ``.NAME.scratch-*`` is removed. Returns what was done, one line per path.
+    """
+    final = Path(final)
+    done = []
+    olds = _siblings(final, "old")
+    if olds and not (final.exists() or final.is_symlink()):
+        os.replace(olds[-1], final)
+        done.append(f"restored {final} from {olds[-1].name} (a swap was interrupted)")
+        olds = olds[:-1]
+    for p in olds + _siblings(final, "tmp") + _siblings(final, "scratch"):
+        remove_path(p)
+        done.append(f"removed {p} (left by an interrupted run)")
+    for line in done:  # (not _report.log: _atomic and _report are independent layers)
+        if os.environ.get("GRAPHSTREAM_PROGRESS", "1") not in ("0", "false", "no"):
+            print(f"graphstream: {line}", file=sys.stderr, flush=True)
+    return done
+
+
+# -- atomic replacement ----------------------------------------------------------------------------
+
+def remove_path(path: PathLike) -> None:
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        shutil.rmtree(path, ignore_errors=True)
+        if path.exists():       # a writer thread added a file while we removed: once more, loudly
+            shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
 
 
-@contextmanager
-def atomic_dir(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary sibling folder; on success it replaces ``path``.
-
-    On any exception the temporary folder is removed and ``path`` is left as
-    it was. ENOSPC is reported as :class:`DiskFullError`.
-    """
-    final = check_output(path, overwrite)
-    tmp = final.with_name(f".{final.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()
+def disk_full(exc: BaseException, where: PathLike | None = None) -> bool:
+    """Whether ``exc`` means the disk is full: ENOSPC/EDQUOT, or, for writers that lose the errno
+    (numpy's ``tofile`` short write, torch's zip writer), an OSError/RuntimeError raised while the
+    file system holding ``where`` has less than 1 MiB left (call it before removing anything)."""
+    if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+        return True
+    if where is None or not isinstance(exc, (OSError, RuntimeError)):
+        return False
     try:
-        yield tmp
-    except OSError as exc:
-        remove_path(tmp)
-        if exc.errno == errno.ENOSPC:
-            raise DiskFullError(f"{final}: disk full while writing ({exc})") from exc
-        raise
-    except BaseException:
-        remove_path(tmp)
-        raise
-    if final.exists():
-        # Move the old output aside first so a crash here still leaves one valid copy.
+        st = os.statvfs(where)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < (1 << 20)
+
+
+class _PlainWrites:
+    """A file seen by numpy as a stream: numpy writes a real file with ``tofile``, whose short
+    write on a full disk raises an OSError without errno; ``write`` raises ENOSPC."""
+
+    def __init__(self, f):
+        self.write = f.write
+
+
+def save_npy(path: PathLike, array: np.ndarray) -> None:
+    """``np.save``, with a full disk reported as ENOSPC (see :class:`_PlainWrites`)."""
+    with open(path, "wb") as f:
+        np.save(_PlainWrites(f), np.asarray(array))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_into_place(tmp: Path, final: Path) -> None:
+    """Put the complete ``tmp`` at ``final``; at every instant ``final`` is the old or the new output
+    (with RENAME_EXCHANGE), or else recoverable by :func:`recover_leftovers`."""
+    if not (final.exists() or final.is_symlink()):
+        os.replace(tmp, final)
+    elif _exchange(tmp, final):
+        remove_path(tmp)        # now the old output
+    else:
+        # Old output aside first: a crash between the renames leaves it as .old-*, restored next run.
         old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
         os.replace(final, old)
         os.replace(tmp, final)
         remove_path(old)
-    else:
-        os.replace(tmp, final)
+
+
+class AtomicOutput:
+    """One output written into a temporary sibling and swapped in at :meth:`commit`.
+
+    :meth:`begin` takes the lock, clears leftovers of killed runs, refuses an
+    existing output without ``overwrite`` and names the temporary sibling
+    (created as a folder with ``mkdir``); :meth:`rollback` removes it. Until
+    the commit the old output is untouched.
+    """
+
+    def __init__(self, path: PathLike, overwrite: bool = False, *, mkdir: bool = True, lock: bool = True):
+        self.final = Path(path)
+        self.overwrite = overwrite
+        self.mkdir = mkdir
+        self.lock = lock
+        self.tmp: Path | None = None
+        self._stack = ExitStack()
+
+    def begin(self) -> Path:
+        if not self.final.parent.exists():
+            raise OutputExistsError(f"{self.final}: parent folder {self.final.parent} does not exist")
+        try:
+            if self.lock:
+                self._stack.enter_context(output_lock(self.final))
+                recover_leftovers(self.final)   # only under the lock: nobody else is writing them
+            check_output(self.final, self.overwrite)
+            self.tmp = self.final.with_name(f".{self.final.name}.tmp-{uuid.uuid4().hex[:8]}")
+            if self.mkdir:
+                self.tmp.mkdir()
+        except BaseException as exc:
+            self._stack.close()
+            if disk_full(exc):
+                raise self.disk_full_error(exc) from exc
+            raise
+        return self.tmp
+
+    def disk_full_error(self, exc: BaseException) -> DiskFullError:
+        return DiskFullError(f"{self.final}: disk full while writing ({getattr(exc, 'strerror', None) or exc}); "
+                             "nothing was written, free space and run again")
+
+    def commit(self) -> None:
+        try:
+            swap_into_place(self.tmp, self.final)
+        except BaseException as exc:
+            self.rollback()
+            if disk_full(exc):
+                raise self.disk_full_error(exc) from exc
+            raise
+        self.tmp = None
+        self._stack.close()
+
+    def rollback(self) -> None:
+        try:
+            if self.tmp is not None:
+                remove_path(self.tmp)
+                self.tmp = None
+        finally:
+            self._stack.close()
+
+
+@contextmanager
+def atomic_dir(path: PathLike, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling folder; on success it replaces ``path``.
+
+    On any exception (signals included) the temporary folder is removed and
+    ``path`` is left as it was. ENOSPC is reported as :class:`DiskFullError`.
+    """
+    output = AtomicOutput(path, overwrite)
+    tmp = output.begin()
+    try:
+        yield tmp
+    except BaseException as exc:
+        full = disk_full(exc, output.final.parent)
+        output.rollback()
+        if full:
+            raise output.disk_full_error(exc) from exc
+        raise
+    output.commit()
+
+
+@contextmanager
+def atomic_file(path: PathLike, overwrite: bool = True, *, lock: bool = True) -> Iterator[Path]:
+    """Yield a temporary sibling file name; on success the file replaces ``path`` (e.g. a checkpoint).
+
+    ``lock=False`` where another process (a launcher) holds the output's lock for the whole run."""
+    output = AtomicOutput(path, overwrite, mkdir=False, lock=lock)
+    tmp = output.begin()
+    try:
+        yield tmp
+    except BaseException as exc:
+        full = disk_full(exc, output.final.parent)
+        output.rollback()
+        if full:
+            raise output.disk_full_error(exc) from exc
+        raise
+    output.commit()
+
+
+@contextmanager
+def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None],
+                  overwrite: bool) -> Iterator[None]:
+    """What a command does first: refuse outputs that overlap inputs, take each output's lock for
+    the whole run (a second run fails at once, not after the long part), clear the leftovers of
+    killed runs and refuse existing outputs without ``overwrite``."""
+    check_outputs_apart(outputs, inputs)
+    with ExitStack() as stack:
+        for out in outputs.values():
+            if out is None or _is_url(out):
+                continue
+            final = Path(out)
+            if not final.parent.exists():
+                raise OutputExistsError(f"{final}: parent folder {final.parent} does not exist")
+            stack.enter_context(output_lock(final))
+            recover_leftovers(final)
+            check_output(final, overwrite)
+        yield
+
+
+# -- scratch space --------------------------------------------------------------------------------
+
+@contextmanager
+def scratch_dir(prefix: str, dir: PathLike | None = None) -> Iterator[Path]:  # noqa: A002 - tempfile's word
+    """A temporary folder ``PREFIX<pid>-XXXX``, removed on exit (signals included); first removes
+    the folders of this prefix whose process is dead (left by killed runs)."""
+    parent = Path(dir) if dir is not None else Path(tempfile.gettempdir())
+    for p in parent.glob(f"{prefix}*"):
+        pid = p.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def allocated_memmap(path: PathLike, dtype, shape: tuple[int, ...]) -> np.memmap:
+    """A new ``.npy`` file opened as a writable memory map, its blocks allocated first.
+
+    Stores through a memory map into a sparse file on a full disk kill the
+    process with SIGBUS; ``posix_fallocate`` makes that an ENOSPC OSError here.
+    """
+    mm = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+    size = mm.offset + mm.nbytes
+    del mm
+    with open(path, "r+b") as f:
+        if size:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+    return np.lib.format.open_memmap(path, mode="r+")

@@ -1,10 +1,12 @@
-"""Peak memory and wall time, measured the same way by every command and benchmark."""
+"""Peak memory and wall time, measured the same way by every command and benchmark; node-state estimates."""
 from __future__ import annotations
 
 import resource
 import sys
 import time
 from dataclasses import dataclass, field
+
+from .errors import ResourceError
 
 
 def peak_rss_bytes() -> int:
@@ -32,3 +34,59 @@ class Stopwatch:
     @property
     def seconds(self) -> float:
         return time.perf_counter() - self.start
+
+
+# ---------------------------------------------------------------------------
+# node state: refuse an id range that cannot fit before allocating for it
+# ---------------------------------------------------------------------------
+# Lower bounds of the per-node arrays each command allocates whatever the
+# edges: ``info`` (degree pass: out, in and total degree, int64 each) and
+# ``partition`` (the degree pass plus at least an int32 owner and a byte of
+# metrics per node; most algorithms need more). Lower bounds on purpose: a
+# store is refused only when even this much cannot fit, so no graph that the
+# command could have processed is turned away (R-MAT scale 26, 64M nodes,
+# needs 1.5-2 GiB here, far below a 24 GB machine).
+INFO_BYTES_PER_NODE = 24
+PARTITION_BYTES_PER_NODE = 32
+
+
+def available_memory_bytes() -> int:
+    """Memory this process could still allocate: psutil's ``available``, capped by a cgroup v2 limit."""
+    import psutil
+    avail = int(psutil.virtual_memory().available)
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            current = int(f.read().strip())
+        if limit != "max":
+            avail = min(avail, max(int(limit) - current, 0))
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def node_state_shortfall(num_nodes: int, bytes_per_node: int) -> str | None:
+    """None if ``num_nodes * bytes_per_node`` fits in the available memory, else "at least X GiB ... more than Y".
+
+    The factor is 1: node state is refused only when its lower bound alone
+    exceeds all the memory available now (page cache counts as available).
+    """
+    need = int(num_nodes) * int(bytes_per_node)
+    avail = available_memory_bytes()
+    if need <= avail:
+        return None
+    return (f"at least {_gib(need)} of per-node state ({bytes_per_node} B/node), "
+            f"more than the {_gib(avail)} of memory available")
+
+
+def check_node_state_fits(num_nodes: int, bytes_per_node: int, what: str, where: str) -> None:
+    """Raise a one-line ResourceError before ``what`` allocates node state that cannot fit in memory."""
+    short = node_state_shortfall(num_nodes, bytes_per_node)
+    if short is not None:
+        raise ResourceError(f"{where}: {what}: {num_nodes} nodes need {short}; if the node ids are sparse "
+                               f"(the node count is the largest id + 1), ingest again with --relabel")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"

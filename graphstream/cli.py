@@ -20,10 +20,14 @@ otherwise ``key: value`` lines. Errors caused by input
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 
 from . import __version__
@@ -45,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "partition": ("graphstream.commands.partition", "partition a graph store by streaming its edges"),
     "snapshots": ("graphstream.commands.snapshots",
                   "cut a timestamped graph store into snapshots (keyframes + deltas)"),
+    "verify": ("graphstream.commands.verify",
+               "check a graph store, snapshot store or partitioned dataset end to end (checksums, counts, ids)"),
 }
 
 
@@ -104,21 +110,64 @@ def _print_human(result: dict, indent: str = "") -> None:
             print(f"{indent}{key}: {value}")
 
 
+class Terminated(BaseException):
+    """SIGTERM as an exception: it unwinds through the atomic-output contexts, which remove
+    their temporary siblings and scratch folders (a BaseException, so ``except Exception``
+    in between does not swallow it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame) -> None:
+    # The first signal unwinds; later ones are ignored so that the cleanup it starts can finish
+    # (SIGKILL still ends the process, and the next run clears what it leaves).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+@contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """SIGINT and SIGTERM raise in the main thread for the command's duration (handlers restored after)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else [str(word) for word in argv]
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
-        result = args.run(args)
-    except GraphStreamError as exc:
-        print(f"graphstream {args.command}: error: {exc}", file=sys.stderr)
+        with _signals_unwind():
+            result = args.run(args)
+    except (GraphStreamError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        # One line whatever the message holds (a library's multi-line text must not break the contract).
+        print(f"graphstream {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
-        print(f"graphstream {args.command}: error: {exc}", file=sys.stderr)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # Outputs are written atomically, so nothing valid-looking was left behind.
+        print(f"graphstream {args.command}: error: disk full ({exc}); nothing was written, "
+              "free space and run again", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"graphstream {args.command}: interrupted", file=sys.stderr)
+        print(f"graphstream {args.command}: interrupted (SIGINT); partial output removed", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"graphstream {args.command}: terminated ({exc}); partial output removed", file=sys.stderr)
+        return 128 + exc.signum
     if result is not None:
         if getattr(args, "json", False):
             print(json.dumps(result, default=_json_default))

@@ -46,3 +46,11 @@ class DiskFullError(GraphStreamError):
 
 class InputNotFoundError(GraphStreamError, FileNotFoundError):
     """An input file or dataset folder does not exist."""
+
+
+class CorruptDataError(StoreError):
+    """Stored bytes fail their checksum, are truncated or missing: the data cannot be trusted."""
+
+
+class ResourceError(GraphStreamError):
+    """The machine cannot hold what the input implies (e.g. node state for a sparse id range)."""

@@ -28,6 +28,7 @@ from graphstream.assemble.sizing import data_size
 from graphstream.errors import DiskFullError, GraphStreamError, NodeDataError, OutputExistsError, ParameterError
 from graphstream.partition.plan import PartitionPlan
 from graphstream.store import PartitionsError
+from graphstream.store.integrity import seal
 from graphstream.store.nodedata import open_node_data
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -545,16 +546,19 @@ def test_loader_rejects_damage(built, damage, match):
     assert isinstance(info.value, GraphStreamError)
 
 
+# The edits are re-sealed (the manifest's own CRC-32C recomputed): these cases test the
+# structural checks behind the checksum, i.e. a manifest written consistently but wrong.
+# An edit without re-sealing is caught by the checksum (tests/test_integrity.py).
 def _edit_manifest(folder: Path, **changes) -> None:
     m = json.loads((folder / "manifest.json").read_text())
     m.update(changes)
-    (folder / "manifest.json").write_text(json.dumps(m))
+    (folder / "manifest.json").write_text(json.dumps(seal(m)))
 
 
 def _edit_part(folder: Path, i: int, **changes) -> None:
     m = json.loads((folder / "manifest.json").read_text())
     m["parts"][i].update(changes)
-    (folder / "manifest.json").write_text(json.dumps(m))
+    (folder / "manifest.json").write_text(json.dumps(seal(m)))
 
 
 def _truncate(path: Path) -> None:

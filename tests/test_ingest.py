@@ -433,8 +433,9 @@ def test_killed_write_is_refused(tmp_path):
     w = GraphWriter(tmp_path / "k.zarr", chunk_size=10)
     w.append(np.arange(100), np.arange(100))
     w._wait()
+    assert not (tmp_path / "k.zarr").exists()   # written into a hidden sibling until close()
     with pytest.raises(IncompleteStoreError, match="incomplete"):
-        open_store(tmp_path / "k.zarr")
+        open_store(next(tmp_path.glob(".k.zarr.tmp-*")))
     w.abort()
 
 

@@ -208,8 +208,12 @@ def test_forced_int32_refuses_large_ids(tmp_path):
 def test_incomplete_store_refused(tmp_path):
     w = GraphWriter(tmp_path / "g.zarr", num_nodes=10, chunk_size=2)
     w.append(np.arange(5), np.arange(5))
+    # Until close() the store is written into a hidden sibling: OUT does not exist yet,
+    # and the sibling itself is refused as incomplete.
+    assert not (tmp_path / "g.zarr").exists()
+    partial = next(tmp_path.glob(".g.zarr.tmp-*"))
     with pytest.raises(IncompleteStoreError, match="incomplete"):
-        open_store(tmp_path / "g.zarr")
+        open_store(partial)
     w.close()
     assert open_store(tmp_path / "g.zarr").num_edges == 5
     with pytest.raises(StoreError):
@@ -231,11 +235,13 @@ def test_writer_killed_mid_write_is_refused(tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 3, proc.stderr
-    assert (path / "src").exists()
+    assert not path.exists()   # a crash never leaves something at OUT
+    partial = next(tmp_path.glob(".killed.zarr.tmp-*"))
+    assert (partial / "src").exists()
     with pytest.raises(IncompleteStoreError):
-        open_store(path)
+        open_store(partial)
     with pytest.raises(IncompleteStoreError):
-        validate_store(path, deep=True)
+        validate_store(partial, deep=True)
 
 
 def test_foreign_and_missing_stores_refused(tmp_path):
@@ -372,11 +378,12 @@ def test_info_cli_exit_code_2(tmp_path, capsys):
     w = GraphWriter(tmp_path / "partial.zarr", chunk_size=2)
     w.append(np.arange(5), np.arange(5))
     w._wait()
-    assert main(["info", str(tmp_path / "partial.zarr"), "--json"]) == 2
+    partial = next(tmp_path.glob(".partial.zarr.tmp-*"))
+    assert main(["info", str(partial), "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "incomplete" in captured.err
     w.abort()
-    assert not (tmp_path / "partial.zarr").exists()
+    assert not (tmp_path / "partial.zarr").exists() and not list(tmp_path.glob(".partial.zarr*"))
 
 
 def test_fsspec_url_store():
@@ -411,7 +418,8 @@ def test_graph_manifest_is_the_one_reader_of_the_attributes(tmp_path):
         w.append(np.array([0, 1]), np.array([1, 4]))
     store = open_store(tmp_path / "g.zarr")
     assert store.manifest == GraphManifest(num_nodes=5, num_edges=2, directed=False, id_dtype="int32",
-                                           source="s", chunk_size=store.chunk_size, extra={"k": 1})
+                                           source="s", chunk_size=store.chunk_size, extra={"k": 1},
+                                           arrays=("dst", "src"))
     assert store.manifest.to_attrs() == store.attrs and list(store.manifest.to_attrs()) == list(store.attrs)
     zarr.open_group(str(tmp_path / "g.zarr"), mode="r+").attrs["version"] = 7
     with pytest.raises(StoreError, match="version 7"):

@@ -11,7 +11,11 @@ subprocess so that its peak RSS is its own:
   ``read_noop_noprefetch`` (``prefetch=0``) as baseline for the prefetcher;
 - ``ingest_text`` / ``ingest_npy``: ``graphstream.ingest.ingest`` of the same
   edges written as SNAP text (``src<TAB>dst`` lines under a ``#`` header) and
-  as an E x 2 ``.npy`` (written by untimed ``export_*`` phases).
+  as an E x 2 ``.npy`` (written by untimed ``export_*`` phases);
+- ``read_noop_unchecked``: the no-op read of a copy of the same store without
+  chunk checksums (format version 1, written by an untimed ``strip`` phase):
+  the baseline for what the CRC-32C of every chunk costs (``read_checksum_cost``).
+  The two reads alternate ``--repeat`` times and the medians are compared.
 
 Run it under the shared benchmark lock, with data in /tmp (deleted after
 each scale unless ``--keep``):
@@ -156,7 +160,29 @@ def phase_ingest(args) -> dict:
             "source_bytes": os.path.getsize(args.source), "rss_before_bytes": rss0}
 
 
-PHASES = {"generate": phase_generate, "read": phase_read, "export": phase_export, "ingest": phase_ingest}
+def phase_strip(args) -> dict:
+    """Copy the store as a version-1 store: same chunks and compressor, no CRC-32C, the
+    pre-checksum attributes (the baseline of the checksum cost; not a goal)."""
+    import zarr
+
+    from graphstream.store import default_compressor, open_store
+    store = open_store(args.store)
+    group = zarr.open_group(args.to, mode="w-")
+    for name in store.columns:
+        src = store.array(name)
+        dst = group.create_array(name, shape=src.shape, chunks=src.chunks, dtype=src.dtype,
+                                 compressors=default_compressor(), fill_value=0,
+                                 config={"write_empty_chunks": True})
+        for a in range(0, src.shape[0], src.chunks[0]):
+            dst[a:a + src.chunks[0]] = src[a:a + src.chunks[0]]
+    keep = ("num_nodes", "num_edges", "directed", "id_dtype", "source", "chunk_size")
+    group.attrs.update({"format": store.attrs["format"], "version": 1, **{k: store.attrs[k] for k in keep},
+                        "complete": True})
+    return {"bytes": _disk_bytes(Path(args.to))}
+
+
+PHASES = {"generate": phase_generate, "read": phase_read, "export": phase_export, "ingest": phase_ingest,
+          "strip": phase_strip}
 
 
 def run_phase_here(args) -> None:
@@ -200,6 +226,15 @@ def bench_scale(scale: int, args) -> dict:
         out["read_noop"] = run_phase("read", store=store, consumer="noop", prefetch=2)
         out["read_noop_noprefetch"] = run_phase("read", store=store, consumer="noop", prefetch=0)
         out["read_degree"] = run_phase("read", store=store, consumer="degree")
+        unchecked = work / "unchecked.zarr"
+        out["strip"] = run_phase("strip", store=store, to=unchecked)
+        checked_runs, unchecked_runs = [], []
+        for _ in range(args.repeat):    # alternated, so drift on the machine hits both alike
+            checked_runs.append(run_phase("read", store=store, consumer="noop", prefetch=2))
+            unchecked_runs.append(run_phase("read", store=unchecked, consumer="noop", prefetch=2))
+        out["read_noop_checked_runs"] = [r.get("edges_per_second") for r in checked_runs]
+        out["read_noop_unchecked_runs"] = [r.get("edges_per_second") for r in unchecked_runs]
+        shutil.rmtree(unchecked, ignore_errors=True)
         if args.skip_ingest:
             out["ingest"] = {"skipped": "--skip-ingest"}
         elif (why := ingest_available()) is not None:
@@ -218,6 +253,17 @@ def bench_scale(scale: int, args) -> dict:
     return out
 
 
+def _checksum_cost(scale: dict) -> dict:
+    import statistics
+    checked = [x for x in scale.get("read_noop_checked_runs", []) if x]
+    unchecked = [x for x in scale.get("read_noop_unchecked_runs", []) if x]
+    if not checked or not unchecked:
+        return {}
+    a, b = statistics.median(checked), statistics.median(unchecked)
+    return {"read_checked_edges_per_second_median": a, "read_unchecked_edges_per_second_median": b,
+            "read_checked_vs_unchecked": a / b}
+
+
 def summary(scales: dict) -> dict:
     def get(s, phase, key):
         return scales.get(s, {}).get(phase, {}).get(key)
@@ -234,6 +280,7 @@ def summary(scales: dict) -> dict:
             "read_noop_edges_per_second": read,
             "read_degree_edges_per_second": deg,
             "read_prefetch_speedup_vs_no_prefetch": read / base if read and base else None,
+            **_checksum_cost(scales[s]),
             "bytes_per_edge": get(s, "generate", "bytes_per_edge"),
             "read_peak_rss_bytes": max(filter(None, [get(s, "read_noop", "peak_rss_bytes"),
                                                      get(s, "read_degree", "peak_rss_bytes")]), default=None),
@@ -261,6 +308,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default="/tmp/bench_store")
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
     ap.add_argument("--skip-ingest", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="alternated checked/unchecked reads (default 3)")
     # Internal: run one phase in this process.
     ap.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     for name in ("scale", "prefetch"):

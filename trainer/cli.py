@@ -48,9 +48,18 @@ def configure(p) -> None:
     p.add_argument("--checkpoint", default=None, help="checkpoint file (best-validation weights in PATH.best)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     add_threads(p, "torch CPU threads per worker (cores / workers)")
+    p.add_argument("--master-addr", default=None, metavar="ADDR",
+                   help="address of worker 0's host that every worker reaches, needed for workers on several "
+                        "hosts (torchrun --nnodes N): the rendezvous and collectives then listen on the network. "
+                        "Default: every worker on this machine, everything bound to 127.0.0.1")
     p.add_argument("--transfer", default="delta", choices=("full", "delta"),
                    help="dynamic models: ship full snapshots or keyframe + deltas to the device (delta)")
     p.set_defaults(run=run)
+
+
+def _default(value, default):
+    """The flag's value, or the model family's default when it was not given (0 is a value)."""
+    return default if value is None else value
 
 
 def run(args) -> dict:
@@ -62,23 +71,24 @@ def run(args) -> dict:
         raise ParameterError(f"graphstream train needs torch (pip install 'graphstream[train]'): {exc}") from exc
     if args.model in DYNAMIC_MODELS:
         from .dynamic import DynamicConfig, run_dynamic_training
-        config = DynamicConfig(model=args.model, hidden=args.hidden or 64, epochs=args.epochs or 50,
+        # an explicit 0 is checked by the config, never replaced by the default
+        config = DynamicConfig(model=args.model, hidden=_default(args.hidden, 64), epochs=_default(args.epochs, 50),
                                lr=args.lr, seed=args.seed, device=args.device, transfer=args.transfer,
                                sync_every=args.sync_every)
         return run_dynamic_training(args.parts, config, workers=args.workers, centralized=args.centralized,
-                                    threads=args.threads)
+                                    threads=args.threads, master_addr=args.master_addr)
     try:
         fanouts = parse_fanouts(args.fanout)
     except ValueError as exc:
         raise ParameterError(f"--fanout: {exc}") from exc
-    config = TrainConfig(model=args.model, hidden=args.hidden or 256, epochs=args.epochs or 200,
+    config = TrainConfig(model=args.model, hidden=_default(args.hidden, 256), epochs=_default(args.epochs, 200),
                          sync_every=args.sync_every, mini_batch=args.mini_batch, fanouts=fanouts,
                          batch_size=args.batch_size, lr=args.lr, dropout=args.dropout,
                          weight_decay=args.weight_decay, seed=args.seed, device=args.device,
                          checkpoint=args.checkpoint, resume=args.resume,
                          proximal=PROXIMAL if args.proximal is None else args.proximal)
     result = run_training(args.parts, config, workers=args.workers, centralized=args.centralized,
-                          threads=args.threads)
+                          threads=args.threads, master_addr=args.master_addr)
     if not args.json:  # the per-epoch lists are for --json consumers
         result.pop("losses", None)
         result.pop("history", None)

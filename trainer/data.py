@@ -119,6 +119,16 @@ def _check_csr(part) -> None:
                          f"{len(part.indices)} (the number of indices)")
 
 
+def _check_labels(labels: np.ndarray, where: str) -> int:
+    """Inner labels are class ids: integers >= 0 (cross-entropy indexes with them). Returns the largest."""
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise NodeDataError(f"{where}: labels have dtype {labels.dtype}, expected integer class ids 0..C-1")
+    if int(labels.min()) < 0:
+        at = int(np.argmax(labels < 0))
+        raise NodeDataError(f"{where}: label {int(labels[at])} at local node {at}: labels must be class ids >= 0")
+    return int(labels.max())
+
+
 def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num_nodes: int | None) -> PartSet:
     """Training's own checks (the format does not require node data): features and labels in every
     part, one feature dimension, inner nodes covering ``num_nodes`` (default: max inner id + 1) once."""
@@ -148,7 +158,7 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
         if len(labels) < k:
             raise NodeDataError(f"{where}: labels have {len(labels)} rows, expected at least {k}")
         if k:
-            max_label = max(max_label, int(labels[:k].max()))
+            max_label = max(max_label, _check_labels(labels[:k], where))
             max_gid = max(max_gid, int(gids[:k].max()))
         inner_total += k
     if num_nodes is None:
@@ -170,6 +180,9 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
         num_classes = max_label + 1
     if num_classes <= 0:
         raise NodeDataError(f"{path}: no labels found")
+    if max_label >= num_classes:
+        raise NodeDataError(f"{path}: label {max_label} found, but the manifest says {num_classes} classes "
+                            f"(labels must be 0..{num_classes - 1})")
     return PartSet(list(parts), num_nodes, int(num_features), int(num_classes), path, manifest)
 
 

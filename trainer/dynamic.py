@@ -29,6 +29,7 @@ from .data import resolve_device
 from .link_prediction import Split, edge_scores, roc_auc, sample_negatives
 from .loop import LocalSteps, Schedule, WorkerStats, average_rounds, dealt, gather_to_first, seed_for, worker_device
 from .optim import Adam
+from .params import integer, number
 from .temporal_models import DYNAMIC_MODELS, TGCN, EvolveGCNO, build_dynamic_model, snapshot_inputs
 from .transfer import TRANSFERS, SnapshotFeeder, TransferStats, rebuild_on_device
 
@@ -53,8 +54,15 @@ class DynamicConfig:
             raise ParameterError(f"--model {self.model}: expected one of {', '.join(DYNAMIC_MODELS)}")
         if self.transfer not in TRANSFERS:
             raise ParameterError(f"--transfer {self.transfer}: expected one of {', '.join(TRANSFERS)}")
-        if self.epochs < 1 or self.sync_every < 1 or self.hidden < 1:
-            raise ParameterError("--epochs, --sync-every and --hidden must be >= 1")
+        for name in ("hidden", "epochs", "sync_every"):
+            integer(name, getattr(self, name))
+        integer("seed", self.seed, 0, 2 ** 63)       # torch.manual_seed takes a 64-bit seed
+        number("lr", self.lr, low=0, low_open=True)
+        number("val_fraction", self.val_fraction, low=0, high=1, low_open=True)
+        number("test_fraction", self.test_fraction, low=0, high=1, low_open=True)
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ParameterError(f"val_fraction {self.val_fraction} + test_fraction {self.test_fraction}: "
+                                 "expected a sum < 1 (the rest trains)")
 
 
 def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicConfig, *, part: int, epoch: int,
@@ -180,14 +188,16 @@ def dynamic_worker(rank: int, world: int, source, config: DynamicConfig) -> Dyna
 
 
 def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, centralized: bool = False,
-                         threads: int | None = None) -> dict[str, Any]:
+                         threads: int | None = None, master_addr: str | None = None) -> dict[str, Any]:
     """Train on per-part snapshot sequences (a PGC folder), or ``centralized`` on its source store.
 
     Returns worker 0's view: pooled validation/test ROC-AUC of the averaged
     model, losses, transfer bytes and seconds (summed over workers), timings.
     """
-    from .launch import launch
+    from .launch import check_threads, launch
     wall = time.perf_counter()
+    integer("workers", workers)
+    check_threads(threads)
     device = resolve_device(config.device)
     stores, manifest = _open_sequences(source)
     if centralized:
@@ -195,14 +205,14 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         results = launch(dynamic_worker, 1, (single, config), threads_per_worker=threads)
         workers = 1
     else:
-        if workers < 1 or workers > len(stores):
-            raise ParameterError(f"--workers {workers}: more workers than parts ({len(stores)})"
-                                 if workers > len(stores) else f"--workers must be >= 1, got {workers}")
+        if workers > len(stores):
+            raise ParameterError(f"--workers {workers}: more workers than parts ({len(stores)})")
         if device.type == "cuda" and workers > torch.cuda.device_count():
             raise ParameterError(f"--workers {workers}: only {torch.cuda.device_count()} CUDA devices")
         backend = "nccl" if device.type == "cuda" else "gloo"
         payload = source if isinstance(source, list) else str(source)
-        results = launch(dynamic_worker, workers, (payload, config), backend=backend, threads_per_worker=threads)
+        results = launch(dynamic_worker, workers, (payload, config), backend=backend, threads_per_worker=threads,
+                         master_addr=master_addr, result_types=(DynamicResult, TransferStats))
     res0 = results[0]
     if res0 is None:   # a non-zero torchrun rank: worker 0 reports
         return {"rank": next(r.rank for r in results if r is not None), "workers": workers}

@@ -24,6 +24,8 @@ Randomness (dropout, batch order, neighbour samples) is reseeded from
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -34,7 +36,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from graphstream.errors import GraphStreamError, ParameterError
+from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError
 
 from .averaging import WeightedAverager, flat_parameters, load_flat_
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
@@ -42,6 +44,7 @@ from .evaluate import evaluate
 from .loop import LocalSteps, Schedule, WorkerStats, average_rounds, dealt, gather_to_first, worker_device
 from .models import MODELS, Block, build_model
 from .optim import Adam
+from .params import integer, number
 from .sampler import SamplerConfig, iter_batches
 
 # Local models drift towards their own part's labels between averages; SPRING's
@@ -55,6 +58,7 @@ from .sampler import SamplerConfig, iter_batches
 # exactly zero for the first local step, so full-batch --sync-every 1 is
 # unchanged. The value was chosen on Citeseer; see docs/trainer.md.
 PROXIMAL = 3.0
+SEED_LIMIT = 2 ** 63   # torch.manual_seed takes a 64-bit seed
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,15 @@ class TrainConfig:
     def __post_init__(self):
         if self.model not in MODELS:
             raise ParameterError(f"--model {self.model}: expected one of {', '.join(MODELS)}")
-        if not self.proximal >= 0:
-            raise ParameterError(f"--proximal must be >= 0, got {self.proximal}")
         for name in ("hidden", "epochs", "sync_every", "batch_size", "num_layers"):
-            if getattr(self, name) < 1:
-                raise ParameterError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+            integer(name, getattr(self, name))
+        integer("seed", self.seed, 0, SEED_LIMIT)
+        number("lr", self.lr, low=0, low_open=True)
+        number("weight_decay", self.weight_decay, low=0)
+        number("proximal", self.proximal, low=0)
+        number("dropout", self.dropout, low=0, high=1)   # 1 would zero every activation
+        for f in self.fanouts:
+            integer("fanout", f)
         if self.mini_batch and len(self.fanouts) != self.num_layers:
             raise ParameterError(f"--fanout has {len(self.fanouts)} values, the model has {self.num_layers} layers")
         if self.resume and not self.checkpoint:
@@ -143,10 +151,100 @@ def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, de
     return total / max(count, 1)
 
 
+CHECKPOINT_FORMAT = "graphstream.trainer.checkpoint"
+
+
 def _save_checkpoint(path: str, state: dict) -> None:
+    """Write ``state`` to a temporary sibling, then rename it over ``path``: a run killed or out of
+    space mid-write leaves the previous checkpoint whole. Plain tensors and containers only, so
+    :func:`load_checkpoint` reads it with ``weights_only=True``."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"{path}: no space left on the device while writing the checkpoint "
+                                f"(the previous checkpoint, if any, is unchanged)") from exc
+        raise GraphStreamError(f"{path}: cannot write the checkpoint ({exc.strerror or exc})") from exc
+
+
+def _refusal(exc: Exception) -> str:
+    """The telling line of a torch.load failure (its weights_only messages run to many lines)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
+    telling = [ln for ln in lines if not ln.startswith(boilerplate)]
+    return (telling or lines or [type(exc).__name__])[0]
+
+
+def load_checkpoint(path: str) -> dict:
+    """A checkpoint read with ``torch.load(weights_only=True)``: tensors and plain containers only;
+    a file that would need anything else (code to run) is refused with :class:`InputFormatError`."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:
+        raise InputFormatError(f"{path}: cannot read the checkpoint ({exc.strerror or exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - the unpickler raises many kinds on foreign or damaged files
+        raise InputFormatError(f"{path}: not a loadable graphstream checkpoint (torch.load with weights_only=True: "
+                               f"{_refusal(exc)})") from exc
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise InputFormatError(f"{path}: not a graphstream training checkpoint (no format "
+                               f"{CHECKPOINT_FORMAT!r})")
+    return ckpt
+
+
+def _field(ckpt: dict, path: str, key: str, kind, where: str = ""):
+    """``ckpt[key]`` of type ``kind``, or one line naming the key."""
+    if key not in ckpt:
+        raise InputFormatError(f"{path}: checkpoint has no {where}{key!r} (written by another version or run?)")
+    value = ckpt[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise InputFormatError(f"{path}: checkpoint {where}{key!r} is a {type(value).__name__}, expected "
+                               f"{getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _tensor(ckpt: dict, path: str, key: str, shape: tuple[int, ...], where: str = "") -> torch.Tensor:
+    t = _field(ckpt, path, key, torch.Tensor, where)
+    if tuple(t.shape) != shape:
+        raise InputFormatError(f"{path}: checkpoint {where}{key!r} has shape {tuple(t.shape)}, this model needs "
+                               f"{shape}")
+    return t
+
+
+def check_checkpoint(ckpt: dict, path: str, model, *, parts: int, world: int, sync_every: int,
+                     mine: list[int]) -> None:
+    """Refuse a checkpoint that does not fit this run: another number of parts, workers or sync
+    interval (ParameterError), or missing keys and wrong shapes for this model (InputFormatError)."""
+    shape = {k: _field(ckpt, path, k, int) for k in ("num_parts", "workers", "sync_every")}
+    if (shape["num_parts"], shape["workers"], shape["sync_every"]) != (parts, world, sync_every):
+        raise ParameterError(f"{path}: checkpoint was written with {shape['num_parts']} parts, "
+                             f"{shape['workers']} workers, sync every {shape['sync_every']}; this run has "
+                             f"{parts}, {world}, {sync_every}")
+    numel = sum(p.numel() for p in model.parameters())
+    if _field(ckpt, path, "round", int) < 0:
+        raise InputFormatError(f"{path}: checkpoint 'round' is {ckpt['round']}, expected >= 0")
+    _tensor(ckpt, path, "weights", (numel,))
+    best = _field(ckpt, path, "best", dict)
+    _tensor(best, path, "weights", (numel,), "best ")
+    _field(best, path, "val_accuracy", (float, int), "best ")
+    _field(best, path, "round", int, "best ")
+    _field(best, path, "epoch", int, "best ")
+    _field(ckpt, path, "history", list)
+    _field(ckpt, path, "losses", dict)
+    optimizers = _field(ckpt, path, "optimizers", dict)
+    shapes = [tuple(p.shape) for p in model.parameters()]
+    for i in mine:
+        opt = _field(optimizers, path, i, dict, "optimizers ")
+        _field(opt, path, "step", int, f"optimizers[{i}] ")
+        for key in ("exp_avg", "exp_avg_sq"):
+            moments = _field(opt, path, key, list, f"optimizers[{i}] ")
+            got = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in moments]
+            if got != shapes:
+                raise InputFormatError(f"{path}: checkpoint optimizers[{i}] {key!r} holds shapes {got}, this "
+                                       f"model's parameters have {shapes}")
 
 
 def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerResult:
@@ -170,11 +268,9 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     start_round, best = 0, {"val_accuracy": -1.0, "round": -1, "weights": W.clone(), "epoch": 0}
 
     if config.resume and Path(config.checkpoint).exists():
-        ckpt = torch.load(config.checkpoint, map_location="cpu", weights_only=False)
-        if ckpt["num_parts"] != p or ckpt["workers"] != world or ckpt["sync_every"] != config.sync_every:
-            raise ParameterError(f"{config.checkpoint}: checkpoint was written with {ckpt['num_parts']} parts, "
-                                 f"{ckpt['workers']} workers, sync every {ckpt['sync_every']}; this run has "
-                                 f"{p}, {world}, {config.sync_every}")
+        ckpt = load_checkpoint(config.checkpoint)
+        check_checkpoint(ckpt, config.checkpoint, model, parts=p, world=world, sync_every=config.sync_every,
+                         mine=mine)
         W = ckpt["weights"]
         start_round = ckpt["round"] + 1
         best = ckpt["best"]
@@ -219,7 +315,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         if config.checkpoint:
             optimizers = {k: v for d in ckpt_opts for k, v in d.items()}
             _save_checkpoint(config.checkpoint, {
-                "format": "graphstream.trainer.checkpoint", "config": asdict(config), "round": r,
+                "format": CHECKPOINT_FORMAT, "config": asdict(config), "round": r,
                 "weights": W, "best": best, "optimizers": optimizers, "history": result.history,
                 "losses": dict(enumerate(all_losses)), "num_parts": p, "workers": world,
                 "sync_every": config.sync_every})
@@ -239,20 +335,40 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             "epoch_seconds": result.train_seconds / max(1, config.epochs - start_round * config.sync_every),
             "num_parts": p, "workers": world, "parts_per_worker": len(mine)}
         if config.checkpoint:
-            torch.save({"weights": best["weights"], "config": asdict(config)}, f"{config.checkpoint}.best")
+            _save_checkpoint(f"{config.checkpoint}.best", {"weights": best["weights"], "config": asdict(config)})
     return result
 
 
+def _check_checkpoint_path(path: str, parts_dir) -> None:
+    """``--checkpoint`` must be a file path in an existing folder, apart from the parts it trains on
+    (a checkpoint written into the dataset folder would change the data under the run)."""
+    from graphstream._atomic import check_outputs_apart
+    p = Path(path)
+    if p.is_dir():
+        raise ParameterError(f"--checkpoint {path}: is a folder, expected a file path")
+    if not p.parent.is_dir():
+        raise ParameterError(f"--checkpoint {path}: folder {p.parent} does not exist")
+    if parts_dir is not None:
+        check_outputs_apart({"--checkpoint": path, "--checkpoint (best weights)": f"{path}.best"},
+                            {"parts": parts_dir})
+
+
 def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: bool = False,
-                 threads: int | None = None) -> dict:
+                 threads: int | None = None, master_addr: str | None = None) -> dict:
     """Train on a parts folder (or a :class:`PartSet`); return worker 0's summary plus the run's shape.
 
     ``centralized`` trains the same model on the whole graph reassembled from
     the parts, in this process, for comparison. ``threads`` is the number of
     torch CPU threads per worker (default: cores / workers; on a busy machine
-    1 avoids OpenMP threads spinning against each other).
+    1 avoids OpenMP threads spinning against each other). ``master_addr``: the
+    address the workers' rendezvous listens on (default 127.0.0.1; see
+    :func:`trainer.launch.launch`).
     """
-    from .launch import launch
+    from .launch import check_threads, launch
+    integer("workers", workers)
+    check_threads(threads)
+    if config.checkpoint:
+        _check_checkpoint_path(config.checkpoint, None if isinstance(source, PartSet) else source)
     device = resolve_device(config.device)
     parts = source if isinstance(source, PartSet) else open_parts(source)
     if centralized:
@@ -264,8 +380,6 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         res = launch(train_worker, 1, (single, central), threads_per_worker=threads)[0]
         out = dict(res.summary, mode="centralized", num_parts=len(parts), workers=1)
         return _finish(out, res, central)
-    if workers < 1:
-        raise ParameterError(f"--workers must be >= 1, got {workers}")
     if workers > len(parts):
         raise ParameterError(f"--workers {workers}: more workers than parts ({len(parts)} in {parts.path})")
     if device.type == "cuda" and workers > torch.cuda.device_count():
@@ -274,7 +388,8 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         raise GraphStreamError(f"{parts.path}: no training nodes (train_mask empty in every part)")
     backend = "nccl" if device.type == "cuda" else "gloo"
     payload = parts if not isinstance(source, (str, os.PathLike)) else str(source)
-    results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads)
+    results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads,
+                     master_addr=master_addr, result_types=(WorkerResult,))
     if results[0] is None:   # a non-zero torchrun rank: worker 0 reports
         return {"rank": next(r.rank for r in results if r is not None), "workers": workers}
     out = dict(results[0].summary, mode="averaged", sync_every=config.sync_every)

@@ -49,9 +49,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from queue import Queue
@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import atomic_dir, check_output
+from .._atomic import atomic_dir, check_output, scratch_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
@@ -178,12 +178,12 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
     check_output(out_dir, overwrite)
     undirected = not store.directed
 
-    with atomic_dir(out_dir, overwrite) as tmp:
+    with atomic_dir(out_dir, overwrite) as tmp, ExitStack() as scratch:
         if work_dir is None:
             spill_dir = tmp / "_spill"
             spill_dir.mkdir()
-        else:
-            spill_dir = Path(tempfile.mkdtemp(prefix="graphstream-build-", dir=work_dir))
+        else:   # pid-named: a folder left by a killed run is removed by the next one
+            spill_dir = scratch.enter_context(scratch_dir("graphstream-build-", work_dir))
         try:
             # 1. route the edges to one spill file per part
             log(f"build: routing {store.num_edges} edges to {k} parts")

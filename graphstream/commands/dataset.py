@@ -1,6 +1,7 @@
 """graphstream dataset cora|citeseer|facebook OUT_DIR: a graph store plus node data (.npy)."""
 from __future__ import annotations
 
+from .._atomic import claim_outputs
 from .._resources import peak_rss_bytes
 from .flags import add_overwrite
 
@@ -16,7 +17,9 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
-    from ..ingest.datasets import load_dataset
-    result = load_dataset(args.name, args.out_dir, root=args.root, seed=args.seed, overwrite=args.overwrite)
+    from ..ingest.datasets import load_dataset, source_folder
+    with claim_outputs({"OUT_DIR": args.out_dir}, {"dataset folder": source_folder(args.name, args.root)},
+                       args.overwrite):
+        result = load_dataset(args.name, args.out_dir, root=args.root, seed=args.seed, overwrite=args.overwrite)
     result["peak_rss_bytes"] = peak_rss_bytes()
     return result

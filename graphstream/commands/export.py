@@ -21,7 +21,9 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
+    from .._atomic import claim_outputs
     from ..export import export
 
-    return export(args.parts, args.out, args.target, overwrite=args.overwrite,
-                  graph_name=args.graph_name).to_dict()
+    with claim_outputs({"OUT": args.out}, {"partitioned dataset": args.parts}, args.overwrite):
+        return export(args.parts, args.out, args.target, overwrite=args.overwrite,
+                      graph_name=args.graph_name).to_dict()

@@ -1,6 +1,7 @@
 """graphstream generate rmat OUT.zarr --scale S --edge-factor F [--seed N]: synthetic graphs."""
 from __future__ import annotations
 
+from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
 from ..store import DEFAULT_CHUNK
 from .flags import add_overwrite, json_flag
@@ -27,8 +28,9 @@ def configure(p) -> None:
 def run(args) -> dict:
     from ..ingest.rmat import generate_rmat  # numba compiles on first use: keep `--help` fast
     watch = Stopwatch()
-    store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,
-                          chunk_size=args.chunk_size, undirected=args.undirected, overwrite=args.overwrite)
+    with claim_outputs({"OUT": args.out}, {}, args.overwrite):   # locked, leftovers of killed runs cleared
+        store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,
+                              chunk_size=args.chunk_size, undirected=args.undirected, overwrite=args.overwrite)
     seconds = watch.seconds
     result = store.info.to_dict()
     result.update({

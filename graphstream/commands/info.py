@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._resources import Stopwatch, peak_rss_bytes
+from .._resources import INFO_BYTES_PER_NODE, Stopwatch, check_node_state_fits, peak_rss_bytes
 from ..store import open_store
 
 
@@ -16,6 +16,7 @@ def store_stats(path: str) -> dict:
     from ..store import degree_pass  # compiles numba kernels: not for `info --help`
     watch = Stopwatch()
     store = open_store(path)
+    check_node_state_fits(store.num_nodes, INFO_BYTES_PER_NODE, "info", path)  # before the degree arrays
     deg = degree_pass(store)
     total = deg.total
     n = store.num_nodes

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import DEFAULT_CHUNK
@@ -48,7 +49,9 @@ def run(args) -> dict:
                           src_column=args.src_column, dst_column=args.dst_column, time_column=args.time_column,
                           weight_column=args.weight_column, delimiter=args.delimiter, header=args.header,
                           num_nodes=args.num_nodes, chunk_size=args.chunk_size, overwrite=args.overwrite)
-    store = ingest(args.source, args.out, config)
+    # before anything is touched: OUT apart from the input, locked, leftovers of killed runs cleared
+    with claim_outputs({"OUT": args.out}, {"input file": args.source}, args.overwrite):
+        store = ingest(args.source, args.out, config)
     seconds = watch.seconds
     result = store.info.to_dict()
     result.update({

@@ -7,7 +7,6 @@ graphstream.dynamic (``--algo pgc``).
 from __future__ import annotations
 
 import importlib
-import tempfile
 from pathlib import Path
 
 from ..errors import GraphStreamError, ParameterError, StoreError
@@ -70,7 +69,18 @@ def _algo_params(args) -> dict:
 
 
 def run(args) -> dict:
-    from .._atomic import check_output
+    from .._atomic import claim_outputs
+
+    # Before anything is touched: --out apart from every input (--overwrite must not delete them),
+    # locked for the whole run, leftovers of killed runs cleared, refused if it exists.
+    inputs = {"input store": args.store, "--nodes folder": args.nodes, "--work-dir": args.work_dir}
+    with claim_outputs({"--out": args.out}, inputs, args.overwrite):
+        return _run(args)
+
+
+def _run(args) -> dict:
+    from .. import _resources
+    from .._atomic import scratch_dir
     from ..partition import partition
     from ..store import open_store
 
@@ -82,8 +92,7 @@ def run(args) -> dict:
     if args.algo == "pgc":
         raise StoreError(f"{args.store}: --algo pgc needs a snapshot store (graphstream snapshots)")
     store = open_store(args.store)
-    if args.out is not None:
-        check_output(args.out, args.overwrite)      # fail before the long part
+    _resources.check_node_state_fits(store.num_nodes, _resources.PARTITION_BYTES_PER_NODE, "partition", args.store)
     if args.nodes is not None:
         if args.out is None:
             raise ParameterError(f"--nodes {args.nodes}: node data is split into parts only with --out DIR")
@@ -95,8 +104,9 @@ def run(args) -> dict:
             raise ParameterError("give -k K, or --gpus Q and --gpu-memory BYTES to derive it")
         build = _import("graphstream.assemble", "choosing k from --gpus/--gpu-memory")
         k = int(build.auto_num_parts(store, args.nodes, gpus=args.gpus, gpu_memory=args.gpu_memory))
-    # part[e] of an edge partitioner is scratch unless --work-dir asks to keep it
-    with tempfile.TemporaryDirectory(prefix="graphstream-parts-") as tmp:
+    # part[e] of an edge partitioner is scratch unless --work-dir asks to keep it; the folder names
+    # its pid, so one left by a killed run is removed by the next (scratch_dir)
+    with scratch_dir("graphstream-parts-") as tmp:
         work_dir = args.work_dir if args.work_dir is not None else tmp
         plan = partition(store, k, args.algo, seed=args.seed, balance=args.balance, work_dir=work_dir,
                          **_algo_params(args))

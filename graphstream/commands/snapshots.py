@@ -26,9 +26,11 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
+    from .._atomic import claim_outputs
     from ..dynamic.snapshots import build_snapshots
-    result = build_snapshots(args.store, args.out, window=args.window, num_snapshots=args.num_snapshots,
-                             edge_life=args.edge_life, keyframe_every=args.keyframe_every,
-                             overwrite=args.overwrite, assume_sorted=args.assume_sorted,
-                             buffer_events=args.buffer_events)
+    with claim_outputs({"OUT": args.out}, {"input store": args.store}, args.overwrite):
+        result = build_snapshots(args.store, args.out, window=args.window, num_snapshots=args.num_snapshots,
+                                 edge_life=args.edge_life, keyframe_every=args.keyframe_every,
+                                 overwrite=args.overwrite, assume_sorted=args.assume_sorted,
+                                 buffer_events=args.buffer_events)
     return result.to_dict()

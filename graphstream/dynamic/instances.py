@@ -8,7 +8,6 @@ are memory-mapped files when they exceed the configured memory budget.
 """
 from __future__ import annotations
 
-import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from .._atomic import allocated_memmap
+from .._atomic import scratch_dir as scratch_folder
 from .._report import progress
 from ..errors import ParameterError
 from ..store.delta import decode_keys
@@ -36,14 +37,15 @@ class InstanceArrays:
         self._stack = ExitStack()
         self._dir = None
         if self.mapped:
-            self._dir = Path(self._stack.enter_context(
-                tempfile.TemporaryDirectory(dir=scratch_dir, prefix="graphstream-pgc-")))
+            # pid-named: a folder left by a killed run is removed by the next one
+            self._dir = Path(self._stack.enter_context(scratch_folder("graphstream-pgc-", scratch_dir)))
         self._n = 0
 
     def alloc(self, n: int, dtype, fill=None) -> np.ndarray:
         if self.mapped:
             self._n += 1
-            mm = np.memmap(self._dir / f"a{self._n}.bin", dtype=dtype, mode="w+", shape=(max(n, 1),))[:n]
+            # blocks allocated up front: a full disk is ENOSPC here, not SIGBUS at a later store
+            mm = allocated_memmap(self._dir / f"a{self._n}.npy", dtype, (max(n, 1),))[:n]
             arr = mm.view(np.ndarray)  # numba sees a plain array over the mapping
         else:
             arr = np.empty(n, dtype=dtype)

@@ -42,6 +42,7 @@ from ..store.dynamic_partitions import (  # noqa: F401 (importable here as befor
     DynamicPartitionsManifest,
     open_dynamic_partitions,
 )
+from ..store.integrity import seal
 from ..store.snapshots import SnapshotStore, SnapshotWriter, open_snapshots
 from .baselines import sequence_partition, snapshot_partition
 from .pgc import DynamicPartitionResult, PGCConfig, fit_cost_model, pgc
@@ -169,7 +170,7 @@ def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike,
         if extra:
             manifest.update(extra)
         # validated like any reader would (paths inside the folder) before it is written
-        (tmp / "manifest.json").write_text(DynamicPartitionsManifest.from_dict(manifest, str(out)).to_json())
+        (tmp / "manifest.json").write_text(DynamicPartitionsManifest.from_dict(seal(manifest), str(out)).to_json())
     return manifest
 
 

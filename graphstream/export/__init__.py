@@ -103,6 +103,21 @@ def inner_edges(part: Part) -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
+def check_global_ids(part, num_nodes: int) -> None:
+    """Every global id of a part, halo included, must be a node: 0 <= id < num_nodes.
+
+    Run by :func:`id_maps` on every part before any output: a halo id out of
+    range would otherwise be written as an edge end (PyG's ``row``, DGL's NID).
+    """
+    gids = np.asarray(part.global_ids, dtype=np.int64)
+    bad = np.flatnonzero((gids < 0) | (gids >= num_nodes))
+    if bad.size:
+        i = int(bad[0])
+        kind = "inner" if i < part.num_inner else "halo"
+        raise NodeDataError(f"part {part.index}: {part.path / 'global_ids.npy'}: {kind} global id {int(gids[i])} "
+                            f"at local id {i} is outside [0, {num_nodes}) ({bad.size} such ids)")
+
+
 def id_maps(dataset: PartitionedDataset) -> IdMaps:
     """Owner and contiguous new id of every node, from the parts' inner ``global_ids``."""
     n = dataset.num_nodes
@@ -111,9 +126,8 @@ def id_maps(dataset: PartitionedDataset) -> IdMaps:
     node_offsets = np.zeros(len(dataset) + 1, dtype=np.int64)
     edge_offsets = np.zeros(len(dataset) + 1, dtype=np.int64)
     for p, part in enumerate(dataset):
+        check_global_ids(part, n)
         inner = np.asarray(part.global_ids[: part.num_inner], dtype=np.int64)
-        if inner.size and (inner.min() < 0 or inner.max() >= n):
-            raise NodeDataError(f"{part.path}: global_ids outside 0..{n - 1}")
         if np.any(owner[inner] >= 0):
             raise NodeDataError(f"{part.path}: inner nodes also owned by another part")
         owner[inner] = p

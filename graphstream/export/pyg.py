@@ -28,11 +28,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_dir
+from .._atomic import allocated_memmap, atomic_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import GraphStreamError
-from . import ExportResult, id_maps, inner_edges, inner_num_edges, mask_names, node_rows, open_for_export
+from . import (
+    ExportResult,
+    id_maps,
+    inner_edges,
+    inner_num_edges,
+    mask_names,
+    node_rows,
+    open_for_export,
+)
 
 # graphstream node data name -> PyG attribute name (``Data.x``, ``Data.y``).
 ATTR_NAMES = {"features": "x", "labels": "y"}
@@ -58,9 +66,9 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResu
     part_rows = []
     with atomic_dir(out, overwrite) as tmp, progress(k, "export pyg", unit="part") as bar:
         scratch = tmp / ".edge_map.scratch"
-        edge_map = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.int64, shape=(num_edges,))
-        labels = np.lib.format.open_memmap(tmp / ".label.scratch", mode="w+", dtype=np.int64,
-                                           shape=(n,) + tuple(dataset[0].labels.shape[1:]))
+        # allocated first: a full disk is an ENOSPC error (exit 2), not a SIGBUS at a store
+        edge_map = allocated_memmap(scratch, np.int64, (num_edges,))
+        labels = allocated_memmap(tmp / ".label.scratch", np.int64, (n,) + tuple(dataset[0].labels.shape[1:]))
         split_idx: dict[str, list] = {m: [] for m in masks}
         for p, part in enumerate(dataset):
             part_dir = tmp / f"part_{p}"

@@ -8,8 +8,8 @@
    with an explicit delimiter exactly one delimiter does (blanks around a
    field are trimmed, a field may be wrapped in double quotes);
 3. parse the selected fields: ids as integers (or, for string ids, their
-   byte spans), time as int64 (a fractional time is floored), weight as
-   float;
+   byte spans), time as int64 (a fractional time is floored; it must be
+   finite and fit int64), weight as float32 (finite);
 4. check ids (negative, ``--one-based`` zero, beyond ``--num-nodes``) and
    stop at the first problem with its line number, so errors name
    ``file:line``.
@@ -22,7 +22,6 @@ the ``state`` slots it writes.
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -32,8 +31,8 @@ from numba import njit
 ROLE_NONE, ROLE_SRC, ROLE_DST, ROLE_TIME, ROLE_WEIGHT = 0, 1, 2, 3, 4
 ROLE_NAMES = {ROLE_SRC: "source id", ROLE_DST: "destination id", ROLE_TIME: "time", ROLE_WEIGHT: "weight"}
 
-# Kernel status codes.
-OK, E_FIELDS, E_NONNUMERIC, E_NEGATIVE, E_BEYOND, E_OVERFLOW, E_ONE_BASED, E_EMPTY = range(8)
+# Kernel status codes (E_RANGE: a time beyond int64, a weight beyond float32, or not finite).
+OK, E_FIELDS, E_NONNUMERIC, E_NEGATIVE, E_BEYOND, E_OVERFLOW, E_ONE_BASED, E_EMPTY, E_RANGE = range(9)
 
 # state[] slots written by the kernel.
 S_POS, S_LINES, S_ERR, S_ERR_LINE, S_ERR_FIELD, S_ERR_A, S_ERR_B = range(7)
@@ -45,6 +44,9 @@ _ZERO, _NINE, _E_UPPER, _E_LOWER = 48, 57, 69, 101
 
 _MANTISSA_CAP = 100000000000000000  # beyond 18 significant digits only the magnitude is kept
 _EXPONENT_CAP = 10000
+# Times are int64: a float time must floor into [-2**63, 2**63) (float64 bounds, exact powers of two).
+_TIME_LO, _TIME_HI = -9.223372036854775808e18, 9.223372036854775808e18
+_FLOAT32_MAX = 3.4028234663852886e38  # weights are float32: larger magnitudes would become inf
 
 
 class LineFormat(NamedTuple):
@@ -159,6 +161,8 @@ def parse_float(buf, a, b):
         exp10 += -e if eneg else e
     if i != b:
         return 0.0, E_NONNUMERIC
+    if mant == 0:  # 0e999 is 0, not 0 * inf = nan
+        return 0.0, OK
     # Dividing by an exact power of ten keeps e.g. 0.1 and 1289241912.5 exact to the last bit.
     v = mant / 10.0 ** (-exp10) if exp10 < 0 else mant * 10.0 ** exp10
     return (-v if neg else v), OK
@@ -192,16 +196,26 @@ def _line_end(buf, pos, end):
 
 @njit(cache=True, nogil=True)
 def _store_value(buf, a, b, role, row, out):
-    """Parse and store a time (floored if fractional) or weight field -> status."""
+    """Parse and store a time (floored if fractional) or weight field -> status.
+
+    A time must fit int64 and a weight float32 (finite either way): casting
+    1e30 or inf would store an arbitrary value instead (E_RANGE).
+    """
     if role == ROLE_TIME:
         t, status = parse_int(buf, a, b)
-        if status == E_NONNUMERIC:
+        if status == E_NONNUMERIC or status == E_OVERFLOW:  # -9223372036854775808 overflows parse_int
             f, status = parse_float(buf, a, b)
             if status == OK:
-                t = np.int64(math.floor(f))
+                f = np.floor(f)
+                if f >= _TIME_LO and f < _TIME_HI:
+                    t = np.int64(f)
+                else:
+                    status = E_RANGE
         out.time[row] = t
         return status
     w, status = parse_float(buf, a, b)
+    if status == OK and not abs(w) <= _FLOAT32_MAX:
+        status = E_RANGE
     out.weight[row] = w
     return status
 

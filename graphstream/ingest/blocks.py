@@ -4,7 +4,9 @@ Compression is recognised by magic bytes, not the file name. ``iter_blocks``
 reads bounded blocks of decompressed bytes (``block_bytes``, default 16 MB),
 each cut after its last newline; a background thread reads and decompresses
 the next block while the caller parses the current one, so memory is a few
-blocks whatever the file size.
+blocks whatever the file size. A line may span blocks, but an unfinished
+line longer than ``MAX_LINE_BYTES`` is refused (``/dev/zero``, a file with no
+newline): without the cap it would grow until memory runs out.
 """
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ import numpy as np
 from ..errors import InputFormatError, ParameterError
 
 DEFAULT_BLOCK_BYTES = 16 << 20
+# No edge line comes near it (two ids, a time and a weight take < 100 bytes; long string ids < 1 KB);
+# the reader holds at most a block plus this much of an unfinished line.
+MAX_LINE_BYTES = 1 << 20
 
 _MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
 
@@ -34,6 +39,16 @@ def compression_of(path: str | os.PathLike) -> str | None:
         if head.startswith(magic):
             return name
     return None
+
+
+class LineTooLongError(InputFormatError):
+    """A line ran past ``MAX_LINE_BYTES`` without a newline; ``offset`` is where it starts (decompressed bytes)."""
+
+    def __init__(self, path: str, offset: int):
+        self.offset = offset
+        self.message = (f"line starting at byte {offset} has no newline within {MAX_LINE_BYTES} bytes "
+                        f"(lines are limited to {MAX_LINE_BYTES >> 20} MiB; is this an edge list?)")
+        super().__init__(f"{path}: {self.message}")
 
 
 class _Counted:
@@ -96,7 +111,8 @@ def iter_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES
     """Yield (block, raw bytes read so far); every block but the last ends with a newline.
 
     The next block is read (and decompressed, which releases the GIL) in a
-    background thread while the caller parses the current one.
+    background thread while the caller parses the current one. Raises
+    :class:`LineTooLongError` when an unfinished line exceeds ``MAX_LINE_BYTES``.
     """
     if block_bytes < 1:
         raise ParameterError(f"block_bytes must be >= 1, got {block_bytes}")
@@ -104,6 +120,7 @@ def iter_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES
     f, raw = open_text(path)
     with f, raw.raw, ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-read") as pool:
         carry = b""
+        offset = 0  # decompressed bytes yielded so far: where ``carry`` starts
         fut = pool.submit(read_block, f, name, block_bytes)
         while True:
             data = fut.result()
@@ -115,9 +132,14 @@ def iter_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES
             if carry:
                 data = carry + data
             cut = data.rfind(b"\n")
-            if cut < 0:  # a line longer than a block: keep reading
+            if cut < 0:  # a line longer than a block: keep reading, up to the cap
+                if len(data) > MAX_LINE_BYTES:
+                    raise LineTooLongError(name, offset)
                 carry = data
                 continue
             carry = data[cut + 1:]
+            offset += cut + 1
             yield np.frombuffer(data, dtype=np.uint8, count=cut + 1), raw.position()
+            if len(carry) > MAX_LINE_BYTES:  # after the yield: the caller has counted the lines before it
+                raise LineTooLongError(name, offset)
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_dir
+from .._atomic import allocated_memmap, atomic_dir, save_npy
 from .._resources import Stopwatch
 from ..errors import InputFormatError, InputNotFoundError, ParameterError
 from ..store import GraphWriter
@@ -64,6 +64,11 @@ class NodeDataset:
     val: np.ndarray
     test: np.ndarray
     source: str
+
+
+def source_folder(name: str, root: str | Path) -> Path:
+    """The folder under ``root`` that ``load_dataset(name)`` reads (its output must stay outside it)."""
+    return Path(root) / ("musae-facebook" if name.lower() == "facebook" else "planetoid")
 
 
 def _need(path: Path) -> Path:
@@ -93,12 +98,34 @@ def _mask(n: int, idx: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Planetoid
 # ---------------------------------------------------------------------------
+# Everything the Planetoid pickles (Python 2, protocol 2) name: a dict of lists for the graph,
+# numpy arrays for the labels, scipy CSR matrices for the features; under the old and new module
+# names. A pickle calls what it names, so anything else (os.system, builtins.eval, ...) is refused.
+PLANETOID_GLOBALS = frozenset({
+    ("__builtin__", "list"), ("builtins", "list"),
+    ("collections", "defaultdict"),
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("scipy.sparse.csr", "csr_matrix"), ("scipy.sparse._csr", "csr_matrix"),
+})
+
+
+class _PlanetoidUnpickler(pickle.Unpickler):
+    """An unpickler that builds only :data:`PLANETOID_GLOBALS`: a crafted file cannot run code."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in PLANETOID_GLOBALS:
+            raise pickle.UnpicklingError(f"refusing {module}.{name}: a Planetoid pickle holds only lists, "
+                                         "dicts, numpy arrays and scipy CSR matrices")
+        return super().find_class(module, name)
+
+
 def _load_pickle(path: Path):
     with open(_need(path), "rb") as f, warnings.catch_warnings():
-        # Old pickles name scipy.sparse.csr, deprecated in recent scipy.
+        # Old pickles name scipy.sparse.csr and numpy.core, deprecated in recent scipy and numpy.
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
-            return pickle.load(f, encoding="latin1")
+            return _PlanetoidUnpickler(f, encoding="latin1").load()
         except Exception as exc:  # a damaged pickle can raise almost anything
             raise InputFormatError(f"{path}: cannot read the Planetoid pickle ({exc})") from exc
 
@@ -186,8 +213,9 @@ def facebook(root: Path, seed: int) -> tuple[NodeDataset, dict[int, list[int]]]:
 
 
 def _write_facebook_features(path: Path, feats: dict[int, list[int]], n: int, source: Path) -> int:
-    """Binary N x 4714 float32 features, written row block by row block into a memory map."""
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, FACEBOOK_FEATURES))
+    """Binary N x 4714 float32 features, written row block by row block into a memory map
+    (allocated first: a full disk is an ENOSPC error, not a SIGBUS)."""
+    out = allocated_memmap(path, np.float32, (n, FACEBOOK_FEATURES))
     block = 4096
     for start in range(0, n, block):
         stop = min(start + block, n)
@@ -239,11 +267,11 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
             num_features = _write_facebook_features(tmp / "features.npy", feats, n,
                                                     root / "musae-facebook" / "facebook.json")
         else:
-            np.save(tmp / "features.npy", x)
+            save_npy(tmp / "features.npy", x)
             num_features = x.shape[1]
-        np.save(tmp / "labels.npy", ds.labels)
+        save_npy(tmp / "labels.npy", ds.labels)
         for split, idx in (("train", ds.train), ("val", ds.val), ("test", ds.test)):
-            np.save(tmp / f"{split}_mask.npy", _mask(n, idx))
+            save_npy(tmp / f"{split}_mask.npy", _mask(n, idx))
     out_dir = Path(out_dir)
     return {
         "name": name, "path": str(out_dir), "graph": str(out_dir / "graph.zarr"),

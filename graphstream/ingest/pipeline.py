@@ -17,20 +17,29 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .._atomic import atomic_dir, check_output
+from .._atomic import check_output, check_outputs_apart
 from .._report import progress
+from .._resources import INFO_BYTES_PER_NODE, node_state_shortfall
 from ..errors import InputFormatError, InputNotFoundError, InvalidIdError
 from ..store import GraphStore, GraphWriter, is_url, open_store
 from . import sources, text
 from .config import FORMATS, IngestConfig
 from .relabel import IntRelabeler, StrRelabeler
 from .sniff import TextLayout, detect_format, resolve_layout
+from .text import IdBeyondError
 
 __all__ = ["FORMATS", "IngestConfig", "IngestPlan", "detect_format", "ingest"]
+
+# Without --relabel the node count is the largest id + 1. Ids "justify" it when it is at most this many
+# times the edge count: E edges touch at most 2E nodes, so 16 allows 8x more isolated nodes than touched
+# ones (no real edge list comes near; R-MAT has n <= E). Beyond that *and* beyond memory (node_state_shortfall
+# with info's lower bound, the lightest later command) the ids are sparse (3e9 with a handful of edges) and
+# the store would only crash info/partition later: refused with a hint to --relabel. A dense graph too big
+# for this machine is still ingested (ingest needs no per-node memory; the store may be read elsewhere).
+SPARSE_ID_FACTOR = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +95,7 @@ def ingest(source: str | os.PathLike, out: str | os.PathLike, config: IngestConf
         raise InputFormatError(f"{path}: is a directory, expected an edge file")
     remote = is_url(out)
     if not remote:
+        check_outputs_apart({"output": out}, {"input file": path})   # --overwrite must not delete the input
         check_output(out, config.overwrite)
     if config.fmt == "auto":
         config = replace(config, fmt=detect_format(path))
@@ -106,11 +116,7 @@ def _plan(path: str, config: IngestConfig) -> IngestPlan:
     if fmt == "npy":
         return IngestPlan(fmt, False, None)
     if fmt == "parquet":
-        try:
-            string_ids = sources.parquet_string_ids(path, config.src_column, config.dst_column)
-        except (OSError, ValueError) as exc:
-            raise InputFormatError(f"{path}: not a readable parquet file ({exc})") from exc
-        return IngestPlan(fmt, string_ids, None)
+        return IngestPlan(fmt, sources.parquet_string_ids(path, config.src_column, config.dst_column), None)
     sniffed = resolve_layout(path, delimiter=_text_delimiter(fmt, config.delimiter), header=config.header,
                              src_column=config.src_column, dst_column=config.dst_column,
                              time_column=config.time_column, weight_column=config.weight_column,
@@ -127,11 +133,9 @@ def _blocks(path: str, plan: IngestPlan, config: IngestConfig, on_bytes) -> Iter
 
 
 def _ingest_plan(path: str, out, plan: IngestPlan, config: IngestConfig, *, remote: bool) -> GraphStore:
-    # Local stores are built in a hidden sibling and renamed into place when complete;
+    # GraphWriter builds a local store in a hidden sibling and swaps it in when complete (graphstream._atomic);
     # URL stores (fsspec) are written in place (GraphWriter removes them on failure).
-    target_ctx = nullcontext(out) if remote else atomic_dir(out, overwrite=config.overwrite)
-    with target_ctx as target:
-        _write(path, str(target), plan, config, overwrite=config.overwrite or not remote)
+    _write(path, str(out), plan, config, overwrite=config.overwrite)
     return open_store(out)
 
 
@@ -145,6 +149,7 @@ def _write(path: str, target: str, plan: IngestPlan, config: IngestConfig, *, ov
     writer = GraphWriter(target, num_nodes=None if relabel else num_nodes, directed=not config.undirected,
                          with_time=with_time, with_weight=with_weight, chunk_size=config.chunk_size,
                          source=path, overwrite=overwrite, attrs=plan.attrs(relabel, config.one_based))
+    max_id = -1
     with writer, progress(total, desc=f"ingest {Path(path).name}", unit="B" if total else "edge") as bar:
         def on_bytes(pos: int) -> None:
             bar.update(pos - bar.n)
@@ -152,6 +157,8 @@ def _write(path: str, target: str, plan: IngestPlan, config: IngestConfig, *, ov
         for block in _blocks(path, plan, config, on_bytes):
             if relabeler is None:
                 src, dst = block.src, block.dst
+                if len(src):
+                    max_id = max(max_id, int(src.max()), int(dst.max()))
             elif block.spans is not None:
                 src, dst = relabeler.map_spans(block.buf, block.spans)
             else:
@@ -161,6 +168,8 @@ def _write(path: str, target: str, plan: IngestPlan, config: IngestConfig, *, ov
                 bar.update(len(src))
         if writer.num_written == 0:
             raise InputFormatError(f"{path}: no edges found (empty file, or only comments/header)")
+        if relabeler is None and num_nodes is None:
+            _check_id_range(path, plan, config, max_id, writer.num_written)
         # 4. id map and completion
         n = num_nodes
         if relabeler is not None:
@@ -170,3 +179,27 @@ def _write(path: str, target: str, plan: IngestPlan, config: IngestConfig, *, ov
             n = relabeler.num_ids if num_nodes is None else num_nodes
             writer.write_array("id_map", relabeler.id_map())
         writer.close(num_nodes=n)
+
+
+def _check_id_range(path: str, plan: IngestPlan, config: IngestConfig, max_id: int, num_edges: int) -> None:
+    """Refuse sparse ids whose node count (largest id + 1) no later command could hold (see SPARSE_ID_FACTOR)."""
+    n = max_id + 1
+    if n <= SPARSE_ID_FACTOR * num_edges:
+        return
+    short = node_state_shortfall(n, INFO_BYTES_PER_NODE)
+    if short is None:
+        return
+    where, value = _locate_id(path, plan, config, max_id)
+    raise InvalidIdError(f"{where}: node id {value} makes {n} nodes (the largest id + 1) for {num_edges} edges, "
+                         f"which need {short}: pass --relabel to number the ids 0..n-1 "
+                         "(the store keeps the original ids in its id map)")
+
+
+def _locate_id(path: str, plan: IngestPlan, config: IngestConfig, max_id: int) -> tuple[str, str]:
+    """Where ``max_id`` first occurs ("file:line" or "file: row N") and its text: a second pass, on errors only."""
+    try:
+        for _ in _blocks(path, plan, config.replace(num_nodes=max_id), None):
+            pass
+    except IdBeyondError as exc:  # the readers stop at the first id >= max_id, which is max_id
+        return exc.where, exc.value
+    return path, str(max_id + config.id_offset)

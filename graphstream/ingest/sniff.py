@@ -84,6 +84,12 @@ def _unquote(s: str) -> str:
     return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == '"' else s
 
 
+def _is_word(field: str) -> bool:
+    """A header name: starts with a letter or ``_`` (``src``, ``FromNodeId``), unlike ``2x``, ``-1`` or ``""``."""
+    name = _unquote(field)
+    return bool(name) and (name[0].isalpha() or name[0] == "_")
+
+
 def sniff_lines(path: str | os.PathLike, limit: int = 20) -> list[tuple[int, str]]:
     """The first ``limit`` data lines (not blank, not comments) with their line numbers."""
     f, raw = open_text(path)
@@ -115,10 +121,13 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
                    weight_column: int | str | None, relabel: bool) -> Sniffed:
     """Decide whether there is a header, and turn column names into indices.
 
-    ``header="auto"``: the first data line is a header when one of its
-    selected fields is not a number while the same field of the next data
-    line is (with numeric ids, any non-numeric selected field in the first
-    line makes it a header). Files with string ids and a header need
+    ``header="auto"``: the first data line is a header only when its id
+    fields are words (they start with a letter or ``_``: ``src``,
+    ``FromNodeId``); anything else is data, so a malformed first line such
+    as ``1 2x`` or ``0 1 nan`` is an error naming line 1, not a header
+    silently skipped. With ``relabel`` (ids may be words too) it must also
+    have a selected field that is not a number while the same field of the
+    next data line is. Files with string ids and a header need
     ``header="yes"``.
     """
     if header not in ("auto", "yes", "no"):
@@ -166,13 +175,13 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
 
     has_header = header == "yes" or by_name
     if header == "auto" and sample and not by_name:
-        num1 = numeric_fields(first)
-        if not all(num1.values()):
-            if not relabel:
-                has_header = True
-            elif len(sample) > 1:
-                num2 = numeric_fields(split_fields(sample[1][1], delimiter))
-                has_header = any(num2[k] and not num1[k] for k in num1)
+        id_words = all(_is_word(first[cols[k]] if cols[k] < len(first) else "") for k in ("src", "dst"))
+        if id_words and not relabel:
+            has_header = True
+        elif id_words and len(sample) > 1:
+            num1 = numeric_fields(first)
+            num2 = numeric_fields(split_fields(sample[1][1], delimiter))
+            has_header = any(num2[k] and not num1[k] for k in num1)
     data = sample[1:] if has_header else sample
     string_ids = False
     if data:

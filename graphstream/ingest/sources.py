@@ -6,7 +6,9 @@ here, vectorised, with the row number in the message (rows are 1-based).
 """
 from __future__ import annotations
 
+import math
 import os
+import tokenize
 from collections.abc import Iterator
 
 import numpy as np
@@ -14,7 +16,7 @@ import numpy as np
 from ..errors import InputFormatError, InvalidIdError, ParameterError
 from .config import IngestConfig
 from .sniff import NPY_MAGIC, PARQUET_MAGIC  # noqa: F401  (their home is sniff; kept importable here)
-from .text import NonNumericIdError, TextBlock
+from .text import TIME_RULE, WEIGHT_RULE, IdBeyondError, NonNumericIdError, TextBlock
 
 
 def check_ids(path: str, src: np.ndarray, dst: np.ndarray, first_row: int, config: IngestConfig
@@ -28,30 +30,78 @@ def check_ids(path: str, src: np.ndarray, dst: np.ndarray, first_row: int, confi
         dst = dst - 1
     lo = min(int(src.min()), int(dst.min()))
     if lo < 0:
-        row = first_row + int(np.flatnonzero((src < 0) | (dst < 0))[0])
+        i = int(np.flatnonzero((src < 0) | (dst < 0))[0])
+        row, value = first_row + i, min(int(src[i]), int(dst[i])) + int(one_based)
         if one_based:
-            raise InvalidIdError(f"{path}: row {row}: node id below 1 with --one-based")
-        raise InvalidIdError(f"{path}: row {row}: negative node id {lo} (pass --relabel for arbitrary ids)")
+            raise InvalidIdError(f"{path}: row {row}: node id {value} is below 1 with --one-based")
+        raise InvalidIdError(f"{path}: row {row}: negative node id {value} (pass --relabel for arbitrary ids)")
     if num_nodes is not None:
         hi = max(int(src.max()), int(dst.max()))
         if hi >= num_nodes:
-            row = first_row + int(np.flatnonzero((src >= num_nodes) | (dst >= num_nodes))[0])
-            raise InvalidIdError(f"{path}: row {row}: node id {hi + int(one_based)} is beyond the declared "
-                                 f"node count {num_nodes}")
+            i = int(np.flatnonzero((src >= num_nodes) | (dst >= num_nodes))[0])
+            value = str(max(int(src[i]), int(dst[i])) + int(one_based))
+            raise IdBeyondError(f"{path}: row {first_row + i}: node id {value} is beyond the declared "
+                                f"node count {num_nodes}", f"{path}: row {first_row + i}", value)
     return src, dst
 
 
-def _int64_ids(path: str, a: np.ndarray, what: str) -> np.ndarray:
+_INT64_MAX = np.iinfo(np.int64).max
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def time_values(path: str, a: np.ndarray, first_row: int, column) -> np.ndarray:
+    """int64 times: integers within int64, or finite floats floored into it (as the text reader does)."""
+    if a.dtype.kind == "f":
+        f = np.floor(a.astype(np.float64))
+        with np.errstate(invalid="ignore"):
+            bad = ~((f >= -2.0**63) & (f < 2.0**63))  # nan fails both
+        out = f
+    elif a.dtype.kind == "u" and a.dtype.itemsize == 8:
+        bad = a > _INT64_MAX
+        out = a
+    else:
+        return a.astype(np.int64)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputFormatError(f"{path}: row {first_row + i}: time {a[i]} in column {column!r} is out of range "
+                               f"or not finite: {TIME_RULE}")
+    return out.astype(np.int64)
+
+
+def weight_values(path: str, a: np.ndarray, first_row: int, column) -> np.ndarray:
+    """float32 weights, finite (a float64 beyond float32's range would become inf)."""
+    if a.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(a.astype(np.float64)) <= _FLOAT32_MAX)  # nan fails it
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputFormatError(f"{path}: row {first_row + i}: weight {a[i]} in column {column!r} is out of "
+                                   f"range or not finite: {WEIGHT_RULE}")
+    return a.astype(np.float32)
+
+
+def _int64_ids(path: str, a: np.ndarray, what: str, first_row: int) -> np.ndarray:
     if a.dtype == np.uint64 and len(a) and int(a.max()) > np.iinfo(np.int64).max:
-        raise InvalidIdError(f"{path}: {what} id {int(a.max())} does not fit a 64-bit signed integer")
+        i = int(np.flatnonzero(a > np.iinfo(np.int64).max)[0])
+        raise InvalidIdError(f"{path}: row {first_row + i}: {what} id {int(a[i])} does not fit a 64-bit "
+                             "signed integer")
     return a.astype(np.int64, copy=False)
 
 
 # ---------------------------------------------------------------------------
 # .npy
 # ---------------------------------------------------------------------------
+# What numpy's header parser raises on a damaged header (it tokenizes and evaluates the header text).
+_NPY_HEADER_ERRORS = (ValueError, TypeError, SyntaxError, tokenize.TokenError, UnicodeDecodeError, OverflowError,
+                      EOFError)
+
+
 def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
-    """(shape, dtype, fortran_order, data offset) of a .npy file, without reading its data."""
+    """(shape, dtype, fortran_order, data offset) of a .npy file, without reading its data.
+
+    The data must be exactly what the header declares (no more, no less):
+    checked here, before a block or a memory map of that size is made.
+    """
     fmt = np.lib.format
     with open(path, "rb") as f:
         try:
@@ -60,9 +110,16 @@ def _npy_header(path: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
                 shape, fortran, dtype = fmt.read_array_header_1_0(f)
             else:
                 shape, fortran, dtype = fmt.read_array_header_2_0(f)
-        except ValueError as exc:
+        except _NPY_HEADER_ERRORS as exc:
             raise InputFormatError(f"{path}: not a readable .npy array ({exc})") from exc
-        return shape, dtype, fortran, f.tell()
+        offset = f.tell()
+    size = os.path.getsize(path) - offset
+    expected = math.prod(shape) * dtype.itemsize
+    if len(shape) == 2 and dtype.kind in "iu" and size != expected:
+        what = "truncated" if size < expected else "longer than its header says"
+        raise InputFormatError(f"{path}: file is {what}: shape {shape} of {dtype} is {expected} bytes of data, "
+                               f"the file holds {size}")
+    return shape, dtype, fortran, offset
 
 
 def _int_col(col, what: str) -> int:
@@ -112,12 +169,14 @@ def iter_npy(path: str | os.PathLike, config: IngestConfig) -> Iterator[TextBloc
                 got = f.readinto(memoryview(block).cast("B"))
                 if got != block.nbytes:
                     raise InputFormatError(f"{name}: file is truncated (expected {num_rows} rows)")
-            src = _int64_ids(name, block[:, src_column], "source")
-            dst = _int64_ids(name, block[:, dst_column], "destination")
+            src = _int64_ids(name, block[:, src_column], "source", start + 1)
+            dst = _int64_ids(name, block[:, dst_column], "destination", start + 1)
             src, dst = check_ids(name, src, dst, start + 1, config)
             yield TextBlock(src=np.ascontiguousarray(src), dst=np.ascontiguousarray(dst),
-                            time=block[:, time_column].astype(np.int64) if time_column >= 0 else None,
-                            weight=block[:, weight_column].astype(np.float32) if weight_column >= 0 else None,
+                            time=time_values(name, block[:, time_column], start + 1, time_column)
+                            if time_column >= 0 else None,
+                            weight=weight_values(name, block[:, weight_column], start + 1, weight_column)
+                            if weight_column >= 0 else None,
                             spans=None, buf=np.empty(0, np.uint8), first_line=start + 1)
 
 
@@ -137,10 +196,18 @@ def _parquet_column(schema_names: list[str], col: int | str | None, what: str, p
     return schema_names[i]
 
 
+def _one_line(exc: BaseException) -> str:
+    """Arrow's messages span lines (thrift errors): the CLI prints one."""
+    return " ".join(str(exc).split())
+
+
 def parquet_string_ids(path: str | os.PathLike, src_column, dst_column) -> bool:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    schema = pq.read_schema(path)
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # damaged metadata: all three
+        raise InputFormatError(f"{path}: not a readable parquet file ({_one_line(exc)})") from exc
     names = schema.names
     for col, what in ((src_column, "src column"), (dst_column, "dst column")):
         t = schema.field(_parquet_column(names, col, what, str(path))).type
@@ -161,8 +228,8 @@ def iter_parquet(path: str | os.PathLike, config: IngestConfig) -> Iterator[Text
     name = str(path)
     try:
         pf = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputFormatError(f"{name}: not a readable parquet file ({exc})") from exc
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # damaged metadata: all three
+        raise InputFormatError(f"{name}: not a readable parquet file ({_one_line(exc)})") from exc
     names = pf.schema_arrow.names
     cols = {"src": _parquet_column(names, config.src_column, "src column", name),
             "dst": _parquet_column(names, config.dst_column, "dst column", name),
@@ -184,12 +251,13 @@ def iter_parquet(path: str | os.PathLike, config: IngestConfig) -> Iterator[Text
                 t = batch.column(cols["time"])
                 if pa.types.is_timestamp(t.type):
                     t = t.cast(pa.int64())
-                time = _numeric(t, name, cols["time"]).astype(np.int64)
+                time = time_values(name, _numeric(t, name, cols["time"]), first, cols["time"])
             if cols["weight"] is not None:
-                weight = _numeric(batch.column(cols["weight"]), name, cols["weight"]).astype(np.float32)
+                weight = weight_values(name, _numeric(batch.column(cols["weight"]), name, cols["weight"]), first,
+                                       cols["weight"])
             if pa.types.is_integer(s.type) and pa.types.is_integer(d.type):
-                src = _int64_ids(name, s.to_numpy(), "source")
-                dst = _int64_ids(name, d.to_numpy(), "destination")
+                src = _int64_ids(name, s.to_numpy(), "source", first)
+                dst = _int64_ids(name, d.to_numpy(), "destination", first)
                 src, dst = check_ids(name, src, dst, first, config)
                 yield TextBlock(src=src, dst=dst, time=time, weight=weight, spans=None,
                                 buf=np.empty(0, np.uint8), first_line=first)
@@ -206,8 +274,8 @@ def iter_parquet(path: str | os.PathLike, config: IngestConfig) -> Iterator[Text
                 raise InputFormatError(f"{name}: id columns must be integers (or strings with --relabel), "
                                        f"got {s.type} and {d.type}")
             first += batch.num_rows
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputFormatError(f"{name}: corrupt parquet data ({exc})") from exc
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # damaged metadata: all three
+        raise InputFormatError(f"{name}: corrupt parquet data ({_one_line(exc)})") from exc
 
 
 def _numeric(col, path: str, name: str) -> np.ndarray:

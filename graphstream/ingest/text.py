@@ -25,11 +25,13 @@ from ._text_kernels import (
     E_NONNUMERIC,
     E_ONE_BASED,
     E_OVERFLOW,
+    E_RANGE,
     OK,
     ROLE_DST,
     ROLE_NAMES,
     ROLE_NONE,
     ROLE_SRC,
+    ROLE_TIME,
     S_ERR,
     S_ERR_A,
     S_ERR_B,
@@ -42,7 +44,7 @@ from ._text_kernels import (
     ParseOut,
     parse_lines,
 )
-from .blocks import DEFAULT_BLOCK_BYTES, iter_blocks
+from .blocks import DEFAULT_BLOCK_BYTES, LineTooLongError, iter_blocks
 from .config import DEFAULT_ROWS_PER_BLOCK, IngestConfig
 from .sniff import TextLayout
 
@@ -65,6 +67,21 @@ class NonNumericIdError(InvalidIdError):
     """An id field is not a number (the caller may retry with string ids)."""
 
 
+class IdBeyondError(InvalidIdError):
+    """An id at or beyond the node count; ``where`` ("file:line" or "file: row N") and ``value`` locate it."""
+
+    def __init__(self, message: str, where: str, value: str):
+        super().__init__(message)
+        self.where = where
+        self.value = value
+
+
+# What a time or weight must be, said by every reader's error message.
+TIME_RULE = "times must be integers or finite numbers (floored) within int64, -2**63 .. 2**63-1"
+WEIGHT_RULE = "weights must be finite numbers within float32, |w| <= 3.4e38"
+_NOT_FINITE = ("nan", "inf", "infinity")
+
+
 def _raise(path: str, state: np.ndarray, buf: np.ndarray, layout: TextLayout, roles: np.ndarray,
            config: IngestConfig) -> None:
     """Raise the error the kernel stopped at, naming ``file:line`` and the column."""
@@ -82,6 +99,11 @@ def _raise(path: str, state: np.ndarray, buf: np.ndarray, layout: TextLayout, ro
                                f"{delim}, found {field}")
     if code == E_EMPTY:
         raise InputFormatError(f"{where}: empty {what} in column {field}")
+    not_finite = text.strip('"+-').lower() in _NOT_FINITE
+    if role not in (ROLE_SRC, ROLE_DST) and (code == E_RANGE or not_finite):
+        rule = TIME_RULE if role == ROLE_TIME else WEIGHT_RULE
+        problem = "is not a finite number" if not_finite else "is out of range"
+        raise InputFormatError(f"{where}: {what} {text} in column {field} {problem}: {rule}")
     if role in (ROLE_SRC, ROLE_DST):
         if code == E_NONNUMERIC:
             hint = "" if config.relabel else " (pass --relabel for string ids)"
@@ -92,8 +114,9 @@ def _raise(path: str, state: np.ndarray, buf: np.ndarray, layout: TextLayout, ro
         if code == E_ONE_BASED:
             raise InvalidIdError(f"{where}: {what} {text} in column {field} is below 1 with --one-based")
         if code == E_BEYOND:
-            raise InvalidIdError(f"{where}: {what} {text} in column {field} is beyond the declared "
-                                 f"node count {config.num_nodes}" + (" (ids are 1-based)" if config.one_based else ""))
+            raise IdBeyondError(f"{where}: {what} {text} in column {field} is beyond the declared "
+                                f"node count {config.num_nodes}" + (" (ids are 1-based)" if config.one_based else ""),
+                                where, text)
         if code == E_OVERFLOW:
             raise InvalidIdError(f"{where}: {what} {text} in column {field} does not fit a 64-bit integer")
     raise InputFormatError(f"{where}: cannot parse {what} {text!r} in column {field} as a number")
@@ -130,7 +153,14 @@ def iter_text(path: str | os.PathLike, layout: TextLayout, config: IngestConfig,
     has_weight = layout.weight_column >= 0
     state = np.zeros(STATE_SLOTS, dtype=np.int64)
     line_base = 0
-    for buf, raw_pos in iter_blocks(path, config.block_bytes):
+    blocks = iter_blocks(path, config.block_bytes)
+    while True:
+        try:
+            buf, raw_pos = next(blocks)
+        except StopIteration:
+            return
+        except LineTooLongError as exc:  # the blocks before were parsed: the unfinished line is the next one
+            raise InputFormatError(f"{name}:{line_base + 1}: {exc.message}") from None
         pos, end = 0, len(buf)
         while pos < end:
             out = _outputs(config.rows_per_block, fmt, layout, state)
@@ -149,5 +179,6 @@ def iter_text(path: str | os.PathLike, layout: TextLayout, config: IngestConfig,
             on_bytes(raw_pos)
 
 
-__all__ = ["DEFAULT_BLOCK_BYTES", "DEFAULT_ROWS_PER_CALL", "NonNumericIdError", "TextBlock", "TextLayout",
+__all__ = ["DEFAULT_BLOCK_BYTES", "DEFAULT_ROWS_PER_CALL", "IdBeyondError", "NonNumericIdError", "TIME_RULE",
+           "WEIGHT_RULE", "TextBlock", "TextLayout",
            "iter_text", "line_format"]

@@ -30,12 +30,12 @@ sizes and label counts (12), owner (4), counters (k/4), the coarse graph
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .._atomic import scratch_dir
 from .._report import log
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
@@ -121,7 +121,8 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
     if n == 0:
         raise ParameterError(f"{store.path}: the graph has no nodes")
     if work_dir is None:
-        with tempfile.TemporaryDirectory(prefix="graphstream-cr-") as tmp:
+        # pid-named: a folder left by a killed run is removed by the next one
+        with scratch_dir("graphstream-cr-") as tmp:
             return _run(store, k, seed, balance, Path(tmp), cfg)
     return _run(store, k, seed, balance, Path(work_dir), cfg)
 

@@ -22,10 +22,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
+from .integrity import check_seal, seal
 from .snapshots import SnapshotStore, open_snapshots
 
 FORMAT = "graphstream.dynamic_partitions"
-VERSION = 1
+# Version 2: manifest.json carries its own CRC-32C ("crc32c"); its parts are checksummed snapshot stores.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 
 
@@ -50,9 +53,12 @@ class DynamicPartitionsManifest:
             raise StoreError(f"{where}: manifest is not a JSON object")
         if doc.get("format") != FORMAT:
             raise StoreError(f"{where}: format {doc.get('format')!r}, expected {FORMAT!r}")
-        if doc.get("version", VERSION) != VERSION:
+        version = doc.get("version", 1)
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
             raise StoreError(f"{where}: dynamic partitions version {doc.get('version')!r}, this graphstream "
-                             f"reads version {VERSION}")
+                             f"reads versions {' and '.join(map(str, READABLE_VERSIONS))}")
+        if version >= 2:
+            check_seal(doc, where)
         try:
             parts = doc["parts"]
             manifest = cls(algorithm=str(doc["algorithm"]), num_parts=int(doc["num_parts"]),
@@ -78,7 +84,7 @@ class DynamicPartitionsManifest:
         return cls.from_dict(doc, where)
 
     def to_json(self) -> str:
-        return json.dumps(self.raw, indent=1)
+        return json.dumps(seal(self.raw) if self.raw.get("version", 1) >= 2 else self.raw, indent=1)
 
 
 # -- the reader ---------------------------------------------------------------------
@@ -95,7 +101,7 @@ class DynamicPart(SnapshotStore):
     def __init__(self, group, path: str):
         super().__init__(group, path)
         self.part = int(self.attrs.get("part", -1))
-        self.global_ids = group["global_ids"][:]
+        self.global_ids = self.array("global_ids")
 
     @property
     def num_local_nodes(self) -> int:

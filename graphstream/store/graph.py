@@ -19,14 +19,27 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec
+from zarr.codecs import BloscCodec, Crc32cCodec
 
-from .._atomic import remove_path
-from ..errors import IncompleteStoreError, InvalidIdError, OutputExistsError, ParameterError, StoreError
+from .._atomic import AtomicOutput, disk_full
+from ..errors import (
+    CorruptDataError,
+    DiskFullError,
+    IncompleteStoreError,
+    InvalidIdError,
+    OutputExistsError,
+    ParameterError,
+    StoreError,
+)
+from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal, chunk_codecs, open_arrays, seal
 from .stream import EdgeBatch, stream_edges
 
 FORMAT = "graphstream.graph"
-VERSION = 1
+# Version 2: every chunk carries a CRC-32C and is always written. Version 1 stores
+# (no checksums) stay readable; `info` and `verify` say that they carry none.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+CHECKSUM_VERSION = 2
 DEFAULT_CHUNK = 1 << 20
 ID32_LIMIT = 2**31
 COLUMNS = ("src", "dst", "time", "weight")
@@ -52,18 +65,19 @@ def is_url(path: str | os.PathLike) -> bool:
 
 
 _ATTR_KEYS = ("format", "version", "complete", "num_nodes", "num_edges", "directed", "id_dtype", "source",
-              "chunk_size")
+              "chunk_size", "arrays", SEAL_KEY)
 
 
-def check_group_header(attrs: dict[str, Any], fmt: str, version: int, noun: str, where: str) -> None:
+def check_group_header(attrs: dict[str, Any], fmt: str, versions: tuple[int, ...], noun: str, where: str) -> None:
     """The checks every Zarr-group format starts with: its format name, ``complete`` set by a
     finished write, and a version this graphstream reads; ``noun`` names the kind in messages."""
     if attrs.get("format") != fmt:
         raise StoreError(f"{where}: not a graphstream {noun} (format={attrs.get('format')!r}, expected {fmt!r})")
     if attrs.get("complete") is not True:
         raise IncompleteStoreError(f"{where}: {noun} is incomplete (an interrupted or failed write); rebuild it")
-    if attrs.get("version") != version:
-        raise StoreError(f"{where}: {noun} version {attrs.get('version')!r} is not supported (expected {version})")
+    if attrs.get("version") not in versions or isinstance(attrs.get("version"), bool):
+        expected = " or ".join(map(str, versions))
+        raise StoreError(f"{where}: {noun} version {attrs.get('version')!r} is not supported (expected {expected})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,13 @@ class GraphManifest:
     chunk_size: int | None = None
     complete: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    version: int = VERSION
+    arrays: tuple[str, ...] | None = None   # every array of the store (version 2 on), so a lost one is seen
+
+    @property
+    def checksums(self) -> bool:
+        """Whether every chunk carries a CRC-32C (stores of format version 2 on)."""
+        return self.version >= CHECKSUM_VERSION
 
     @staticmethod
     def header() -> dict[str, Any]:
@@ -91,7 +112,9 @@ class GraphManifest:
     @classmethod
     def from_attrs(cls, attrs: dict[str, Any], where: str) -> GraphManifest:
         """Validate the attributes of a complete store once; raise :class:`StoreError` naming ``where``."""
-        check_group_header(attrs, FORMAT, VERSION, "graph store", where)
+        check_group_header(attrs, FORMAT, READABLE_VERSIONS, "graph store", where)
+        if attrs["version"] >= CHECKSUM_VERSION:
+            check_seal(attrs, f"{where}/zarr.json")
         missing = [k for k in ("num_nodes", "num_edges", "directed", "id_dtype") if k not in attrs]
         if missing:
             raise StoreError(f"{where}: store attributes lack {missing}")
@@ -109,17 +132,20 @@ class GraphManifest:
                              f"({ {k: attrs[k] for k in bad} })")
         return cls(num_nodes=attrs["num_nodes"], num_edges=attrs["num_edges"], directed=attrs["directed"],
                    id_dtype=attrs["id_dtype"], source=attrs.get("source", ""), chunk_size=chunk,
-                   extra={k: v for k, v in attrs.items() if k not in _ATTR_KEYS})
+                   extra={k: v for k, v in attrs.items() if k not in _ATTR_KEYS}, version=attrs["version"],
+                   arrays=tuple(attrs["arrays"]) if isinstance(attrs.get("arrays"), list) else None)
 
     def to_attrs(self) -> dict[str, Any]:
         """The attributes in the order a writer records them (so the group's ``zarr.json`` is stable)."""
-        out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "complete": self.complete,
+        out: dict[str, Any] = {"format": FORMAT, "version": self.version, "complete": self.complete,
                                "num_nodes": self.num_nodes, "num_edges": self.num_edges, "directed": self.directed,
                                "id_dtype": self.id_dtype, "source": self.source}
         if self.chunk_size is not None:
             out["chunk_size"] = self.chunk_size
+        if self.arrays is not None:
+            out["arrays"] = list(self.arrays)
         out.update(self.extra)
-        return out
+        return seal(out) if self.version >= CHECKSUM_VERSION else out
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +161,7 @@ class StoreInfo:
     has_weight: bool
     has_id_map: bool
     source: str
+    checksums: bool
 
     def to_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -148,13 +175,15 @@ class GraphStore:
         self.path = path
         self.attrs = dict(group.attrs)
         self.manifest = manifest if manifest is not None else GraphManifest.from_attrs(self.attrs, path)
+        self._arrays = open_arrays(group, path)
         self.num_nodes = self.manifest.num_nodes
         self.num_edges = self.manifest.num_edges
         self.directed = self.manifest.directed
         self.id_dtype = np.dtype(self.manifest.id_dtype)
         self.source = str(self.manifest.source)
-        self.columns = tuple(c for c in COLUMNS if c in group.array_keys())
-        self.chunk_size = int(group["src"].chunks[0])
+        self.columns = tuple(c for c in COLUMNS if c in self._arrays)
+        self.chunk_size = int(self._arrays["src"].chunks[0])
+        self.checksums = self.manifest.checksums
 
     # -- description -----------------------------------------------------
     @property
@@ -163,7 +192,7 @@ class GraphStore:
             path=self.path, num_nodes=self.num_nodes, num_edges=self.num_edges,
             directed=self.directed, id_dtype=str(self.id_dtype), chunk_size=self.chunk_size,
             has_time="time" in self.columns, has_weight="weight" in self.columns,
-            has_id_map="id_map" in self._group.array_keys(), source=self.source)
+            has_id_map="id_map" in self._arrays, source=self.source, checksums=self.checksums)
 
     @property
     def has_time(self) -> bool:
@@ -178,10 +207,11 @@ class GraphStore:
         return f"GraphStore({self.path!r}, {self.num_nodes} nodes, {self.num_edges} edges, {kind})"
 
     # -- data access -----------------------------------------------------
-    def array(self, name: str) -> zarr.Array:
-        if name not in self._group.array_keys():
-            raise StoreError(f"{self.path}: store has no array {name!r} (has {sorted(self._group.array_keys())})")
-        return self._group[name]
+    def array(self, name: str) -> CheckedArray:
+        """One array, read through the integrity checks (a damaged chunk raises CorruptDataError)."""
+        if name not in self._arrays:
+            raise StoreError(f"{self.path}: store has no array {name!r} (has {sorted(self._arrays)})")
+        return CheckedArray(self._arrays[name], name, self.path, all_chunks_written=self.checksums)
 
     def stream(self, batch_size: int | None = None, columns: Sequence[str] = ("src", "dst"),
                start: int = 0, stop: int | None = None, prefetch: int = 2) -> Iterator[EdgeBatch]:
@@ -198,19 +228,19 @@ class GraphStore:
             raise ParameterError(f"{self.path}: start and stop must be >= 0, got {start} and {stop}")
         stop = self.num_edges if stop is None else min(stop, self.num_edges)
         start = min(start, stop)
-        arrays = {c: self._group[c] for c in columns}
+        arrays = {c: self.array(c) for c in columns}
         return stream_edges(arrays, start, stop, batch_size or self.chunk_size, prefetch)
 
     def to_dask(self, column: str = "src"):
         """A dask array over one column, one dask chunk per zarr chunk."""
         import dask.array as da
-        return da.from_zarr(self.array(column))
+        return da.from_zarr(self._arrays[self.array(column).name])  # zarr still checks every chunk's CRC
 
     def id_map(self) -> np.ndarray | None:
         """Original ids by local id, when the store was relabelled."""
-        if "id_map" not in self._group.array_keys():
+        if "id_map" not in self._arrays:
             return None
-        return self._group["id_map"][:]
+        return self.array("id_map").read_all()
 
 
 def open_group(path: str, noun: str) -> zarr.Group:
@@ -228,13 +258,22 @@ def open_store(path: str | os.PathLike) -> GraphStore:
     path_s = str(path)
     group = open_group(path_s, "graph store")
     manifest = GraphManifest.from_attrs(dict(group.attrs), path_s)
-    keys = set(group.array_keys())
-    if not {"src", "dst"} <= keys:
-        raise StoreError(f"{path_s}: store lacks src/dst arrays (has {sorted(keys)})")
+    arrays = open_arrays(group, path_s)
+    if manifest.arrays is not None and set(manifest.arrays) != arrays.keys():
+        missing, unlisted = sorted(set(manifest.arrays) - arrays.keys()), sorted(arrays.keys() - set(manifest.arrays))
+        raise CorruptDataError(f"{path_s}: arrays differ from those the store recorded (missing {missing}, "
+                               f"unlisted {unlisted})")
+    if not {"src", "dst"} <= arrays.keys():
+        raise StoreError(f"{path_s}: store lacks src/dst arrays (has {sorted(arrays)})")
     n = manifest.num_edges
+    dtypes = {"src": manifest.id_dtype, "dst": manifest.id_dtype, "time": "int64", "weight": "float32"}
     for c in COLUMNS:
-        if c in keys and group[c].shape != (n,):
-            raise StoreError(f"{path_s}: column {c!r} has shape {group[c].shape}, expected ({n},)")
+        if c in arrays and arrays[c].shape != (n,):
+            raise StoreError(f"{path_s}: column {c!r} has shape {arrays[c].shape}, expected ({n},)")
+        if c in arrays and arrays[c].dtype != np.dtype(dtypes[c]):
+            raise StoreError(f"{path_s}: column {c!r} has dtype {arrays[c].dtype}, the format says {dtypes[c]}")
+    if "id_map" in arrays and arrays["id_map"].shape != (manifest.num_nodes,):
+        raise StoreError(f"{path_s}: id_map has shape {arrays['id_map'].shape}, expected ({manifest.num_nodes},)")
     return GraphStore(group, path_s, manifest)
 
 
@@ -286,6 +325,7 @@ class GraphWriter:
             raise ParameterError(f"id_dtype must be int32 or int64, got {self.id_dtype}")
         self._auto_dtype = id_dtype is None and num_nodes is None
         self._compressor = default_compressor(clevel)
+        self._output: AtomicOutput | None = None   # local stores: the hidden sibling being written
         self._group = self._create_group(overwrite)
         self._dtypes = {"src": self.id_dtype, "dst": self.id_dtype}
         if with_time:
@@ -312,14 +352,18 @@ class GraphWriter:
             except FileExistsError as exc:
                 raise OutputExistsError(f"{self.path}: output exists (pass --overwrite)") from exc
         else:
+            # Local: written into a hidden sibling (locked, leftovers of killed runs cleared) and
+            # swapped in by close(), so an existing store stays whole until the new one is.
             p = Path(self.path)
-            if p.exists() or p.is_symlink():
-                if not overwrite:
-                    raise OutputExistsError(f"{self.path}: output exists (pass --overwrite to replace it)")
-                remove_path(p)
             if not p.parent.exists():
                 raise StoreError(f"{self.path}: parent folder {p.parent} does not exist")
-            group = zarr.open_group(self.path, mode="w-")
+            self._output = AtomicOutput(p, overwrite, mkdir=False)
+            tmp = self._output.begin()
+            try:
+                group = zarr.open_group(str(tmp), mode="w-")
+            except BaseException:
+                self._output.rollback()
+                raise
         # Written first and flipped last: a crash anywhere in between leaves an
         # incomplete store that open_store refuses.
         group.attrs.update(GraphManifest.header())
@@ -329,8 +373,8 @@ class GraphWriter:
         # write_empty_chunks: skip zarr's all-fill-value scan of every chunk (a
         # full extra pass; edge chunks are almost never all zero).
         return self._group.create_array(name, shape=(0,), chunks=(self.chunk_size,), dtype=dtype,
-                                        compressors=self._compressor, fill_value=0, overwrite=True,
-                                        config={"write_empty_chunks": True})
+                                        compressors=chunk_codecs(self._compressor), fill_value=0, overwrite=True,
+                                        config=CHUNK_ARRAY_CONFIG)
 
     # -- writing ---------------------------------------------------------
     def append(self, src: np.ndarray, dst: np.ndarray, time: np.ndarray | None = None,
@@ -423,7 +467,8 @@ class GraphWriter:
             self._dtypes[c] = self.id_dtype
             self._pending[c] = [a.astype(np.int64) for a in self._pending[c]]
             saved = self._group.create_array(f"_{c}_widen", shape=old.shape, chunks=(self.chunk_size,),
-                                             dtype=np.int64, compressors=self._compressor, overwrite=True)
+                                             dtype=np.int64, compressors=chunk_codecs(self._compressor),
+                                             overwrite=True, config=CHUNK_ARRAY_CONFIG)
             for i in range(0, old.shape[0], self.chunk_size):
                 saved[i:i + self.chunk_size] = old[i:i + self.chunk_size]
             new = self._create_array(c, self.id_dtype)
@@ -438,10 +483,12 @@ class GraphWriter:
         data = np.asarray(data)
         if data.dtype.kind == "U" or data.dtype == object:
             data = data.astype(str)
-            self._group.create_array(name, shape=data.shape, dtype=str, overwrite=True)[...] = data
+            self._group.create_array(name, shape=data.shape, dtype=str, compressors=(Crc32cCodec(),),
+                                     overwrite=True, config=CHUNK_ARRAY_CONFIG)[...] = data
             return
         arr = self._group.create_array(name, shape=data.shape, chunks=(max(1, min(len(data), 1 << 22)),),
-                                       dtype=data.dtype, compressors=self._compressor, overwrite=True)
+                                       dtype=data.dtype, compressors=chunk_codecs(self._compressor),
+                                       overwrite=True, config=CHUNK_ARRAY_CONFIG)
         arr[...] = data
 
     @property
@@ -465,13 +512,16 @@ class GraphWriter:
         meta = {
             "num_nodes": int(n_nodes), "num_edges": int(self._written), "directed": bool(self.directed),
             "id_dtype": str(self.id_dtype), "source": self.source, "chunk_size": self.chunk_size,
+            "arrays": sorted(self._group.array_keys()),
         }
         meta.update(self.extra_attrs)
         meta.update(attrs or {})
         # The writer's attributes go through the same validation as a reader's.
-        manifest = GraphManifest.from_attrs({**GraphManifest.header(), **meta, "complete": True}, self.path)
+        manifest = GraphManifest.from_attrs(seal({**GraphManifest.header(), **meta, "complete": True}), self.path)
         self._group.attrs.update({k: v for k, v in manifest.to_attrs().items() if k != "complete"})
         self._group.attrs.update({"complete": True})
+        if self._output is not None:
+            self._output.commit()   # the swap: the store appears at self.path complete
         self._closed = True
         return open_store(self.path)
 
@@ -485,14 +535,19 @@ class GraphWriter:
         except Exception:
             pass
         self._pool.shutdown()
-        if not is_url(self.path):
-            remove_path(self.path)
+        if self._output is not None:
+            self._output.rollback()   # only the hidden sibling: an existing store is untouched
 
     def __enter__(self) -> GraphWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
+            full = disk_full(exc, None if is_url(self.path) else Path(self.path).parent)
             self.abort()
+            if full:
+                raise DiskFullError(f"{self.path}: disk full while writing the store "
+                                    f"({getattr(exc, 'strerror', None) or exc}); "
+                                    "nothing was written, free space and run again") from exc
         elif not self._closed:
             self.close()

@@ -24,10 +24,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
+from .integrity import SEAL_KEY, FileDigest, check_seal, file_digest, seal
 from .nodedata import read_npy_header
 
 FORMAT = "graphstream.partitions"
-VERSION = 1
+# Version 2: every part lists the size and CRC-32C of each of its files ("files").
+# Version 1 datasets stay readable; they carry no checksums.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+CHECKSUM_VERSION = 2
 MANIFEST = "manifest.json"
 PART_META = "part.json"
 
@@ -59,6 +64,7 @@ class PartEntry:
     num_edges: int
     num_train: int
     extra: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, FileDigest] | None = None   # file name -> size and CRC-32C (None: version 1)
 
     @property
     def num_nodes(self) -> int:
@@ -81,13 +87,22 @@ class PartEntry:
         if bad:
             raise PartitionsError(f"{where}: malformed manifest entry {obj!r} ({', '.join(bad)} must be "
                                   "integers >= 0)")
+        files = obj.get("files")
+        if files is not None:
+            if not isinstance(files, dict) or not all(
+                    isinstance(name, str) and name == posixpath.basename(name) and name not in ("", ".", "..")
+                    for name in files):
+                raise PartitionsError(f"{where}: malformed files list {files!r} (file name -> size and crc32c)")
+            files = {name: FileDigest.from_json(d, f"{where}: {name}") for name, d in files.items()}
         return cls(rel, obj["num_inner"], obj["num_halo"], obj["num_edges"], obj["num_train"],
-                   {k: v for k, v in obj.items() if k not in PART_KEYS})
+                   {k: v for k, v in obj.items() if k not in PART_KEYS and k != "files"}, files)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "num_inner": self.num_inner, "num_halo": self.num_halo,
                                "num_edges": self.num_edges, "num_train": self.num_train}
         out.update(self.extra)
+        if self.files is not None:
+            out["files"] = {name: d.to_json() for name, d in self.files.items()}
         return out
 
 
@@ -107,6 +122,12 @@ class PartitionsManifest:
     metrics: dict[str, Any]
     parts: tuple[PartEntry, ...]
     extra: dict[str, Any] = field(default_factory=dict)
+    version: int = VERSION
+
+    @property
+    def checksums(self) -> bool:
+        """Whether every part lists the size and CRC-32C of its files (version 2 on)."""
+        return self.version >= CHECKSUM_VERSION
 
     @classmethod
     def from_json(cls, obj: Any, where: str | os.PathLike = MANIFEST) -> PartitionsManifest:
@@ -117,8 +138,12 @@ class PartitionsManifest:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
             raise fail(f"format is {got!r}, expected {FORMAT!r}")
-        if obj.get("version") != VERSION:
-            raise fail(f"version {obj.get('version')!r} is not supported (expected {VERSION})")
+        version = obj.get("version")
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
+            raise fail(f"version {version!r} is not supported (expected "
+                       f"{' or '.join(map(str, READABLE_VERSIONS))})")
+        if version >= CHECKSUM_VERSION:
+            check_seal(obj, str(where))
         missing = [k for k in TOP_LEVEL_KEYS if k not in obj]
         if missing:
             raise fail(f"manifest lacks {missing}")
@@ -132,23 +157,28 @@ class PartitionsManifest:
         if bad:
             raise fail(f"malformed manifest: {', '.join(bad)} of the wrong type")
         entries = tuple(PartEntry.from_json(e, f"{Path(where).parent}: part {i}") for i, e in enumerate(parts))
+        if version >= CHECKSUM_VERSION:
+            unlisted = [i for i, e in enumerate(entries) if e.files is None]
+            if unlisted:
+                raise fail(f"parts {unlisted[:5]} lack their files' checksums (required from version "
+                           f"{CHECKSUM_VERSION})")
         total_inner = sum(e.num_inner for e in entries)
         if total_inner != obj["num_nodes"]:
             raise fail(f"parts hold {total_inner} inner nodes, the manifest says {obj['num_nodes']} nodes")
         return cls(algorithm=obj["algorithm"], params=obj["params"], num_parts=obj["num_parts"],
                    num_nodes=obj["num_nodes"], num_edges=obj["num_edges"], directed=obj["directed"],
                    metrics=obj["metrics"], parts=entries,
-                   extra={k: v for k, v in obj.items() if k not in TOP_LEVEL_KEYS})
+                   extra={k: v for k, v in obj.items() if k not in TOP_LEVEL_KEYS and k != SEAL_KEY}, version=version)
 
     def to_json(self) -> dict[str, Any]:
         """The document, keys in the documented order, then ``extra``."""
         out: dict[str, Any] = {
-            "format": FORMAT, "version": VERSION, "algorithm": self.algorithm, "params": self.params,
+            "format": FORMAT, "version": self.version, "algorithm": self.algorithm, "params": self.params,
             "num_parts": self.num_parts, "num_nodes": self.num_nodes, "num_edges": self.num_edges,
             "directed": self.directed, "metrics": self.metrics, "parts": [p.to_json() for p in self.parts],
         }
         out.update(self.extra)
-        return out
+        return seal(out) if self.version >= CHECKSUM_VERSION else out
 
 
 # ---------------------------------------------------------------------------
@@ -207,8 +237,11 @@ def measure_part(folder: Path, index: int) -> PartEntry:
         num_train = int(np.count_nonzero(np.load(train, mmap_mode="r")[:num_inner]))
     else:
         num_train = 0
+    # Every data file's size and CRC-32C, read back from the written file (the bytes a
+    # reader will check are the ones in the file, not the builder's buffers).
+    files = {f.name: file_digest(f) for f in sorted(part_dir.glob("*.npy"))}
     entry = PartEntry(path=name, num_inner=num_inner, num_halo=n_local - num_inner, num_edges=num_edges,
-                      num_train=num_train)
+                      num_train=num_train, files=files)
     _write_json(part_dir / PART_META, entry.to_json())
     return entry
 

@@ -30,7 +30,7 @@ import numpy as np
 import zarr
 from numba import njit
 
-from ..errors import ParameterError, StoreError
+from ..errors import CorruptDataError, ParameterError, StoreError
 from .delta import (
     Delta,
     KeyDelta,
@@ -42,9 +42,13 @@ from .delta import (
     encode_keys,
 )
 from .graph import check_group_header, default_compressor, id_dtype_for, open_group
+from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal, chunk_codecs, open_arrays, seal
 
 FORMAT = "graphstream.snapshots"
-VERSION = 1
+# Version 2: every chunk carries a CRC-32C and is always written (version 1 stays readable, unchecked).
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+CHECKSUM_VERSION = 2
 DEFAULT_KEYFRAME_EVERY = 8
 RAGGED_CHUNK = 1 << 20
 EMPTY = np.empty(0, dtype=np.int64)
@@ -67,20 +71,28 @@ class SnapshotManifest:
     node_lists: bool
     totals: dict[str, int]
     extra: dict[str, Any]
+    version: int = VERSION
+
+    @property
+    def checksums(self) -> bool:
+        return self.version >= CHECKSUM_VERSION
 
     TOTALS = ("bytes_full", "bytes_stored", "transfer_bytes_full", "transfer_bytes_delta",
               "transfer_bytes_adaptive")
 
     @classmethod
     def from_attrs(cls, attrs: dict[str, Any], where: str) -> SnapshotManifest:
-        check_group_header(attrs, FORMAT, VERSION, "snapshot store", where)
+        check_group_header(attrs, FORMAT, READABLE_VERSIONS, "snapshot store", where)
+        if attrs["version"] >= CHECKSUM_VERSION:
+            check_seal(attrs, f"{where}/zarr.json")
         try:
             manifest = cls(num_snapshots=int(attrs["num_snapshots"]), num_nodes=int(attrs["num_nodes"]),
                            directed=bool(attrs["directed"]), id_dtype=str(np.dtype(attrs["id_dtype"])),
                            keyframe_every=int(attrs["keyframe_every"]),
                            node_lists=bool(attrs.get("node_lists", False)),
                            totals={k: int(attrs[k]) for k in cls.TOTALS if k in attrs},
-                           extra={k: v for k, v in attrs.items() if k not in _CORE_KEYS})
+                           extra={k: v for k, v in attrs.items() if k not in _CORE_KEYS},
+                           version=int(attrs["version"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"{where}: damaged snapshot store attributes ({exc!r})") from exc
         if manifest.num_snapshots < 1 or manifest.num_nodes < 0 or manifest.keyframe_every < 1:
@@ -99,7 +111,7 @@ class SnapshotManifest:
         return attrs
 
 
-_CORE_KEYS = frozenset(("format", "version", "complete", "num_snapshots", "num_nodes", "directed", "id_dtype",
+_CORE_KEYS = frozenset((SEAL_KEY, "format", "version", "complete", "num_snapshots", "num_nodes", "directed", "id_dtype",
                         "keyframe_every", "node_lists", *SnapshotManifest.TOTALS))
 
 
@@ -110,9 +122,7 @@ class _Ragged:
 
     def __init__(self, group: zarr.Group, prefix: str, columns: dict[str, np.dtype], chunk: int):
         self.group, self.prefix, self.chunk = group, prefix, chunk
-        self.arrays = {c: group.create_array(f"{prefix}_{c}" if c != prefix else c, shape=(0,),
-                                             chunks=(chunk,), dtype=dt, compressors=default_compressor(),
-                                             fill_value=0)
+        self.arrays = {c: _create_array(group, f"{prefix}_{c}" if c != prefix else c, (0,), chunk, dt)
                        for c, dt in columns.items()}
         self.dtypes = dict(columns)
         self.pending: dict[str, list[np.ndarray]] = {c: [] for c in columns}
@@ -148,10 +158,15 @@ class _Ragged:
     def close(self) -> None:
         self.flush()
         offs = np.asarray(self.offsets, dtype=np.int64)
-        arr = self.group.create_array(f"{self.prefix}_offsets", shape=offs.shape,
-                                      chunks=(max(1, min(len(offs), 1 << 20)),), dtype=np.int64,
-                                      compressors=default_compressor(), fill_value=0)
+        arr = _create_array(self.group, f"{self.prefix}_offsets", offs.shape, max(1, min(len(offs), 1 << 20)),
+                            np.dtype(np.int64))
         arr[...] = offs
+
+
+def _create_array(group: zarr.Group, name: str, shape: tuple[int, ...], chunk: int, dtype) -> zarr.Array:
+    """Every array of a snapshot store: compressed, each chunk checksummed and always written."""
+    return group.create_array(name, shape=shape, chunks=(chunk,), dtype=dtype,
+                              compressors=chunk_codecs(default_compressor()), fill_value=0, config=CHUNK_ARRAY_CONFIG)
 
 
 @njit(cache=True)
@@ -272,8 +287,7 @@ class SnapshotWriter:
 
     def write_array(self, name: str, data: np.ndarray) -> None:
         data = np.asarray(data)
-        arr = self.group.create_array(name, shape=data.shape, chunks=(max(1, min(len(data), 1 << 22)),),
-                                      dtype=data.dtype, compressors=default_compressor(), fill_value=0)
+        arr = _create_array(self.group, name, data.shape, max(1, min(len(data), 1 << 22)), data.dtype)
         arr[...] = data
 
     def close(self, attrs: dict[str, Any] | None = None) -> None:
@@ -292,7 +306,9 @@ class SnapshotWriter:
             id_dtype=str(self.id_dtype), keyframe_every=self.keyframe_every, node_lists=self.inner is not None,
             totals={k: getattr(t, k) for k in SnapshotManifest.TOTALS},
             extra={**self.extra_attrs, **(attrs or {})})
-        self.group.attrs.update(manifest.to_attrs())
+        # Sealed over the final attributes (complete included); complete is still written last.
+        final = seal({**self.group.attrs, **manifest.to_attrs(), "complete": True})
+        self.group.attrs.update({k: v for k, v in final.items() if k != "complete"})
         self.group.attrs.update({"complete": True})
         self._closed = True
 
@@ -326,12 +342,17 @@ class SnapshotStore:
         self.edge_life = int(m.extra.get("edge_life", 1))
         self.window_seconds = m.extra.get("window_seconds")
         self.t0 = m.extra.get("t0")
-        self.edge_counts = group["edge_counts"][:]
-        self.node_counts = group["node_counts"][:]
-        self._offsets = {name: group[f"{name}_offsets"][:] for name in ("kf", "add", "rem", "chg")}
+        self.checksums = m.checksums
+        self._zarr_arrays = open_arrays(group, path)
+        self._arrays: dict[str, CheckedArray] = {}
+        self.edge_counts = self.array("edge_counts")
+        self.node_counts = self.array("node_counts")
         self.has_node_lists = m.node_lists
-        if self.has_node_lists:
-            self._offsets["inner"] = group["inner_offsets"][:]
+        ragged = ("kf", "add", "rem", "chg") + (("inner",) if self.has_node_lists else ())
+        self._offsets = {name: self._check_offsets(name) for name in ragged}
+        for name, counts in (("edge_counts", self.edge_counts), ("node_counts", self.node_counts)):
+            if counts.shape != (self.num_snapshots,):
+                raise CorruptDataError(f"{path}: {name} has shape {counts.shape}, expected ({self.num_snapshots},)")
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
         self._blocks: dict[str, tuple[int, np.ndarray]] = {}
 
@@ -373,14 +394,37 @@ class SnapshotStore:
         block = self._blocks.get(array)
         if block is not None and block[0] <= a and b <= block[0] + len(block[1]):
             return block[1][a - block[0]:b - block[0]]
-        arr = self._group[array]
+        arr = self._checked(array)
         end = min(arr.shape[0], max(b, a + RAGGED_CHUNK))
         data = arr[a:end]
         self._blocks[array] = (a, data)
         return data[:b - a]
 
+    def _checked(self, name: str) -> CheckedArray:
+        """An array of the store, read through the integrity checks; a missing one is damage."""
+        arr = self._arrays.get(name)
+        if arr is None:
+            if name not in self._zarr_arrays:
+                raise CorruptDataError(f"{self.path}: snapshot store lacks the array {name!r}")
+            arr = CheckedArray(self._zarr_arrays[name], name, self.path, all_chunks_written=self.checksums)
+            self._arrays[name] = arr
+        return arr
+
     def array(self, name: str) -> np.ndarray:
-        return self._group[name][:]
+        return self._checked(name).read_all()
+
+    def _check_offsets(self, name: str) -> np.ndarray:
+        """Offsets of a ragged group: 0 first, never decreasing, ending at its columns' length.
+        Checked at open (O(snapshots)) so a damaged store cannot send a reader out of range."""
+        off = self.array(f"{name}_offsets")
+        rows = self.num_snapshots if name != "kf" else len(range(0, self.num_snapshots, self.keyframe_every))
+        column = self._checked(name if name == "inner" else f"{name}_{'pos' if name in ('rem', 'chg') else 'src'}")
+        if (off.ndim != 1 or len(off) != rows + 1 or (len(off) and off[0] != 0)
+                or bool(np.any(np.diff(off) < 0)) or (len(off) and off[-1] != column.shape[0])):
+            raise CorruptDataError(f"{self.path}: {name}_offsets is damaged (expected {rows + 1} non-decreasing "
+                                   f"offsets from 0 to {column.shape[0]}; got {len(off)} ending at "
+                                   f"{off[-1] if len(off) else None})")
+        return off
 
     # -- raw keys -------------------------------------------------------------
     def key_delta(self, t: int) -> KeyDelta:

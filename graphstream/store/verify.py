@@ -1,0 +1,281 @@
+"""``graphstream verify PATH``: check a graph store, a snapshot store, dynamic partitions or a
+partitioned dataset end to end.
+
+Every chunk is read and its CRC-32C checked, every file of a partitioned dataset
+is checksummed, and the contents are checked against what the format promises:
+counts and shapes, ``complete``, offsets and ``indptr`` non-decreasing from 0 to
+the column length, ids in range, each node owned by exactly one part, every
+snapshot rebuilt from its keyframe and deltas to its recorded edge count.
+Memory stays bounded: arrays are read a chunk (or 1 Mi elements) at a time.
+
+Problems are collected (up to :data:`MAX_PROBLEMS`) instead of stopping at the
+first, so one run lists every damaged chunk or file; :func:`verify` raises
+:class:`CorruptDataError` with all of them when there is any.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorruptDataError, GraphStreamError, StoreError
+from .integrity import CheckedArray, check_file
+from .partitions_manifest import PART_META
+
+MAX_PROBLEMS = 20
+BLOCK = 1 << 20
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` checked; ``problems`` is empty when everything holds."""
+    path: str
+    kind: str
+    version: int | None = None
+    checksums: bool = False
+    chunks: int = 0
+    files: int = 0
+    bytes_checked: int = 0
+    items: dict[str, int] = field(default_factory=dict)   # e.g. edges, snapshots, parts
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def problem(self, message: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(message)
+        elif len(self.problems) == MAX_PROBLEMS:
+            self.problems.append("... (more problems not listed)")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"path": self.path, "kind": self.kind, "ok": not self.problems, "version": self.version,
+               "checksums": self.checksums, "chunks_checked": self.chunks, "files_checked": self.files,
+               "bytes_checked": self.bytes_checked, **self.items, "seconds": self.seconds}
+        if not self.checksums:
+            out["note"] = "written before checksums (format version 1): contents checked, bytes not checksummed"
+        if self.problems:
+            out["problems"] = self.problems
+        return out
+
+
+def detect_kind(path: str | os.PathLike) -> str:
+    """``graph``, ``snapshots``, ``dynamic_partitions`` or ``partitions``, from the format name on disk."""
+    p = Path(path)
+    if not p.exists():
+        raise StoreError(f"{p}: no such file or folder")
+    manifest = p / "manifest.json"
+    if manifest.is_file():
+        try:
+            fmt = json.loads(manifest.read_text(encoding="utf-8")).get("format")
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+            raise CorruptDataError(f"{manifest}: unreadable manifest ({exc})") from exc
+        kinds = {"graphstream.partitions": "partitions", "graphstream.dynamic_partitions": "dynamic_partitions"}
+        if fmt in kinds:
+            return kinds[fmt]
+        raise StoreError(f"{manifest}: format {fmt!r} is not a graphstream format")
+    group_meta = p / "zarr.json"
+    if group_meta.is_file():
+        try:
+            fmt = json.loads(group_meta.read_text(encoding="utf-8")).get("attributes", {}).get("format")
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+            raise CorruptDataError(f"{group_meta}: unreadable group metadata ({exc})") from exc
+        kinds = {"graphstream.graph": "graph", "graphstream.snapshots": "snapshots"}
+        if fmt in kinds:
+            return kinds[fmt]
+        raise StoreError(f"{p}: Zarr group of format {fmt!r} is not a graphstream store")
+    raise StoreError(f"{p}: neither a graph or snapshot store (zarr.json) nor a dataset folder (manifest.json)")
+
+
+def verify(path: str | os.PathLike) -> VerifyReport:
+    """Check ``path`` end to end; return the report, or raise :class:`CorruptDataError` listing every problem."""
+    start = time.perf_counter()
+    kind = detect_kind(path)
+    report = VerifyReport(path=str(path), kind=kind)
+    checks: dict[str, Callable[[str, VerifyReport], None]] = {
+        "graph": _verify_graph, "snapshots": _verify_snapshots, "partitions": _verify_partitions,
+        "dynamic_partitions": _verify_dynamic_partitions}
+    try:
+        checks[kind](str(path), report)
+    except GraphStreamError as exc:   # a damage that stops the walk (e.g. an unreadable manifest)
+        report.problem(str(exc))
+    report.seconds = time.perf_counter() - start
+    if report.problems:
+        more = f" (and {len(report.problems) - 1} more: {'; '.join(report.problems[1:4])})" \
+            if len(report.problems) > 1 else ""
+        error = CorruptDataError(f"{report.problems[0]}{more}")
+        error.report = report   # type: ignore[attr-defined]
+        raise error
+    return report
+
+
+# -- Zarr arrays ------------------------------------------------------------------------------
+
+def _blocks(array: CheckedArray, report: VerifyReport) -> Iterator[tuple[int, np.ndarray]]:
+    """Every chunk of ``array`` in order, as (start, values); a damaged chunk is a problem and skipped."""
+    step = array.chunks[0] if array.chunks and array.chunks[0] else BLOCK
+    n = array.shape[0] if array.shape else 0
+    for a in range(0, n, step):
+        try:
+            values = array[a:min(a + step, n)]
+        except CorruptDataError as exc:
+            report.problem(str(exc))
+            continue
+        report.chunks += 1
+        report.bytes_checked += values.nbytes
+        yield a, values
+
+
+def _check_ids(name: str, a: int, ids: np.ndarray, limit: int, report: VerifyReport) -> None:
+    if len(ids) and (ids.min() < 0 or ids.max() >= limit):
+        bad = int(np.flatnonzero((ids < 0) | (ids >= limit))[0])
+        report.problem(f"{name}[{a + bad}] = {ids[bad]} is outside [0, {limit})")
+
+
+def _verify_graph(path: str, report: VerifyReport) -> None:
+    from .graph import open_store
+    store = open_store(path)
+    report.version, report.checksums = store.manifest.version, store.checksums
+    report.items.update(num_nodes=store.num_nodes, num_edges=store.num_edges)
+    for name in store.columns:
+        array = store.array(name)
+        for a, values in _blocks(array, report):
+            if name in ("src", "dst"):
+                _check_ids(f"{path}: {name}", a, values, store.num_nodes, report)
+            elif name == "weight" and not np.all(np.isfinite(values)):
+                bad = int(np.flatnonzero(~np.isfinite(values))[0])
+                report.problem(f"{path}: weight[{a + bad}] = {values[bad]} is not finite")
+    if store.info.has_id_map:
+        id_map = store.array("id_map")
+        if id_map.shape != (store.num_nodes,):
+            report.problem(f"{path}: id_map has shape {id_map.shape}, expected ({store.num_nodes},)")
+        for _ in _blocks(id_map, report):
+            pass
+
+
+def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = None) -> None:
+    from .snapshots import open_snapshots
+    store = open_snapshots(path)
+    report.version, report.checksums = store.manifest.version, store.checksums
+    report.items["snapshots"] = report.items.get("snapshots", 0) + store.num_snapshots
+    ids = {"kf_src", "kf_dst", "add_src", "add_dst"} | ({"inner"} if store.has_node_lists else set())
+    groups = {"kf": ("src", "dst", "count"), "add": ("src", "dst", "count"), "rem": ("pos",),
+              "chg": ("pos", "count")}
+    for prefix, cols in groups.items():
+        lengths = {c: store._checked(f"{prefix}_{c}").shape[0] for c in cols}
+        if len(set(lengths.values())) > 1:
+            report.problem(f"{path}: columns of {prefix!r} differ in length {lengths}")
+    limit = store.num_nodes if node_limit is None else node_limit
+    for name in sorted(store._zarr_arrays):
+        array = store._checked(name)
+        for a, values in _blocks(array, report):
+            if name in ids:
+                _check_ids(f"{path}: {name}", a, values, limit, report)
+            elif name.endswith("_count") and len(values) and values.min() < 1:
+                report.problem(f"{path}: {name} holds a count < 1 (first at {a + int(np.argmin(values))})")
+    if report.problems:
+        return   # rebuilding from damaged columns would only repeat what is listed
+    prev_len = 0
+    for t in range(store.num_snapshots):
+        if t % store.keyframe_every:
+            delta = store.key_delta(t)
+            # Removed positions index snapshot t-1; changed positions index snapshot t.
+            new_len = prev_len - len(delta.removed_pos) + len(delta.added_keys)
+            for what, pos, limit, of in (("removed", delta.removed_pos, prev_len, t - 1),
+                                         ("changed", delta.changed_pos, new_len, t)):
+                if len(pos) and (pos.min() < 0 or pos.max() >= limit):
+                    report.problem(f"{path}: snapshot {t}: a {what} position is outside the {limit} edges of "
+                                   f"snapshot {of}")
+            if report.problems:
+                return
+        keys, _ = store.snapshot_keys(t)
+        if len(keys) != store.edge_counts[t]:
+            report.problem(f"{path}: snapshot {t} rebuilds to {len(keys)} edges, edge_counts says "
+                           f"{store.edge_counts[t]}")
+        if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
+            report.problem(f"{path}: snapshot {t} is not in canonical order (sorted, distinct)")
+        prev_len = len(keys)
+
+
+def _verify_dynamic_partitions(path: str, report: VerifyReport) -> None:
+    from .dynamic_partitions import open_dynamic_partitions
+    parts = open_dynamic_partitions(path)
+    report.items["parts"] = parts.num_parts
+    for p in range(parts.num_parts):
+        part_path = str(Path(path) / parts.info.part_paths[p])
+        part = parts.part(p)
+        _verify_snapshots(part_path, report, node_limit=part.num_local_nodes)
+        global_ids = part.global_ids
+        _check_ids(f"{part_path}: global_ids", 0, global_ids, parts.num_nodes, report)
+        if len(global_ids) > 1 and not bool(np.all(global_ids[1:] > global_ids[:-1])):
+            report.problem(f"{part_path}: global_ids are not sorted and distinct")
+
+
+# -- the partitioned dataset ------------------------------------------------------------------
+
+def _verify_partitions(path: str, report: VerifyReport) -> None:
+    from .partitions import open_partitions
+    dataset = open_partitions(path)
+    info = dataset.info
+    report.version, report.checksums = info.version, info.checksums
+    report.items.update(parts=len(dataset), num_nodes=info.num_nodes, num_edges=info.num_edges)
+    owned = np.zeros(info.num_nodes, dtype=np.bool_)
+    for part, entry in zip(dataset, info.parts, strict=True):
+        where = f"{path}: part {part.index} ({part.path.name})"
+        damaged = False
+        try:   # part.json repeats the manifest entry, for tools that look at one part alone
+            repeated = json.loads((part.path / PART_META).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            repeated = f"unreadable ({exc.__class__.__name__})"
+        if repeated != entry.to_json():
+            report.problem(f"{where}: {PART_META} differs from the manifest's entry ({str(repeated)[:80]})")
+        for name, digest in (part.files or {}).items():
+            try:
+                check_file(part.path / name, digest, where)
+            except CorruptDataError as exc:
+                report.problem(str(exc))
+                damaged = True
+                continue
+            report.files += 1
+            report.bytes_checked += digest.size
+        if damaged:
+            continue
+        raw = Path(part.path)
+
+        def load(name: str, raw: Path = raw) -> np.ndarray:   # the digests were checked above
+            return np.load(raw / f"{name}.npy", mmap_mode="r")
+
+        indptr = load("indptr")
+        if indptr[0] != 0 or indptr[-1] != part.num_edges:
+            report.problem(f"{where}: indptr runs from {indptr[0]} to {indptr[-1]}, expected 0 to {part.num_edges}")
+        for a in range(0, len(indptr), BLOCK):
+            block = np.asarray(indptr[max(a - 1, 0):a + BLOCK])
+            if len(block) > 1 and bool(np.any(np.diff(block) < 0)):
+                report.problem(f"{where}: indptr decreases near row {a + int(np.argmax(np.diff(block) < 0))}")
+                break
+        indices = load("indices")
+        for a in range(0, len(indices), BLOCK):
+            _check_ids(f"{where}: indices", a, np.asarray(indices[a:a + BLOCK]), part.num_nodes, report)
+        global_ids = load("global_ids")
+        for a in range(0, len(global_ids), BLOCK):
+            _check_ids(f"{where}: global_ids", a, np.asarray(global_ids[a:a + BLOCK]), info.num_nodes, report)
+        inner = np.asarray(global_ids[:part.num_inner])
+        inner = inner[(inner >= 0) & (inner < info.num_nodes)]
+        if bool(np.any(owned[inner])) or len(np.unique(inner)) != len(inner):
+            report.problem(f"{where}: owns nodes that another part (or this one) already owns")
+        owned[inner] = True
+        degree = load("degree")
+        if len(degree) and int(np.min(degree)) < 0:
+            report.problem(f"{where}: degree.npy holds negative degrees")
+        if "labels" in part.node_files and load("labels").dtype.kind not in "iu":
+            report.problem(f"{where}: labels.npy has dtype {load('labels').dtype}, expected integers")
+        for name in part.node_files:
+            if name.endswith("_mask") and load(name).dtype != np.bool_:
+                report.problem(f"{where}: {name}.npy has dtype {load(name).dtype}, expected bool")
+    missing = info.num_nodes - int(np.count_nonzero(owned))
+    if missing:
+        report.problem(f"{path}: {missing} nodes are owned by no part")

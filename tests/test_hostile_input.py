@@ -1,0 +1,260 @@
+"""Input that used to pass ingest and break later (issue 14, item 7): each case is now a one-line error.
+
+Times that are not finite or beyond int64 and weights beyond float32 are
+refused with their line (text) or row (npy, parquet); ids near 2**63 and
+sparse huge ids are refused at ingest when the node count they imply (the
+largest id + 1) cannot be held in memory, and an existing such store is
+refused by ``info`` and ``partition`` before they allocate; halo global ids
+out of range stop ``export pyg``; a line with no end is capped; only a first
+line whose id columns are words is a header.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import graphstream._resources as resources
+from graphstream.cli import main as cli_main
+from graphstream.errors import GraphStreamError, InputFormatError, InvalidIdError, NodeDataError
+from graphstream.ingest import ingest
+from graphstream.ingest.blocks import MAX_LINE_BYTES
+
+GiB = 1 << 30
+
+
+def write(path, text: str | bytes):
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def cli(*argv, capsys) -> tuple[int, str]:
+    code = cli_main([str(a) for a in argv])
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def memory_8gib(monkeypatch):
+    """This machine has 8 GiB available, whatever it really has (the estimates read it at call time)."""
+    monkeypatch.setattr(resources, "available_memory_bytes", lambda: 8 * GiB)
+
+
+# ---------------------------------------------------------------------------
+# 1. times and weights: finite, within int64 / float32
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["1e30", "inf", "-inf", "nan", "9223372036854775808", "1e400"])
+def test_text_time_out_of_range_or_not_finite(tmp_path, value):
+    # on line 1 (where it used to make the line a header) and on line 2 (where 1e30 was cast to -2**63)
+    for lines, bad in ((f"0 1 {value}\n1 2 5\n", 1), (f"0 1 5\n1 2 {value}\n", 2)):
+        src = write(tmp_path / "t.txt", lines)
+        with pytest.raises(InputFormatError, match=rf"t\.txt:{bad}: time {value} in column 2 .*within int64"):
+            ingest(src, tmp_path / "t.zarr", time_column=2, overwrite=True)
+
+
+def test_text_time_extremes_that_fit_are_kept(tmp_path):
+    src = write(tmp_path / "t.txt", "0 1 -9223372036854775808\n1 2 9223372036854775807\n2 3 0e999\n3 4 -1.5\n")
+    store = ingest(src, tmp_path / "t.zarr", time_column=2)
+    np.testing.assert_array_equal(store.array("time")[:], [-2**63, 2**63 - 1, 0, -2])
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e39", "-3.5e38"])
+def test_text_weight_must_be_finite_float32(tmp_path, value):
+    src = write(tmp_path / "w.txt", f"0 1 1.5\n1 2 {value}\n")
+    with pytest.raises(InputFormatError, match=rf"w\.txt:2: weight {value} in column 2 .*float32"):
+        ingest(src, tmp_path / "w.zarr", weight_column=2)
+
+
+def test_parquet_float_time_and_weight(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    for col, values, what in (("t", [1.0, float("nan")], "time"), ("t", [1e30, 2.0], "time"),
+                              ("w", [0.5, float("inf")], "weight"), ("w", [1e39, 0.5], "weight")):
+        table = pa.table({"s": [0, 1], "d": [1, 2], "t": [1.0, 2.0], "w": [0.5, 0.5]})
+        table = table.set_column(table.schema.get_field_index(col), col, pa.array(values))
+        pq.write_table(table, tmp_path / "e.parquet")
+        row = 2 if not np.isfinite(values[1]) else 1
+        with pytest.raises(InputFormatError, match=rf"e\.parquet: row {row}: {what} .* in column '{col}'"):
+            ingest(tmp_path / "e.parquet", tmp_path / "e.zarr", src_column="s", dst_column="d",
+                   time_column="t", weight_column="w", overwrite=True)
+    # fractional times are floored, as in text
+    pq.write_table(pa.table({"s": [0, 1], "d": [1, 2], "t": [1.5, -0.5]}), tmp_path / "f.parquet")
+    store = ingest(tmp_path / "f.parquet", tmp_path / "f.zarr", src_column="s", dst_column="d", time_column="t")
+    np.testing.assert_array_equal(store.array("time")[:], [1, -1])
+
+
+def test_npy_uint64_time_beyond_int64(tmp_path):
+    np.save(tmp_path / "e.npy", np.array([[0, 1, 5], [1, 2, 2**63 + 7]], dtype=np.uint64))
+    with pytest.raises(InputFormatError, match=r"e\.npy: row 2: time 9223372036854775815 .*within int64"):
+        ingest(tmp_path / "e.npy", tmp_path / "e.zarr", time_column=2)
+
+
+# ---------------------------------------------------------------------------
+# 2. ids near 2**63, negative ids
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("big", [2**63 - 1, 2**63 - 2, 2**62])
+def test_ids_near_2_63_name_line_and_value(tmp_path, big):
+    # the node count would be big + 1: 2**63 does not even fit int64 (info crashed with "Maximum allowed dimension")
+    src = write(tmp_path / "g.txt", f"# c\n0 1\n\n2 {big}\n{big} 3\n")
+    with pytest.raises(InvalidIdError, match=rf"g\.txt:4: node id {big} makes {big + 1} nodes .*--relabel"):
+        ingest(src, tmp_path / "g.zarr")
+    np.save(tmp_path / "e.npy", np.array([[0, 1], [2, big]], dtype=np.int64))
+    with pytest.raises(InvalidIdError, match=rf"e\.npy: row 2: node id {big} .*--relabel"):
+        ingest(tmp_path / "e.npy", tmp_path / "e.zarr")
+    assert ingest(src, tmp_path / "r.zarr", relabel=True).num_nodes == 5  # what the message suggests
+
+
+@pytest.mark.parametrize("text, match", [
+    ("0 1\n9223372036854775808 2\n", r"g\.txt:2: source id 9223372036854775808 .*64-bit"),
+    ("0 1\n2 -3\n", r"g\.txt:2: negative destination id -3"),
+])
+def test_ids_beyond_int64_and_negative(tmp_path, text, match):
+    with pytest.raises(InvalidIdError, match=match):
+        ingest(write(tmp_path / "g.txt", text), tmp_path / "g.zarr")
+
+
+def test_npy_ids_name_their_row(tmp_path):
+    np.save(tmp_path / "u.npy", np.array([[0, 1], [1, 2], [2**63 + 1, 0]], dtype=np.uint64))
+    with pytest.raises(InvalidIdError, match=r"u\.npy: row 3: source id 9223372036854775809 does not fit"):
+        ingest(tmp_path / "u.npy", tmp_path / "u.zarr")
+    np.save(tmp_path / "n.npy", np.array([[0, 1], [1, -5], [-2, 0]], dtype=np.int64))
+    with pytest.raises(InvalidIdError, match=r"n\.npy: row 2: negative node id -5"):
+        ingest(tmp_path / "n.npy", tmp_path / "n.zarr")
+
+
+# ---------------------------------------------------------------------------
+# 3. sparse huge ids: refused at ingest, and by info / partition on an existing store
+# ---------------------------------------------------------------------------
+def test_sparse_huge_ids_refused_at_ingest(tmp_path, memory_8gib, capsys):
+    src = write(tmp_path / "g.txt", "0 1\n5 3000000000\n3000000000 7\n")
+    code, err = cli("ingest", src, tmp_path / "g.zarr", capsys=capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "g.txt:2: node id 3000000000 makes 3000000001 nodes" in err and "--relabel" in err
+    assert "8 GiB of memory available" in err
+    assert not (tmp_path / "g.zarr").exists()
+    # with --one-based the value is named as written
+    with pytest.raises(InvalidIdError, match=r"o\.txt:2: node id 3000000000 makes 3000000000 nodes"):
+        ingest(write(tmp_path / "o.txt", "1 2\n5 3000000000\n"), tmp_path / "o.zarr", one_based=True)
+    assert ingest(src, tmp_path / "r.zarr", relabel=True).num_nodes == 5
+
+
+def test_ids_justified_by_edges_or_memory_pass(tmp_path, monkeypatch):
+    monkeypatch.setattr(resources, "available_memory_bytes", lambda: 1 << 20)   # 1 MiB: 43690 nodes fit
+    n = 100_000                                                                  # 2.4 MB of node state
+    rng = np.random.default_rng(0)
+    # dense enough (n <= 16 E): a real graph, only too big for this machine; ingest needs no node state
+    e = rng.integers(0, n, size=(n // 16, 2))
+    e[0] = (0, n - 1)
+    np.save(tmp_path / "dense.npy", e)
+    assert ingest(tmp_path / "dense.npy", tmp_path / "dense.zarr").num_nodes == n
+    # too few edges for n: sparse ids, refused
+    np.save(tmp_path / "few.npy", e[: n // 16 - 10])
+    with pytest.raises(InvalidIdError, match=rf"few\.npy: row 1: node id {n - 1} makes {n} nodes \(the largest id \+ 1\) for"):
+        ingest(tmp_path / "few.npy", tmp_path / "few.zarr")
+    # sparse but small: fits in memory
+    assert ingest(write(tmp_path / "s.txt", "0 40000\n"), tmp_path / "s.zarr").num_nodes == 40001
+    # a declared node count is the user's choice: not refused at ingest (info refuses it, below)
+    assert ingest(write(tmp_path / "d.txt", "0 1\n"), tmp_path / "d.zarr", num_nodes=10**10).num_nodes == 10**10
+
+
+def test_threshold_passes_rmat_scale_26_on_24_gb(monkeypatch):
+    monkeypatch.setattr(resources, "available_memory_bytes", lambda: 24 * 10**9)
+    for per_node in (resources.INFO_BYTES_PER_NODE, resources.PARTITION_BYTES_PER_NODE):
+        assert resources.node_state_shortfall(2**26, per_node) is None
+        resources.check_node_state_fits(2**26, per_node, "partition", "rmat26.zarr")
+    assert resources.node_state_shortfall(3 * 10**9, resources.INFO_BYTES_PER_NODE) is not None
+
+
+def test_info_and_partition_refuse_huge_node_count(tmp_path, memory_8gib, capsys):
+    store = tmp_path / "d.zarr"
+    ingest(write(tmp_path / "d.txt", "0 1\n1 2\n"), store, num_nodes=3 * 10**9)
+    for argv in (("info", store), ("partition", store, "-k", "2")):
+        code, err = cli(*argv, capsys=capsys)
+        assert code == 2, err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert f"{store}: {argv[0]}: 3000000000 nodes need at least" in err and "--relabel" in err
+
+
+def test_available_memory_is_positive():
+    assert 0 < resources.available_memory_bytes()
+
+
+# ---------------------------------------------------------------------------
+# 4. halo global ids out of range before export pyg
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [-1, 60, 10**6])
+def test_export_pyg_refuses_halo_global_id_out_of_range(tmp_path, bad):
+    pytest.importorskip("torch")
+    from test_export_pyg import toy_dataset
+
+    from graphstream.export import check_global_ids, export
+    from graphstream.store.partitions import open_partitions
+
+    parts, _ = toy_dataset(tmp_path / "parts", num_nodes=60)
+    dataset = open_partitions(parts)
+    part = dataset[1]
+    assert part.num_halo > 0
+    path = part.path / "global_ids.npy"
+    gids = np.load(path)
+    gids[part.num_inner + part.num_halo - 1] = bad      # the last halo node
+    np.save(path, gids)
+    with pytest.raises(NodeDataError, match=rf"part 1: .*part-00001/global_ids\.npy: halo global id {bad} "
+                                            r".*outside \[0, 60\)"):
+        check_global_ids(open_partitions(parts)[1], 60)
+    # end to end: refused before any output (a checksum error from the store layer is also acceptable)
+    with pytest.raises(GraphStreamError, match=r"global_ids"):
+        export(parts, tmp_path / "pyg", "pyg")
+    assert not (tmp_path / "pyg").exists()
+
+
+# ---------------------------------------------------------------------------
+# 5. a line with no end
+# ---------------------------------------------------------------------------
+def test_line_without_newline_is_capped(tmp_path):
+    head = b"0 1\n# comment\n1 2\n"
+    src = write(tmp_path / "g.txt", head + b"7" * (2 * MAX_LINE_BYTES))
+    for block in (64 << 10, 16 << 20):
+        with pytest.raises(InputFormatError, match=rf"g\.txt:4: line starting at byte {len(head)} has no newline "
+                                                   rf"within {MAX_LINE_BYTES} bytes"):
+            ingest(src, tmp_path / "g.zarr", block_bytes=block)
+
+
+def test_long_line_that_ends_within_the_cap_is_read(tmp_path):
+    src = write(tmp_path / "g.txt", b"0 1" + b" " * (MAX_LINE_BYTES // 2) + b"\n1 2\n")
+    assert ingest(src, tmp_path / "g.zarr", block_bytes=4096).num_edges == 2
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_dev_zero(tmp_path, capsys):
+    code, err = cli("ingest", "/dev/zero", tmp_path / "z.zarr", capsys=capsys)
+    assert code == 2
+    assert "/dev/zero:1: line starting at byte 0 has no newline" in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------
+# 6. only a first line whose id columns are words is a header
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("first, options, match", [
+    ("1 2x", {}, r"g\.txt:1: non-numeric destination id '2x'"),
+    ("x1 2", {}, r"g\.txt:1: non-numeric source id 'x1'"),
+    ("0 1 nan", {"time_column": 2}, r"g\.txt:1: time nan in column 2 is not a finite number"),
+    ("0,1,abc", {"weight_column": 2}, r"g\.txt:1: cannot parse weight 'abc'"),
+    ("0 1 nan", {"time_column": 2, "relabel": True}, r"g\.txt:1: time nan"),
+])
+def test_malformed_first_line_is_an_error(tmp_path, first, options, match):
+    src = write(tmp_path / "g.txt", f"{first}\n3 4 5\n")
+    with pytest.raises(InputFormatError, match=match):
+        ingest(src, tmp_path / "g.zarr", **options)
+
+
+@pytest.mark.parametrize("text, options", [
+    ("src dst\n3 4\n", {}),
+    ("# comment\nFromNodeId\tToNodeId\n3\t4\n", {}),
+    ('"from","to","t"\n3,4,5\n', {"time_column": 2}),
+    ("_a b w\n3 4 0.5\n", {"weight_column": 2}),
+    ("src dst time\nalice bob 5\n", {"time_column": 2, "relabel": True}),
+])
+def test_word_headers_still_work(tmp_path, text, options):
+    store = ingest(write(tmp_path / "g.txt", text), tmp_path / "g.zarr", **options)
+    assert store.num_edges == 1 and store.attrs["ingest"]["header"] is True

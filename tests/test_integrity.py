@@ -1,0 +1,292 @@
+"""Integrity (issue 14, item 1): checksums on every chunk and file, `graphstream verify`, and the
+corruption sweep: every file of a small graph store, snapshot store and partitioned dataset is
+flipped, truncated and deleted in turn; `verify` must refuse every damaged data file, and every
+reader must either refuse (a GraphStreamError: exit 2 from the CLI) or return exactly the original
+contents (damage to metadata that no reader uses, e.g. an unused fill value, changes nothing)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec
+
+from graphstream import GraphWriter, open_partitions, open_store
+from graphstream.assemble import build_partitions
+from graphstream.errors import CorruptDataError, GraphStreamError
+from graphstream.partition.plan import PartitionPlan
+from graphstream.store import open_snapshots
+from graphstream.store.integrity import file_digest, seal
+from graphstream.store.verify import verify
+
+DAMAGES = ("flip", "truncate", "delete")
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "flip":
+        b = bytearray(data)
+        b[len(b) // 2] ^= 0x10
+        path.write_bytes(bytes(b))
+    elif how == "truncate":
+        path.write_bytes(data[:len(data) // 2])
+    else:
+        path.unlink()
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def _is_data(rel: str) -> bool:
+    """Files whose bytes are data (chunks, .npy) or checksummed metadata (group attributes, manifest)."""
+    name = Path(rel).name
+    return name != "zarr.json" or "/" not in rel.replace("\\", "/")
+
+
+# -- fixtures: one small output of each kind ---------------------------------------------------
+
+def _read_graph(path: Path) -> dict:
+    store = open_store(path)
+    cols = {c: np.concatenate([getattr(b, c) for b in store.stream(columns=store.columns)])
+            for c in store.columns}
+    cols["id_map"] = store.id_map()
+    return cols
+
+
+def _read_snapshots(path: Path) -> list:
+    store = open_snapshots(path)
+    return [store.snapshot(t, with_counts=True) for t in range(len(store))]
+
+
+def _read_partitions(path: Path) -> list:
+    return [{k: (v.numpy() if hasattr(v, "numpy") else v) for k, v in part.to_torch().items()}
+            for part in open_partitions(path)]
+
+
+def _read_dynamic(path: Path) -> list:
+    from graphstream.store import open_dynamic_partitions
+    parts = open_dynamic_partitions(path)
+    return [(part.global_ids, [part.snapshot(t, with_counts=True) for t in range(len(part))],
+             [part.owned(t) for t in range(len(part))]) for part in parts]
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return a is not None and b is not None and np.array_equal(a, b)
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("integrity")
+    rng = np.random.default_rng(3)
+    n, e = 200, 3000
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    time = np.sort(rng.integers(0, 10_000, e))
+    with GraphWriter(root / "g.zarr", num_nodes=n, with_time=True, chunk_size=512) as w:
+        w.append(src, dst, time)
+        w.write_array("id_map", np.arange(n, dtype=np.int64) * 7)
+    from graphstream.dynamic import build_snapshots
+    build_snapshots(root / "g.zarr", root / "s.zarr", num_snapshots=12, edge_life=3)
+    nodes = root / "nodes"
+    nodes.mkdir()
+    np.save(nodes / "features.npy", rng.standard_normal((n, 8)).astype(np.float32))
+    np.save(nodes / "labels.npy", rng.integers(0, 4, n))
+    np.save(nodes / "train_mask.npy", rng.random(n) < 0.5)
+    owner = rng.integers(0, 3, n).astype(np.int32)
+    plan = PartitionPlan(algorithm="test", num_parts=3, owner=owner, params={"k": 3}, metrics={})
+    build_partitions(open_store(root / "g.zarr"), plan, root / "parts", nodes=nodes)
+    from graphstream.dynamic.config import PGCConfig
+    from graphstream.dynamic.partition import partition_snapshot_store
+    partition_snapshot_store(root / "s.zarr", PGCConfig(num_parts=2), out=root / "dyn")
+    return {"graph": (root / "g.zarr", _read_graph), "snapshots": (root / "s.zarr", _read_snapshots),
+            "partitions": (root / "parts", _read_partitions), "dynamic_partitions": (root / "dyn", _read_dynamic)}
+
+
+def test_clean_outputs_verify(outputs):
+    for kind, (path, _) in outputs.items():
+        report = verify(path)
+        assert report.kind == kind and report.checksums and not report.problems
+        assert report.chunks + report.files > 0
+
+
+@pytest.mark.parametrize("kind", ["graph", "snapshots", "partitions", "dynamic_partitions"])
+def test_corruption_sweep(outputs, kind, tmp_path):
+    """Every file x (flip, truncate, delete): verify refuses damaged data; readers refuse or are exact."""
+    path, read = outputs[kind]
+    original = read(path)
+    refused_by_verify = silent = 0
+    for rel in _files(path):
+        for how in DAMAGES:
+            copy = tmp_path / f"{kind}-{how}"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(path, copy)
+            _damage(copy / rel, how)
+            try:
+                verify(copy)
+            except GraphStreamError:
+                refused_by_verify += 1
+            else:
+                assert not _is_data(rel), f"verify accepted {how} of data file {rel}"
+            try:
+                got = read(copy)
+            except GraphStreamError:
+                continue
+            # A reader that did not refuse must have returned exactly the original contents.
+            assert _same(got, original), f"reader returned wrong data after {how} of {rel}"
+            silent += 1
+    assert refused_by_verify > 0.9 * 3 * len(_files(path))
+
+
+def test_damaged_chunk_message_names_array_chunk_and_file(outputs, tmp_path):
+    path = tmp_path / "g.zarr"
+    shutil.copytree(outputs["graph"][0], path)
+    _damage(path / "dst" / "c" / "2", "flip")
+    with pytest.raises(CorruptDataError, match=r"array 'dst' chunk 2 \(.*dst/c/2\) is damaged: its CRC-32C"):
+        _read_graph(path)
+    (path / "dst" / "c" / "2").unlink()
+    with pytest.raises(CorruptDataError, match=r"array 'dst' chunk 2 .* the chunk file is missing"):
+        _read_graph(path)
+
+
+def test_damaged_part_file_message(outputs, tmp_path):
+    path = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], path)
+    _damage(path / "part-00001" / "indices.npy", "flip")
+    with pytest.raises(CorruptDataError, match=r"part 1 \(part-00001\): indices.npy fails its checksum"):
+        _ = open_partitions(path)[1].indices
+    shutil.copy(outputs["partitions"][0] / "part-00001" / "indices.npy", path / "part-00001" / "indices.npy")
+    np.save(path / "part-00002" / "degree.npy", np.zeros(3, np.int64))   # replaced by one of another length
+    with pytest.raises(GraphStreamError, match=r"part 2 .*degree.npy"):
+        open_partitions(path)
+
+
+def test_manifest_records_every_file(outputs):
+    path = outputs["partitions"][0]
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["version"] == 2
+    for entry in manifest["parts"]:
+        part = path / entry["path"]
+        assert sorted(entry["files"]) == sorted(p.name for p in part.glob("*.npy"))
+        for name, digest in entry["files"].items():
+            assert file_digest(part / name).to_json() == digest
+
+
+def test_edited_manifest_is_caught_by_its_checksum(outputs, tmp_path):
+    path = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], path)
+    doc = json.loads((path / "manifest.json").read_text())
+    doc["algorithm"] = "hdrg"   # a change no structural check can see
+    (path / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(CorruptDataError, match="fails its checksum"):
+        open_partitions(path)
+    (path / "manifest.json").write_text(json.dumps(seal(doc)))
+    assert open_partitions(path).info.algorithm == "hdrg"
+
+
+def test_verify_content_checks_behind_checksums(outputs, tmp_path):
+    """Damage written consistently (re-checksummed) is still found by the content checks."""
+    from graphstream.store.integrity import file_digest as digest
+    path = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], path)
+    indptr = np.load(path / "part-00000" / "indptr.npy")
+    indptr[1], indptr[2] = indptr[2] + 1, indptr[1]
+    np.save(path / "part-00000" / "indptr.npy", indptr)
+    doc = json.loads((path / "manifest.json").read_text())
+    doc["parts"][0]["files"]["indptr.npy"] = digest(path / "part-00000" / "indptr.npy").to_json()
+    (path / "manifest.json").write_text(json.dumps(seal(doc)))
+    with pytest.raises(CorruptDataError, match="indptr decreases"):
+        verify(path)
+
+
+# -- stores written before checksums (format version 1) stay readable -------------------------
+
+def _v1_store(path: Path, src, dst, n: int) -> None:
+    group = zarr.open_group(path, mode="w-")
+    group.attrs.update({"format": "graphstream.graph", "version": 1, "complete": False})
+    for name, values in (("src", src), ("dst", dst)):
+        arr = group.create_array(name, shape=values.shape, chunks=(64,), dtype=np.int32,
+                                 compressors=BloscCodec(cname="zstd", clevel=3, shuffle="shuffle"))
+        arr[...] = values
+    group.attrs.update({"num_nodes": n, "num_edges": len(src), "directed": True, "id_dtype": "int32",
+                        "source": "v1", "complete": True})
+
+
+def test_version1_store_readable_and_says_unchecked(tmp_path):
+    src, dst = np.arange(100, dtype=np.int32) % 10, (np.arange(100, dtype=np.int32) * 3) % 10
+    _v1_store(tmp_path / "old.zarr", src, dst, 10)
+    store = open_store(tmp_path / "old.zarr")
+    assert not store.checksums and not store.info.checksums
+    np.testing.assert_array_equal(_read_graph(tmp_path / "old.zarr")["dst"], dst)
+    report = verify(tmp_path / "old.zarr").to_dict()
+    assert report["ok"] and report["version"] == 1 and not report["checksums"] and "note" in report
+
+
+def test_version1_partitions_readable(outputs, tmp_path):
+    path = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], path)
+    doc = json.loads((path / "manifest.json").read_text())
+    doc.pop("crc32c")
+    doc["version"] = 1
+    for entry in doc["parts"]:
+        entry.pop("files")
+    (path / "manifest.json").write_text(json.dumps(doc))
+    dataset = open_partitions(path)
+    assert not dataset.info.checksums
+    assert _same(_read_partitions(path), _read_partitions(outputs["partitions"][0]))
+
+
+# -- the CLI: exit 2 with one line naming the damage -------------------------------------------
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphstream", *map(str, args)], capture_output=True, text=True)
+
+
+def test_cli_commands_refuse_damage(outputs, tmp_path):
+    store = tmp_path / "g.zarr"
+    shutil.copytree(outputs["graph"][0], store)
+    _damage(store / "src" / "c" / "3", "flip")
+    parts = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], parts)
+    _damage(parts / "part-00000" / "features.npy", "flip")
+    runs = {
+        "verify store": _cli("verify", store, "--json"),
+        "info": _cli("info", store),
+        "partition --out": _cli("partition", store, "-k", "2", "--out", tmp_path / "out"),
+        "verify dataset": _cli("verify", parts),
+        "export pyg": _cli("export", parts, "--to", "pyg", tmp_path / "pyg"),
+    }
+    for what, proc in runs.items():
+        assert proc.returncode == 2, (what, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, (what, proc.stderr)
+        assert "chunk 3" in lines[0] or "features.npy" in lines[0], (what, lines[0])
+    assert not (tmp_path / "out").exists() and not (tmp_path / "pyg").exists()
+    ok = _cli("verify", outputs["snapshots"][0], "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["ok"] is True
+
+
+@pytest.mark.parametrize("bad_path", ["/etc", "../outside"])
+def test_part_paths_outside_the_dataset_refused_by_every_reader(outputs, tmp_path, bad_path):
+    """Item 5: a manifest (even one whose checksum was recomputed) cannot send a reader outside DIR."""
+    parts = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], parts)
+    shutil.copytree(parts / "part-00001", tmp_path / "outside")   # something readable out there
+    doc = json.loads((parts / "manifest.json").read_text())
+    doc["parts"][1]["path"] = bad_path
+    (parts / "manifest.json").write_text(json.dumps(seal(doc)))
+    for args in (("verify", parts), ("export", parts, "--to", "pyg", tmp_path / "pyg"),
+                 ("train", parts, "--epochs", "1")):
+        proc = _cli(*args)
+        assert proc.returncode == 2 and "must be relative and inside the dataset folder" in proc.stderr, \
+            (args, proc.stderr)

@@ -1,0 +1,452 @@
+"""Safe output (issue 14 items 2, 3, 8, 9): outputs apart from inputs, atomic overwrite under
+SIGKILL, SIGINT/SIGTERM cleanup and exit codes, leftovers of killed runs, one run per output,
+disk full.
+
+The kill and signal tests run the CLI in subprocesses (``python -m graphstream``): each waits
+until the run has started writing its hidden sibling, then kills it at several delays.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphstream import _atomic
+from graphstream._atomic import (
+    OutputLockedError,
+    atomic_dir,
+    check_outputs_apart,
+    claim_outputs,
+    output_lock,
+    recover_leftovers,
+)
+from graphstream.cli import main
+from graphstream.errors import DiskFullError, ParameterError
+from graphstream.store import GraphWriter, open_partitions, open_snapshots, open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "datasets"
+ENV = {**os.environ, "GRAPHSTREAM_PROGRESS": "0"}
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+def tree_hash(path: Path, skip: tuple[str, ...] = ()) -> str:
+    """Names and bytes of every file under ``path`` (or of the file itself)."""
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        if f.name in skip:
+            continue
+        h.update(str(f.relative_to(path) if f != path else f.name).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def write_store(path: Path, n: int = 200, m: int = 2000, seed: int = 0, with_time: bool = False,
+                chunk_size: int = 1 << 16, overwrite: bool = False) -> Path:
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    with GraphWriter(path, num_nodes=n, with_time=with_time, chunk_size=chunk_size, overwrite=overwrite) as w:
+        w.append(src, dst, time=rng.integers(0, 1 << 20, m) if with_time else None)
+        w.close()
+    return path
+
+
+def write_nodes(folder: Path, n: int) -> Path:
+    rng = np.random.default_rng(1)
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "features.npy", rng.standard_normal((n, 4)).astype(np.float32))
+    np.save(folder / "labels.npy", rng.integers(0, 3, n))
+    for split in ("train", "val", "test"):
+        np.save(folder / f"{split}_mask.npy", rng.random(n) < 0.3)
+    return folder
+
+
+def cli(*args, capsys) -> tuple[int, str]:
+    rc = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    return rc, err
+
+
+def hidden_siblings(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+def spawn(*args, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "graphstream", *map(str, args)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def run_cli(*args, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphstream", *map(str, args)], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def wait_for_sibling(proc: subprocess.Popen, out: Path, kind: str = "tmp", timeout: float = 60) -> bool:
+    """Wait until ``proc`` has created ``.OUT.<kind>-*`` (it is writing); False if it ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(name.startswith(f".{out.name}.{kind}-") for name in hidden_siblings(out)):
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.01)
+    raise AssertionError(f"{out}: no .{kind}- sibling after {timeout} s")
+
+
+# -- item 2: outputs apart from inputs ------------------------------------------------------------
+
+def test_check_outputs_apart_relations(tmp_path):
+    d = tmp_path / "d"
+    (d / "graph.zarr").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(d)
+    before = tree_hash(tmp_path)
+    cases = [
+        ({"--out": d}, {"input store": d / "graph.zarr"}, "contains the input store"),
+        ({"--out": d / "graph.zarr" / "x"}, {"input store": d / "graph.zarr"}, "lies inside the input store"),
+        ({"--out": d}, {"--nodes folder": d}, "is the --nodes folder"),
+        ({"--out": tmp_path / "link"}, {"--nodes folder": d}, "is the --nodes folder"),   # symlink followed
+        ({"--out": tmp_path / "link" / "graph.zarr"}, {"input store": d / "graph.zarr"}, "is the input store"),
+    ]
+    for outputs, inputs, words in cases:
+        with pytest.raises(ParameterError, match=words) as info:
+            check_outputs_apart(outputs, inputs)
+        assert "choose an output outside every input" in str(info.value)
+    # apart, siblings with a common prefix, None values: accepted
+    check_outputs_apart({"--out": tmp_path / "d2"}, {"input store": d, "--nodes folder": None})
+    check_outputs_apart({"--out": None}, {"input store": d})
+    assert tree_hash(tmp_path) == before
+
+
+def test_partition_out_over_its_inputs_refused(tmp_path, capsys):
+    """The issue's probe: this deleted d (the input store and node data) before failing."""
+    d = tmp_path / "d"
+    d.mkdir()
+    write_store(d / "graph.zarr")
+    write_nodes(d, 200)
+    before = tree_hash(d)
+    for extra in (["--out", d, "--nodes", d], ["--out", d / "graph.zarr"], ["--out", d / "graph.zarr" / "p"],
+                  ["--out", tmp_path / "w", "--work-dir", tmp_path / "w" / "scratch"]):
+        rc, err = cli("partition", d / "graph.zarr", "-k", 4, *extra, "--overwrite", capsys=capsys)
+        assert rc == 2 and "choose an output outside every input" in err and len(err.strip().splitlines()) == 1
+        assert tree_hash(d) == before
+    assert hidden_siblings(d) == []
+
+
+def test_ingest_over_its_source_refused(tmp_path, capsys):
+    e = tmp_path / "e.txt"
+    e.write_text("0 1\n1 2\n")
+    rc, err = cli("ingest", e, e, "--overwrite", capsys=capsys)
+    assert rc == 2 and "is the input file" in err and e.read_text() == "0 1\n1 2\n"
+    (tmp_path / "alias.txt").symlink_to(e)
+    rc, err = cli("ingest", tmp_path / "alias.txt", e, "--overwrite", capsys=capsys)
+    assert rc == 2 and e.read_text() == "0 1\n1 2\n"
+    # the library refuses too
+    from graphstream.ingest import ingest
+    with pytest.raises(ParameterError, match="is the input file"):
+        ingest(e, e, overwrite=True)
+    assert e.read_text() == "0 1\n1 2\n"
+
+
+def test_snapshots_export_dataset_over_their_inputs_refused(tmp_path, capsys):
+    g = write_store(tmp_path / "g.zarr", with_time=True)
+    before = tree_hash(g)
+    rc, err = cli("snapshots", g, g, "--num-snapshots", 2, "--overwrite", capsys=capsys)
+    assert rc == 2 and "is the input store" in err and tree_hash(g) == before
+    rc, err = cli("snapshots", g, g / "s.zarr", "--num-snapshots", 2, capsys=capsys)
+    assert rc == 2 and "lies inside the input store" in err and tree_hash(g) == before
+    assert open_store(g).num_edges == 2000
+
+    parts = tmp_path / "parts"
+    assert main(["partition", str(g), "-k", "2", "--algo", "hash", "--out", str(parts)]) == 0
+    before = tree_hash(parts)
+    for out in (parts, parts / "pyg", tmp_path):
+        rc, err = cli("export", parts, "--to", "pyg", out, "--overwrite", capsys=capsys)
+        assert rc == 2 and "the partitioned dataset" in err and tree_hash(parts) == before
+
+    root = tmp_path / "root"
+    (root / "planetoid").mkdir(parents=True)
+    (root / "planetoid" / "ind.cora.x").write_bytes(b"keep me")
+    for out in (root, root / "planetoid", root / "planetoid" / "cora"):
+        rc, err = cli("dataset", "cora", out, "--root", root, "--overwrite", capsys=capsys)
+        assert rc == 2 and "the dataset folder" in err
+        assert (root / "planetoid" / "ind.cora.x").read_bytes() == b"keep me"
+
+
+# -- item 3: atomic overwrite under SIGKILL -------------------------------------------------------
+
+DELAYS = (0.0, 0.3, 1.0)
+
+
+def kill_run(args: list, out: Path, delay: float) -> bool:
+    """Start the CLI, wait until it writes its hidden sibling, wait ``delay`` more, SIGKILL it;
+    True if it was still running when killed."""
+    proc = spawn(*args, env=ENV)
+    if wait_for_sibling(proc, out):
+        time.sleep(delay)
+    running = proc.poll() is None
+    proc.kill()
+    proc.communicate()
+    return running
+
+
+def check_killed_runs(args: list, out: Path, opener, skip: tuple[str, ...] = ()) -> None:
+    """OUT holds the old output; after each SIGKILL it is the old or the new complete output,
+    and the next run clears the leftovers (finally completing, so the new output is known)."""
+    opener(out)
+    old = tree_hash(out, skip)
+    seen, killed = [], 0
+    for delay in DELAYS:
+        killed += kill_run(args, out, delay)
+        opener(out)                      # complete: the old output or the new one, never a mix
+        seen.append(tree_hash(out, skip))
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert hidden_siblings(out) == []    # leftovers of the killed runs recognised and removed
+    new = tree_hash(out, skip)
+    assert new != old
+    assert set(seen) <= {old, new}, seen
+    assert killed >= 2, "the runs ended before the kills: use a bigger input"
+
+
+def test_sigkill_generate_overwrite(tmp_path):
+    out = tmp_path / "g.zarr"
+    assert run_cli("generate", "rmat", out, "--scale", 17, "--seed", 1).returncode == 0
+    check_killed_runs(["generate", "rmat", out, "--scale", 17, "--seed", 2, "--overwrite"], out, open_store)
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory) -> Path:
+    """A timed graph large enough that building from it takes a couple of seconds."""
+    path = tmp_path_factory.mktemp("big") / "g.zarr"
+    return write_store(path, n=1 << 16, m=1 << 21, seed=3, with_time=True, chunk_size=1 << 18)
+
+
+def test_sigkill_partition_out(tmp_path, big_store):
+    out = tmp_path / "parts"
+    assert run_cli("partition", big_store, "-k", 2, "--algo", "hash", "--out", out).returncode == 0
+    args = ["partition", big_store, "-k", 4, "--algo", "hash", "--out", out, "--overwrite"]
+    # manifest.json records timings: compare the part files; open_partitions checks the manifest
+    check_killed_runs(args, out, open_partitions, skip=("manifest.json",))
+
+
+def test_sigkill_snapshots(tmp_path, big_store):
+    out = tmp_path / "s.zarr"
+    assert run_cli("snapshots", big_store, out, "--num-snapshots", 4).returncode == 0
+    args = ["snapshots", big_store, out, "--num-snapshots", 16, "--overwrite"]
+    check_killed_runs(args, out, open_snapshots)
+
+
+def test_interrupted_swap_is_restored(tmp_path, capsys):
+    """Leftovers of a run killed between the two renames of a swap (file systems without
+    RENAME_EXCHANGE): OUT missing and .OUT.old-* present means .old is the old output."""
+    out = write_store(tmp_path / "g.zarr")
+    old = tree_hash(out)
+    os.replace(out, tmp_path / ".g.zarr.old-1234abcd")
+    write_store(tmp_path / ".g.zarr.tmp-5678abcd", seed=9)
+    (tmp_path / ".g.zarr.scratch-x").mkdir()
+    rc, err = cli("generate", "rmat", out, "--scale", 4, capsys=capsys)
+    assert rc == 2 and "exists" in err                       # restored, so it exists
+    assert tree_hash(out) == old and hidden_siblings(out) == []
+    # OUT present and a stale .old (killed while removing it): removed
+    shutil.copytree(out, tmp_path / ".g.zarr.old-99999999")
+    assert main(["generate", "rmat", str(out), "--scale", "4", "--overwrite"]) == 0
+    assert hidden_siblings(out) == [] and open_store(out).num_nodes == 16
+
+
+def test_swap_without_rename_exchange(tmp_path, monkeypatch):
+    monkeypatch.setattr(_atomic, "_exchange", lambda a, b: False)
+    out = write_store(tmp_path / "g.zarr")
+    write_store(out, seed=5, m=10, overwrite=True)
+    assert open_store(out).num_edges == 10 and hidden_siblings(out) == []
+
+
+def test_failed_overwrite_keeps_the_old_store(tmp_path):
+    out = write_store(tmp_path / "g.zarr")
+    old = tree_hash(out)
+    with pytest.raises(RuntimeError), GraphWriter(out, overwrite=True, num_nodes=10) as w:
+        w.append(np.arange(5), np.arange(5))
+        raise RuntimeError("boom")
+    assert tree_hash(out) == old and hidden_siblings(out) == []
+
+
+# -- item 8: signals and disk full ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_removes_partial_output(tmp_path, sig, code):
+    out = tmp_path / "g.zarr"
+    assert run_cli("generate", "rmat", out, "--scale", 10).returncode == 0
+    old = tree_hash(out)
+    proc = spawn("generate", "rmat", out, "--scale", 18, "--overwrite", env=ENV)
+    assert wait_for_sibling(proc, out)
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert len(err.strip().splitlines()) == 1 and signal.Signals(sig).name in err
+    assert tree_hash(out) == old and hidden_siblings(out) == []
+
+
+def test_sigterm_removes_spill_folder_and_stale_ones_go(tmp_path, big_store):
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = scratch / f"graphstream-parts-{dead}-abcd1234"        # a SIGKILLed run's
+    stale.mkdir()
+    (stale / "part.zarr").write_text("x")
+    foreign = scratch / f"graphstream-parts-{os.getpid()}-live"    # a live process's: kept
+    foreign.mkdir()
+    out = tmp_path / "parts"
+    proc = spawn("partition", big_store, "-k", 4, "--algo", "hdrf", "--out", out,
+                 env={**ENV, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(f"graphstream-parts-{proc.pid}-") for p in scratch.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert sorted(p.name for p in scratch.iterdir()) == [foreign.name]
+    assert not out.exists() and hidden_siblings(out) == []
+
+
+def test_enospc_simulated_gives_one_line(tmp_path, capsys, monkeypatch):
+    """ENOSPC raised by the store's writes (in-process): exit 2, one line, nothing left."""
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(GraphWriter, "_write_column", full)
+    out = tmp_path / "g.zarr"
+    rc, err = cli("generate", "rmat", out, "--scale", 12, "--chunk-size", 1024, capsys=capsys)
+    assert rc == 2 and "disk full" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_enospc_at_allocation(tmp_path, monkeypatch):
+    """Memory-mapped outputs are allocated first: ENOSPC there is a DiskFullError, not a SIGBUS."""
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(DiskFullError, match="disk full"), atomic_dir(tmp_path / "o") as tmp:
+        _atomic.allocated_memmap(tmp / "x.npy", np.float32, (10, 4))
+    assert list(tmp_path.iterdir()) == []
+
+
+def _tmpfs_runner() -> list[str] | None:
+    """A command prefix that can mount a tmpfs: unshare -rm (own mount namespace), else root."""
+    if shutil.which("unshare") and subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0:
+        return ["unshare", "-rm"]
+    if os.geteuid() == 0:
+        return []
+    return None
+
+
+TMPFS_CASES = [
+    ("generate", ["generate", "rmat", "{mnt}/g.zarr", "--scale", "16"]),
+    ("dataset cora", ["dataset", "cora", "{mnt}/cora", "--root", str(DATASETS)]),
+    ("dataset facebook", ["dataset", "facebook", "{mnt}/fb", "--root", str(DATASETS)]),
+    ("export pyg", ["export", "{parts}", "--to", "pyg", "{mnt}/pyg"]),
+]
+
+
+@pytest.mark.parametrize(("name", "args"), TMPFS_CASES, ids=[c[0] for c in TMPFS_CASES])
+def test_disk_full_on_a_small_tmpfs(tmp_path, big_store, name, args):
+    """A real ENOSPC: a 512 KiB tmpfs. Exit 2, one line, an empty file system afterwards."""
+    prefix = _tmpfs_runner()
+    if prefix is None:
+        pytest.skip("cannot mount a tmpfs here (no unshare -rm, not root)")
+    if name.startswith("dataset") and not DATASETS.is_dir():
+        pytest.skip(f"{DATASETS} not found")
+    parts = tmp_path / "parts"
+    if name == "export pyg":
+        pytest.importorskip("torch")
+        nodes = write_nodes(tmp_path / "nodes", 1 << 16)
+        assert run_cli("partition", big_store, "-k", 2, "--algo", "hash", "--out", parts,
+                       "--nodes", nodes).returncode == 0
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    cmd = " ".join(f"'{a}'" for a in (sys.executable, "-m", "graphstream",
+                                      *(a.format(mnt=mnt, parts=parts) for a in args)))
+    script = (f"mount -t tmpfs -o size=512k tmpfs '{mnt}' || exit 99; {cmd}; rc=$?; "
+              f"echo \"rc=$rc\" >&2; ls -A '{mnt}' >&2; umount '{mnt}'")
+    proc = subprocess.run([*prefix, "sh", "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode == 99:
+        pytest.skip(f"mounting a tmpfs failed: {proc.stderr.strip()}")
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == "rc=2", proc.stderr              # ls printed nothing: the tmpfs is empty
+    assert len(lines) == 2 and "disk full" in lines[0], proc.stderr
+
+
+# -- item 9: one run per output ---------------------------------------------------------------------
+
+def test_second_run_on_a_locked_output_fails_naming_the_holder(tmp_path, capsys):
+    out = tmp_path / "g.zarr"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom graphstream._atomic import output_lock\n"
+         f"with output_lock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        rc, err = cli("generate", "rmat", out, "--scale", 4, capsys=capsys)
+        assert rc == 2 and f"pid {holder.pid}" in err and "in use" in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()
+        with pytest.raises(OutputLockedError):
+            GraphWriter(out)
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died (SIGKILL) leaving its lock file: a stale lock, taken over
+    assert (tmp_path / ".g.zarr.lock").exists()
+    rc, err = cli("generate", "rmat", out, "--scale", 4, capsys=capsys)
+    assert rc == 0, err
+    assert hidden_siblings(out) == [] and open_store(out).num_nodes == 16
+
+
+def test_two_concurrent_runs_one_wins(tmp_path):
+    out = tmp_path / "g.zarr"
+    procs = [spawn("generate", "rmat", out, "--scale", 16, "--seed", s, env=ENV) for s in (1, 2)]
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    codes = sorted(rc for rc, _ in results)
+    # one wins; the other is refused, by the lock (in use) or, if it started after, as existing
+    assert codes == [0, 2], results
+    assert any("in use" in err or "exists" in err for rc, err in results if rc == 2)
+    open_store(out)
+
+
+def test_lock_is_reentrant_and_released(tmp_path):
+    out = tmp_path / "o"
+    with claim_outputs({"OUT": out}, {}, overwrite=False), atomic_dir(out) as tmp:
+        (tmp / "f").write_text("x")
+        assert (tmp_path / ".o.lock").exists()
+    assert (out / "f").read_text() == "x" and hidden_siblings(out) == []
+    with output_lock(out):
+        pass
+    assert recover_leftovers(out) == []
+
+
+def test_atomic_file_keeps_the_old_file_on_failure(tmp_path):
+    """What a checkpoint writer uses: the old file stays whole until the new one is complete."""
+    from graphstream._atomic import atomic_file
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(b"old")
+    with pytest.raises(OSError), atomic_file(ckpt) as tmp:
+        tmp.write_bytes(b"ne")
+        raise OSError(errno.EIO, "I/O error")
+    assert ckpt.read_bytes() == b"old" and hidden_siblings(ckpt) == []
+    with pytest.raises(DiskFullError, match="disk full"), atomic_file(ckpt) as tmp:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    with atomic_file(ckpt) as tmp:
+        tmp.write_bytes(b"new")
+    assert ckpt.read_bytes() == b"new" and hidden_siblings(ckpt) == []

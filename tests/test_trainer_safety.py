@@ -1,0 +1,395 @@
+"""Trainer safety (issue 14): no code from checkpoints, result files or Planetoid pickles, a
+rendezvous on 127.0.0.1 only, every numeric flag checked, checkpoints written atomically and
+kept apart from the parts they train on.
+
+Each crafted file here carries a pickle whose ``__reduce__`` calls ``os.system`` to create a
+marker file: loading it must fail with exit 2, and the marker must not exist afterwards.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from graphstream.cli import main  # noqa: E402
+from graphstream.errors import (  # noqa: E402
+    DiskFullError,
+    GraphStreamError,
+    InputFormatError,
+    NodeDataError,
+    ParameterError,
+)
+from trainer.data import ArrayPart, check_parts, split_graph  # noqa: E402
+from trainer.dynamic import DynamicConfig  # noqa: E402
+from trainer.launch import LOOPBACK, launch, load_result, store_address  # noqa: E402
+from trainer.train import TrainConfig, WorkerResult, run_training  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANETOID = ROOT.parent / "shared" / "datasets" / "planetoid"
+
+
+class RunsCode:
+    """Pickles to ``os.system("touch MARKER")``: what a hostile data file does."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def tiny_graph(n: int = 60, seed: int = 0) -> ArrayPart:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    a = np.triu(rng.random((n, n)) < 0.08, 1)
+    a = a | a.T
+    indptr = np.concatenate([[0], np.cumsum(a.sum(1))]).astype(np.int64)
+    indices = np.nonzero(a)[1].astype(np.int64)
+    x = (rng.normal(size=(n, 8)) + np.eye(3, 8)[y]).astype(np.float32)
+    perm = rng.permutation(n)
+    masks = [np.zeros(n, bool) for _ in range(3)]
+    for m, idx in zip(masks, (perm[:20], perm[20:40], perm[40:]), strict=True):
+        m[idx] = True
+    return ArrayPart(np.arange(n), n, indptr, indices, x, y, *masks, degree=np.diff(indptr))
+
+
+def tiny_parts(n: int = 60):
+    return check_parts(split_graph(tiny_graph(n), np.arange(n) % 2))
+
+
+@pytest.fixture(scope="module")
+def parts_dir(tmp_path_factory) -> Path:
+    """A partitioned dataset on disk (2 parts of a 60-node graph), built by the CLI."""
+    root = tmp_path_factory.mktemp("tiny")
+    g = tiny_graph()
+    src = np.repeat(np.arange(len(g.indptr) - 1), np.diff(g.indptr))
+    np.savetxt(root / "edges.txt", np.stack([src, g.indices], 1), fmt="%d")
+    nodes = root / "nodes"
+    nodes.mkdir()
+    for name, a in (("features", g.features), ("labels", g.labels), ("train_mask", g.train_mask),
+                    ("val_mask", g.val_mask), ("test_mask", g.test_mask)):
+        np.save(nodes / f"{name}.npy", a)
+    assert main(["ingest", root / "edges.txt", root / "g.zarr"]) == 0
+    assert main(["partition", root / "g.zarr", "-k", "2", "--out", root / "parts", "--nodes", nodes]) == 0
+    return root / "parts"
+
+
+def train_cli(capsys, *args) -> tuple[int, str]:
+    """``graphstream train ...`` in this process: its exit code and stderr."""
+    capsys.readouterr()
+    code = main(["train", *map(str, args)])
+    return code, capsys.readouterr().err
+
+
+def one_line_error(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("graphstream train: error:"), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- item 4: nothing runs code ------------------------------------------------------------
+
+def test_resume_refuses_a_checkpoint_that_runs_code(parts_dir, tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    ck = tmp_path / "evil.pt"
+    torch.save({"format": "graphstream.trainer.checkpoint", "weights": RunsCode(marker)}, ck)
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--resume", "--epochs", "1", "--hidden", "4")
+    assert code == 2
+    line = one_line_error(err)
+    assert str(ck) in line and "weights_only" in line and "posix.system" in line
+    assert not marker.exists()
+
+
+def test_resume_refuses_a_plain_pickle_that_runs_code(tmp_path):
+    marker = tmp_path / "pwned"
+    ck = tmp_path / "evil.pt"
+    ck.write_bytes(pickle.dumps({"weights": RunsCode(marker)}, protocol=2))
+    with pytest.raises(InputFormatError, match="weights_only"):
+        run_training(tiny_parts(), TrainConfig(hidden=4, epochs=1, checkpoint=str(ck), resume=True), threads=1)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda c: c.pop("optimizers"), "'optimizers'"),
+    (lambda c: c.pop("weights"), "'weights'"),
+    (lambda c: c.update(weights=torch.zeros(7, dtype=torch.float64)), "'weights' has shape (7,)"),
+    (lambda c: c["best"].pop("weights"), "best 'weights'"),
+    (lambda c: c["optimizers"].pop(1), "optimizers 1"),
+    (lambda c: c["optimizers"][0].update(exp_avg=[]), "optimizers[0] 'exp_avg'"),
+    (lambda c: c.update(round="3"), "'round' is a str"),
+    (lambda c: c.update(format="other"), "not a graphstream training checkpoint"),
+])
+def test_resume_names_a_missing_or_misshapen_key(tmp_path, damage, named):
+    parts = tiny_parts()
+    ck = tmp_path / "c.pt"
+    run_training(parts, TrainConfig(hidden=4, epochs=2, checkpoint=str(ck)), threads=1)
+    ckpt = torch.load(ck, weights_only=True)
+    damage(ckpt)
+    torch.save(ckpt, ck)
+    with pytest.raises(GraphStreamError) as info:
+        run_training(parts, TrainConfig(hidden=4, epochs=4, checkpoint=str(ck), resume=True), threads=1)
+    assert named in str(info.value) and str(ck) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_resume_with_missing_key_exits_2(parts_dir, tmp_path, capsys):
+    ck = tmp_path / "c.pt"
+    assert train_cli(capsys, parts_dir, "--checkpoint", ck, "--epochs", "1", "--hidden", "4", "--threads", "1")[0] == 0
+    ckpt = torch.load(ck, weights_only=True)
+    del ckpt["best"]
+    torch.save(ckpt, ck)
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--resume", "--epochs", "2", "--hidden", "4")
+    assert code == 2 and "'best'" in one_line_error(err)
+
+
+def test_worker_results_are_read_without_running_code(tmp_path):
+    """The rank result files come back through torch.load(weights_only=True) + an allowlist."""
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "rank0.pt"
+    torch.save(WorkerResult(0, [0], summary={"x": RunsCode(marker)}), evil)
+    with pytest.raises(pickle.UnpicklingError):
+        load_result(evil, (WorkerResult,))
+    assert not marker.exists()
+    good = tmp_path / "rank1.pt"
+    torch.save(WorkerResult(1, [1], losses=[0.5], summary={"a": np.float64(1.0)},
+                            history=[{"scores": np.arange(3.0)}]), good)
+    back = load_result(good, (WorkerResult,))
+    assert back.parts == [1] and back.losses == [0.5] and np.array_equal(back.history[0]["scores"], np.arange(3.0))
+
+
+def planetoid_copy(tmp_path: Path) -> Path:
+    if not PLANETOID.is_dir():
+        pytest.skip(f"shared datasets not found at {PLANETOID}")
+    root = tmp_path / "datasets"
+    shutil.copytree(PLANETOID, root / "planetoid")
+    return root
+
+
+@pytest.mark.parametrize("which", ["graph", "allx"])
+def test_crafted_planetoid_pickle_exits_2_and_runs_nothing(tmp_path, capsys, which):
+    root = planetoid_copy(tmp_path)
+    marker = tmp_path / "pwned"
+    (root / "planetoid" / f"ind.cora.{which}").write_bytes(pickle.dumps(RunsCode(marker), protocol=2))
+    capsys.readouterr()
+    code = main(["dataset", "cora", tmp_path / "out", "--root", root])
+    err = capsys.readouterr().err
+    assert code == 2 and not marker.exists()
+    assert f"ind.cora.{which}" in err and "refusing" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_real_planetoid_pickles_load_as_plain_pickle_does():
+    from graphstream.ingest.datasets import _load_pickle
+    if not PLANETOID.is_dir():
+        pytest.skip(f"shared datasets not found at {PLANETOID}")
+    import warnings
+    for name in ("cora", "citeseer"):
+        for key in ("x", "y", "tx", "ty", "allx", "ally", "graph"):
+            path = PLANETOID / f"ind.{name}.{key}"
+            ours = _load_pickle(path)
+            with open(path, "rb") as f, warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                plain = pickle.load(f, encoding="latin1")
+            assert type(ours) is type(plain)
+            if hasattr(plain, "todense"):
+                assert ours.shape == plain.shape and (ours != plain).nnz == 0
+            elif isinstance(plain, dict):
+                assert ours == plain
+            else:
+                assert ours.dtype == plain.dtype and np.array_equal(ours, plain)
+
+
+# -- item 6: the rendezvous listens on 127.0.0.1 only -------------------------------------
+
+def _listeners() -> list[tuple[str, int, str]]:
+    """Listening TCP sockets of this network namespace: (address hex, port, inode)."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A":   # LISTEN
+                addr, port = f[1].split(":")
+                out.append((addr, int(port, 16), f[9]))
+    return out
+
+
+def _own_socket_inodes() -> set[str]:
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def listening_probe(rank: int, world: int) -> dict:
+    """Run in each spawned worker: who listens on MASTER_PORT, and where this worker's own sockets listen."""
+    port = int(os.environ["MASTER_PORT"])
+    mine = _own_socket_inodes()
+    listeners = _listeners()
+    return {"store": [a for a, p, _ in listeners if p == port],
+            "own": [a for a, _, inode in listeners if inode in mine]}
+
+
+LOOPBACK_HEX = {"0100007F", "00000000000000000000000001000000"}   # 127.0.0.1, ::1 in /proc/net/tcp(6)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads /proc/net/tcp (Linux)")
+def test_two_local_workers_listen_on_loopback_only():
+    results = launch(listening_probe, 2, threads_per_worker=1, result_types=())
+    for r in results:
+        assert r["store"], "nothing listens on MASTER_PORT"
+        assert set(r["store"]) <= LOOPBACK_HEX, f"the store listens on {r['store']} (hex), not 127.0.0.1"
+        assert set(r["own"]) <= LOOPBACK_HEX, f"a worker's collectives listen on {r['own']} (hex)"
+
+
+def test_store_address_and_multi_host(monkeypatch):
+    assert store_address(None) == LOOPBACK == "127.0.0.1"
+    assert store_address("10.0.0.5") == "10.0.0.5"
+    # torchrun with workers on 2 hosts: refused without an explicit --master-addr
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.5")
+    with pytest.raises(ParameterError, match="--master-addr"):
+        launch(listening_probe, 4)
+
+
+def test_master_addr_is_documented():
+    import argparse
+
+    from trainer import cli
+    p = argparse.ArgumentParser()
+    cli.configure(p)
+    assert "--master-addr" in p.format_help() and "127.0.0.1" in p.format_help()
+    assert "--master-addr" in (ROOT / "docs" / "trainer.md").read_text()
+
+
+# -- item 10: every numeric flag checked ---------------------------------------------------
+
+@pytest.mark.parametrize("args, named", [
+    (["--epochs", "0"], "--epochs 0"),
+    (["--hidden", "0"], "--hidden 0"),
+    (["--threads", "0"], "--threads 0"),
+    (["--threads", "-1"], "--threads -1"),
+    (["--dropout", "2"], "--dropout 2"),
+    (["--dropout", "1"], "--dropout 1"),
+    (["--lr", "nan"], "--lr nan"),
+    (["--lr", "0"], "--lr 0"),
+    (["--weight-decay", "-1"], "--weight-decay -1"),
+    (["--proximal", "inf"], "--proximal inf"),
+    (["--sync-every", "0"], "--sync-every 0"),
+    (["--workers", "0"], "--workers 0"),
+    (["--batch-size", "0"], "--batch-size 0"),
+    (["--seed", "-1"], "--seed -1"),
+    (["--model", "tgcn", "--epochs", "0"], "--epochs 0"),
+    (["--model", "tgcn", "--hidden", "0"], "--hidden 0"),
+    (["--model", "tgcn", "--lr", "nan"], "--lr nan"),
+    (["--model", "tgcn", "--threads", "0"], "--threads 0"),
+])
+def test_bad_numbers_exit_2_naming_the_value(parts_dir, capsys, args, named):
+    code, err = train_cli(capsys, parts_dir, *args)
+    assert code == 2, err
+    line = one_line_error(err)
+    assert named in line and "expected" in line
+
+
+@pytest.mark.parametrize("field, value", [
+    ("lr", float("nan")), ("lr", -0.1), ("lr", float("inf")), ("dropout", -0.1), ("dropout", 1.0),
+    ("weight_decay", float("nan")), ("proximal", -1.0), ("epochs", 0), ("hidden", 0), ("sync_every", 0),
+    ("batch_size", 0), ("num_layers", 0), ("seed", -1), ("epochs", 2.5), ("hidden", True), ("fanouts", (5, 0)),
+])
+def test_train_config_checks_itself(field, value):
+    with pytest.raises(ParameterError, match="expected"):
+        TrainConfig(**{field: value})
+
+
+@pytest.mark.parametrize("field, value", [
+    ("lr", float("nan")), ("epochs", 0), ("hidden", 0), ("sync_every", 0), ("seed", -1),
+    ("val_fraction", 0.0), ("test_fraction", 1.5),
+])
+def test_dynamic_config_checks_itself(field, value):
+    with pytest.raises(ParameterError, match="expected"):
+        DynamicConfig(**{field: value})
+
+
+def test_negative_or_fractional_labels_are_named():
+    g = tiny_graph()
+    g.labels = g.labels.copy()
+    g.labels[7] = -2
+    with pytest.raises(NodeDataError, match="label -2 at local node 7"):
+        check_parts([g])
+    g.labels = g.labels.astype(np.float64)
+    with pytest.raises(NodeDataError, match="dtype float64"):
+        check_parts([g])
+
+
+# -- item 8: checkpoints are atomic, disk full is one line, and stay apart from the parts ----
+
+def test_checkpoint_on_a_full_disk_exits_2_and_keeps_the_old_one(parts_dir, tmp_path, capsys, monkeypatch):
+    ck = tmp_path / "c.pt"
+    assert train_cli(capsys, parts_dir, "--checkpoint", ck, "--epochs", "1", "--hidden", "4", "--threads", "1")[0] == 0
+    before = ck.read_bytes()
+    real_save = torch.save
+
+    def full_disk(obj, f, *a, **k):    # half a file written, then the disk is full
+        real_save(obj, f, *a, **k)
+        with open(f, "r+b") as fh:
+            fh.truncate(10)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(torch, "save", full_disk)
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--epochs", "1", "--hidden", "4", "--threads", "1")
+    assert code == 2
+    line = one_line_error(err)
+    assert str(ck) in line and "space" in line
+    assert ck.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "c.pt.best"]
+
+
+def test_disk_full_in_the_library_is_disk_full_error(tmp_path, monkeypatch):
+    def full_disk(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(DiskFullError):
+        run_training(tiny_parts(), TrainConfig(hidden=4, epochs=1, checkpoint=str(tmp_path / "c.pt")), threads=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["inside", "is", "best"])
+def test_checkpoint_apart_from_the_parts(parts_dir, tmp_path, capsys, where):
+    parts = tmp_path / "parts"
+    shutil.copytree(parts_dir, parts)
+    listing = sorted(str(p.relative_to(parts)) for p in parts.rglob("*"))
+    ck = {"inside": parts / "run.pt", "is": parts, "best": tmp_path / "parts"}[where]
+    if where == "best":   # PARTS = CHECKPOINT.best: the best weights would land on the parts
+        shutil.move(parts, tmp_path / "run.pt.best")
+        parts, ck = tmp_path / "run.pt.best", tmp_path / "run.pt"
+    code, err = train_cli(capsys, parts, "--checkpoint", ck, "--epochs", "1", "--hidden", "4", "--threads", "1")
+    assert code == 2
+    assert "--checkpoint" in one_line_error(err)
+    assert sorted(str(p.relative_to(parts)) for p in parts.rglob("*")) == listing
+
+
+def test_a_worker_error_reaches_the_parent_as_one_line(parts_dir, tmp_path, capsys):
+    """With 2 spawned workers the checkpoint is refused inside the workers; the parent says so in one line."""
+    marker = tmp_path / "pwned"
+    ck = tmp_path / "evil.pt"
+    torch.save({"format": "graphstream.trainer.checkpoint", "weights": RunsCode(marker)}, ck)
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--resume", "--epochs", "1", "--hidden", "4",
+                          "--workers", "2", "--threads", "1")
+    line = one_line_error(err)
+    assert code == 2 and "weights_only" in line and "system" in line
+    assert not marker.exists()
