@@ -207,6 +207,19 @@ def test_verify_content_checks_behind_checksums(outputs, tmp_path):
     (path / "manifest.json").write_text(json.dumps(seal(doc)))
     with pytest.raises(CorruptDataError, match="indptr decreases"):
         verify(path)
+    with pytest.raises(GraphStreamError, match="indptr.npy is not a CSR row index"):   # readers too
+        open_partitions(path)[0].to_torch()
+
+
+def test_store_column_of_the_wrong_dtype_refused_at_open(tmp_path):
+    path = tmp_path / "g.zarr"
+    with GraphWriter(path, num_nodes=10, with_weight=True) as w:
+        w.append(np.arange(5), np.arange(5), weight=np.ones(5, np.float32))
+    group = zarr.open_group(path, mode="r+")
+    del group["weight"]
+    group.create_array("weight", shape=(5,), dtype=np.float64)[...] = np.ones(5)
+    with pytest.raises(GraphStreamError, match="column 'weight' has dtype float64, the format says float32"):
+        open_store(path)
 
 
 # -- stores written before checksums (format version 1) stay readable -------------------------
@@ -265,6 +278,7 @@ def test_cli_commands_refuse_damage(outputs, tmp_path):
         "partition --out": _cli("partition", store, "-k", "2", "--out", tmp_path / "out"),
         "verify dataset": _cli("verify", parts),
         "export pyg": _cli("export", parts, "--to", "pyg", tmp_path / "pyg"),
+        "train": _cli("train", parts, "--epochs", "1"),
     }
     for what, proc in runs.items():
         assert proc.returncode == 2, (what, proc.stderr)

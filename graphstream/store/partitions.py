@@ -83,7 +83,10 @@ class Part:
             if file.name not in checked:
                 check_file(file, self.files[file.name], f"{self.path.parent}: part {self.index} ({self.path.name})")
                 checked.add(file.name)
-        return np.load(file, mmap_mode="r")
+        array = np.load(file, mmap_mode="r")
+        if name in _CSR_CHECKS:
+            _CSR_CHECKS[name](self, array)
+        return array
 
     @property
     def num_nodes(self) -> int:
@@ -137,6 +140,22 @@ class Part:
     def __repr__(self) -> str:
         return (f"Part({self.index}, inner={self.num_inner}, halo={self.num_halo}, edges={self.num_edges}, "
                 f"node data={list(self.node_files)})")
+
+
+def _check_indptr(part: Part, indptr: np.ndarray) -> None:
+    """Row offsets from 0 to the edge count, never decreasing: checked once per part on first use,
+    so a consistent but wrong dataset is an error here, not an index error in a trainer."""
+    if len(indptr) and (indptr[0] != 0 or indptr[-1] != part.num_edges or bool(np.any(np.diff(indptr) < 0))):
+        raise PartitionsError(f"{part.path}: indptr.npy is not a CSR row index (it must run from 0 to "
+                              f"{part.num_edges} without decreasing)")
+
+
+def _check_indices(part: Part, indices: np.ndarray) -> None:
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= part.num_nodes):
+        raise PartitionsError(f"{part.path}: indices.npy holds local ids outside [0, {part.num_nodes})")
+
+
+_CSR_CHECKS = {"indptr": _check_indptr, "indices": _check_indices}
 
 
 class PartitionedDataset:
