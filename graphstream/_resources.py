@@ -4,6 +4,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import ResourceError
@@ -17,9 +18,13 @@ def peak_rss_bytes() -> int:
 
 @dataclass
 class Stopwatch:
-    """Wall-clock seconds since creation; ``lap(name)`` records named phases."""
+    """Wall-clock seconds since creation; ``lap(name)`` records named phases.
+
+    ``on_lap(name, seconds)`` is told each phase as it ends (``_report.phase_logger``: one progress line per phase).
+    """
     start: float = field(default_factory=time.perf_counter)
     laps: dict[str, float] = field(default_factory=dict)
+    on_lap: Callable[[str, float], None] | None = None
     _last: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
@@ -28,6 +33,8 @@ class Stopwatch:
     def lap(self, name: str) -> float:
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + (now - self._last)
+        if self.on_lap is not None:
+            self.on_lap(name, now - self._last)
         self._last = now
         return self.laps[name]
 

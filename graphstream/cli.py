@@ -14,7 +14,7 @@ core never imports it. Entry points are only looked up for a name that is not
 built in, or to list every command.
 
 The CLI owns stdout: with ``--json`` it prints exactly one JSON object;
-otherwise ``key: value`` lines. Errors caused by input
+otherwise a short aligned summary (``--verbose``: every figure and setting). Errors caused by input
 (:class:`GraphStreamError`, missing files) print one line on stderr and exit 2.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from types import ModuleType
 
 from . import __version__
-from .commands.flags import json_flag
+from .commands.flags import json_flag, verbose_flag
 from .errors import GraphStreamError
 
 PLUGIN_GROUP = "graphstream.commands"
@@ -40,10 +40,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dataset": ("graphstream.commands.dataset",
                 "write a shared real dataset (cora, citeseer, facebook) as "
                 "OUT_DIR/graph.zarr + features/labels/masks .npy"),
+    "estimate": ("graphstream.commands.estimate",
+                 "estimate disk, peak memory and time of ingest, generate, partition, build and feature split"),
     "export": ("graphstream.commands.export",
                "write a partitioned dataset in DistDGL's or PyG's partition format"),
     "generate": ("graphstream.commands.generate", "generate a synthetic graph into a graph store"),
-    "info": ("graphstream.commands.info", "describe a graph store (degrees computed by streaming)"),
+    "info": ("graphstream.commands.info", "describe a graph store (degrees by streaming), a snapshot store, "
+             "a partitioned dataset or dynamic partitions"),
     "ingest": ("graphstream.commands.ingest",
                "read an edge file (SNAP/CSV/TSV[.gz|.bz2|.xz], npy, parquet) into a graph store"),
     "partition": ("graphstream.commands.partition", "partition a graph store by streaming its edges"),
@@ -91,23 +94,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         else:  # a plug-in's help line is in its module: import it (plug-ins keep their imports light)
             module = importlib.import_module(module)
             help_line = module.HELP
-        command = sub.add_parser(name, help=help_line, parents=[json_flag()])
+        command = sub.add_parser(name, help=help_line, parents=[json_flag(), verbose_flag()])
         if full:
             module.configure(command)
     return parser
 
 
-def _print_human(result: dict, indent: str = "") -> None:
-    for key, value in result.items():
-        if isinstance(value, dict):
-            print(f"{indent}{key}:")
-            _print_human(value, indent + "  ")
-        elif isinstance(value, float):
-            print(f"{indent}{key}: {value:.6g}")
-        elif isinstance(value, list) and len(value) > 8:
-            print(f"{indent}{key}: [{len(value)} items]")
-        else:
-            print(f"{indent}{key}: {value}")
+def _print_human(result: dict, args: argparse.Namespace) -> None:
+    """The short summary: the command module's ``SUMMARY`` keys (all plain values if it has none),
+    everything with ``--verbose``; the formatting rules are in :func:`graphstream._report.summary_lines`."""
+    from ._report import summary_lines
+
+    module = sys.modules.get(getattr(args.run, "__module__", ""))
+    headline = getattr(module, "SUMMARY", None)
+    if callable(headline):  # a command whose headline depends on what it did (e.g. with or without --out)
+        headline = headline(result)
+    for line in summary_lines(result, headline, verbose=getattr(args, "verbose", False)):
+        print(line)
 
 
 class Terminated(BaseException):
@@ -172,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "json", False):
             print(json.dumps(result, default=_json_default))
         else:
-            _print_human(result)
+            _print_human(result, args)
     return 0
 
 

@@ -155,14 +155,11 @@ def real_root(tmp_path_factory) -> Path:
 
 # ---------------------------------------------------------------- CLI contract (no PyG needed)
 
-def test_unknown_target_missing_node_data_existing_output(tmp_path, capsys):
+def test_unknown_target_missing_dataset_existing_output(tmp_path, capsys):
+    # Parts without node data are exported (structure only) since issue 18: tests/test_polish.py.
     parts, _ = toy_dataset(tmp_path / "parts")
     assert run_cli("export", parts, "--to", "onnx", tmp_path / "o") == 2
     assert "unknown export target 'onnx'" in capsys.readouterr().err
-    bare, _ = toy_dataset(tmp_path / "bare", node_data=False)
-    assert run_cli("export", bare, "--to", "pyg", tmp_path / "o") == 2
-    err = capsys.readouterr().err
-    assert "no node features or labels" in err and str(bare) in err
     assert not (tmp_path / "o").exists()
     (tmp_path / "exists").mkdir()
     assert run_cli("export", parts, "--to", "pyg", tmp_path / "exists") == 2

@@ -1,6 +1,6 @@
 """Partition quality side by side, plus reference 2PS-L speed and coarse-refine memory (one JSON object).
 
-    flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_partition.py \
+    .venv/bin/python tools/bench_partition.py \
         [--graphs notredame,facebook,cora,citeseer] [--ks 4,8,16,32] \
         [--twops-bin /tmp/2ps/src/build/twophasepartitioner] [--rmat-scale 21] [--rss-scale 22] \
         [--doc docs/partition-quality.md --plot docs/partition_rf.png]
@@ -377,7 +377,7 @@ def main(argv=None) -> None:
     if args.from_json:
         res = json.loads(Path(args.from_json).read_text())
         write_doc(res, Path(args.doc), Path(args.plot or Path(args.doc).with_suffix(".png")),
-                  "flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_partition.py "
+                  ".venv/bin/python tools/bench_partition.py "
                   + res["command"].split("bench_partition.py", 1)[-1].strip())
         return
     args.graphs = [g for g in args.graphs.split(",") if g]
@@ -401,7 +401,7 @@ def main(argv=None) -> None:
     res["seconds"] = time.perf_counter() - t
     if args.doc:
         write_doc(res, Path(args.doc), Path(args.plot or Path(args.doc).with_suffix(".png")),
-                  "flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_partition.py "
+                  ".venv/bin/python tools/bench_partition.py "
                   + " ".join(argv or sys.argv[1:]))
     print(json.dumps(res))
 

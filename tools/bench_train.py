@@ -14,7 +14,7 @@ Sections (``--sections``, comma separated; default all):
 - ``gpu``: a scale-22 R-MAT graph with random features, epoch time on CUDA;
   skipped with a reason without CUDA.
 
-Run under the shared lock: ``flock /tmp/graphstream-bench.lock .venv/bin/python tools/bench_train.py``.
+Run: ``.venv/bin/python tools/bench_train.py``.
 Scratch data goes to ``--work`` (default /tmp/graphstream-bench-train).
 """
 from __future__ import annotations
@@ -206,9 +206,8 @@ def _table(caption: str, columns: list[str], rows: list[list]) -> list[str]:
 
 def render_markdown(result: dict) -> str:
     """The figures section of docs/trainer.md from one bench result."""
-    lines = [(f"Measured by `tools/bench_train.py` ({result['machine']['cpus']} CPUs, torch "
-              f"{result['machine']['torch']}, load average at start {result['machine']['load_average_start'][0]:.1f}; "
-              "a shared machine, so times are indicative)."), ""]
+    lines = [(f"Measured by `.venv/bin/python tools/bench_train.py` ({result['machine']['cpus']} CPUs, torch "
+              f"{result['machine']['torch']}, {result.get('date', 'date in the JSON')}); times are wall clock."), ""]
     acc = result.get("accuracy")
     if acc:
         lines += _table(

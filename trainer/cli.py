@@ -23,37 +23,62 @@ DYNAMIC_MODELS = ("tgcn", "evolvegcn")
 
 HELP = "train a GNN on a partitioned dataset by model averaging"
 
+# What `graphstream train` prints without --json or --verbose (graphstream.cli looks it up), in this
+# order, those the run reported: the model's scores first, then how it was trained and where it went.
+_HEADLINE = ("model", "mode", "test_accuracy", "val_accuracy", "test_auc", "val_auc", "best_epoch", "selected_by",
+             "evaluated_on", "epochs", "num_parts", "workers", "sync_every", "seconds", "peak_rss_bytes",
+             "checkpoint", "best_checkpoint", "note")
+
+
+def SUMMARY(result: dict) -> tuple[str, ...]:  # noqa: N802 - the name graphstream.cli looks up
+    return tuple(k for k in _HEADLINE if k in result)
+
 
 def configure(p) -> None:
     p.add_argument("parts", help="partitioned dataset folder (manifest.json + part-NNNNN/)")
     p.add_argument("--model", default="gcn", choices=STATIC_MODELS + DYNAMIC_MODELS,
                    help="gcn, sage, gat (node classification) or tgcn, evolvegcn (temporal links)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes, one per GPU (default 1)")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    p.add_argument("--sync-every", type=int, default=1, help="epochs between model averaging (default 1)")
-    p.add_argument("--epochs", type=int, default=None, help="epochs (default 200 static, 50 dynamic)")
-    p.add_argument("--mini-batch", action="store_true", help="sampled mini-batches instead of full batch")
-    p.add_argument("--fanout", default="25,10", help="neighbours sampled per hop, seeds first (25,10)")
-    p.add_argument("--batch-size", type=int, default=512, help="seed nodes per mini-batch (512)")
-    p.add_argument("--hidden", type=int, default=None, help="hidden size (default 256 static, 64 dynamic)")
-    p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (0.01)")
-    p.add_argument("--dropout", type=float, default=0.5, help="dropout (0.5; static models)")
-    p.add_argument("--weight-decay", type=float, default=5e-4, help="L2 weight decay (5e-4)")
+    p.add_argument("--workers", type=int, default=1, metavar="Q",
+                   help="worker processes; parts are dealt to them cyclically; with cuda one GPU each (default 1)")
+    p.add_argument("--device", default="cpu", metavar="{cpu,cuda,cuda:N}",
+                   help="cpu, cuda (worker r on GPU r mod the GPU count) or cuda:N (every worker on GPU N) "
+                        "(default cpu)")
+    p.add_argument("--sync-every", type=int, default=1, metavar="E",
+                   help="epochs each part trains locally between two model averages (default 1)")
+    p.add_argument("--epochs", type=int, default=None, metavar="N", help="epochs (default 200 static, 50 dynamic)")
+    p.add_argument("--mini-batch", action="store_true",
+                   help="static models: sampled mini-batches (--fanout, --batch-size) instead of full batch")
+    p.add_argument("--fanout", default="25,10", metavar="F1,F2",
+                   help="with --mini-batch: neighbours sampled per hop, the seeds' hop first, one per layer "
+                        "(default 25,10)")
+    p.add_argument("--batch-size", type=int, default=512, metavar="B",
+                   help="with --mini-batch: seed (training) nodes per mini-batch (default 512)")
+    p.add_argument("--hidden", type=int, default=None, metavar="H",
+                   help="hidden size (default 256 static, 64 dynamic)")
+    p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
+    p.add_argument("--dropout", type=float, default=0.5, help="static models: dropout probability (default 0.5)")
+    p.add_argument("--weight-decay", type=float, default=5e-4, metavar="WD",
+                   help="static models: L2 weight decay (default 5e-4)")
     p.add_argument("--proximal", type=float, default=None,
                    help="strength of the pull of local models towards the last average (FedProx, per part: "
                         "mu = PROXIMAL / training nodes of the part; default 3, 0 = plain averaging; static models)")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights, dropout and sampling (0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights, dropout and sampling (default 0)")
     p.add_argument("--centralized", action="store_true",
                    help="train the same model on the whole graph (one process) for comparison")
-    p.add_argument("--checkpoint", default=None, help="checkpoint file (best-validation weights in PATH.best)")
-    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    add_threads(p, "torch CPU threads per worker (cores / workers)")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="static models: write the run's state to PATH after every average and the "
+                        "best-validation weights to PATH.best (default: nothing is saved, and the output says "
+                        "so); PATH must lie outside PARTS")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --checkpoint PATH (same parts, workers and --sync-every)")
+    add_threads(p, "torch CPU threads per worker (default: CPU cores / workers)")
     p.add_argument("--master-addr", default=None, metavar="ADDR",
                    help="address of worker 0's host that every worker reaches, needed for workers on several "
                         "hosts (torchrun --nnodes N): the rendezvous and collectives then listen on the network. "
                         "Default: every worker on this machine, everything bound to 127.0.0.1")
     p.add_argument("--transfer", default="delta", choices=("full", "delta"),
-                   help="dynamic models: ship full snapshots or keyframe + deltas to the device (delta)")
+                   help="dynamic models: copy whole snapshots, or keyframes + deltas, to the device "
+                        "(default delta)")
     p.set_defaults(run=run)
 
 
@@ -70,6 +95,9 @@ def run(args) -> dict:
     except ImportError as exc:  # torch missing: the train extra
         raise ParameterError(f"graphstream train needs torch (pip install 'graphstream[train]'): {exc}") from exc
     if args.model in DYNAMIC_MODELS:
+        if args.checkpoint or args.resume:  # refused rather than ignored: the user would expect a file
+            raise ParameterError(f"--checkpoint/--resume apply to the static models ({', '.join(STATIC_MODELS)}), "
+                                 f"not {args.model}")
         from .dynamic import DynamicConfig, run_dynamic_training
         # an explicit 0 is checked by the config, never replaced by the default
         config = DynamicConfig(model=args.model, hidden=_default(args.hidden, 64), epochs=_default(args.epochs, 50),

@@ -23,20 +23,27 @@ def logits(model: torch.nn.Module, graph: DeviceGraph) -> torch.Tensor:
         model.train(was_training)
 
 
-def accuracy(pred: torch.Tensor, y: torch.Tensor, idx: torch.Tensor) -> float:
-    """Share of ``idx`` whose argmax prediction equals the label (micro-F1); NaN if empty."""
+def accuracy(pred: torch.Tensor, y: torch.Tensor, idx: torch.Tensor) -> float | None:
+    """Share of ``idx`` whose argmax prediction equals the label (micro-F1); None if ``idx`` is empty
+    (no such nodes: there is nothing to measure, and a NaN would print as a result)."""
     if idx.numel() == 0:
-        return float("nan")
+        return None
     return float((pred[idx] == y[idx]).float().mean().item())
 
 
+def evaluated_on(graph: DeviceGraph) -> list[str]:
+    """The node sets of ``graph`` that have nodes to evaluate on: some of "train", "val", "test"."""
+    sets = {"train": graph.train_idx, "val": graph.val_idx, "test": graph.test_idx}
+    return [name for name, idx in sets.items() if idx.numel() > 0]
+
+
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, graph: DeviceGraph) -> dict[str, float]:
-    """Train, validation and test accuracy of ``model`` on ``graph``'s masked inner nodes."""
+def evaluate(model: torch.nn.Module, graph: DeviceGraph) -> dict[str, float | None]:
+    """Train, validation and test accuracy of ``model`` on ``graph``'s masked inner nodes (None: no such nodes)."""
     pred = logits(model, graph).argmax(dim=1)
     return {"train_accuracy": accuracy(pred, graph.y, graph.train_idx),
             "val_accuracy": accuracy(pred, graph.y, graph.val_idx),
             "test_accuracy": accuracy(pred, graph.y, graph.test_idx)}
 
 
-__all__ = ["accuracy", "evaluate", "logits"]
+__all__ = ["accuracy", "evaluate", "evaluated_on", "logits"]

@@ -21,12 +21,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from graphstream._report import progress
 
 from .averaging import WeightedAverager, load_flat_
 from .data import resolve_device
@@ -118,6 +121,15 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
     holds; they are reloaded from W before each part and hold the average
     after each round. ``stats`` gains the losses and timings.
     """
+    # Rank 0 (or the only process) shows the epochs; the other workers would repeat it.
+    first_worker = not dist.is_initialized() or dist.get_rank() == 0
+    with progress(schedule.epochs, "train", unit="epoch") if first_worker else nullcontext() as bar:
+        if bar is not None:   # epochs done before a resumed run
+            bar.update(schedule.span(start_round)[0] if start_round < schedule.rounds else schedule.epochs)
+        return _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar)
+
+
+def _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar) -> torch.Tensor:
     mine = stats.parts
     for r in range(start_round, schedule.rounds):
         first_epoch, n_epochs = schedule.span(r)
@@ -140,6 +152,8 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
         stats.losses.extend(round_losses.tolist())
         W = averager.average_into(model)                                 # step 3: one all_reduce
         steps.end_round(r, first_epoch + n_epochs, W)                    # step 4: the model's own
+        if bar is not None:
+            bar.update(n_epochs)
     stats.sync_seconds = averager.seconds
     return W
 

@@ -36,11 +36,12 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from graphstream._report import log
 from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError
 
 from .averaging import WeightedAverager, flat_parameters, load_flat_
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
-from .evaluate import evaluate
+from .evaluate import evaluate, evaluated_on
 from .loop import LocalSteps, Schedule, WorkerStats, average_rounds, dealt, gather_to_first, worker_device
 from .models import MODELS, Block, build_model
 from .optim import Adam
@@ -229,7 +230,7 @@ def check_checkpoint(ckpt: dict, path: str, model, *, parts: int, world: int, sy
     _tensor(ckpt, path, "weights", (numel,))
     best = _field(ckpt, path, "best", dict)
     _tensor(best, path, "weights", (numel,), "best ")
-    _field(best, path, "val_accuracy", (float, int), "best ")
+    _field(best, path, "val_accuracy", (float, int, type(None)), "best ")   # None: no validation nodes
     _field(best, path, "round", int, "best ")
     _field(best, path, "epoch", int, "best ")
     _field(ckpt, path, "history", list)
@@ -310,7 +311,8 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         scores = evaluate(model, whole)                                  # step 4: evaluate, keep the best
         scores.update(round=r, epoch=epochs_done)
         result.history.append(scores)
-        if scores["val_accuracy"] > best["val_accuracy"]:
+        # without validation nodes there is nothing to choose by: the last round's model is kept
+        if scores["val_accuracy"] is None or scores["val_accuracy"] > best["val_accuracy"]:
             best = {"val_accuracy": scores["val_accuracy"], "round": r, "weights": W.clone(), "epoch": epochs_done}
         if config.checkpoint:
             optimizers = {k: v for d in ckpt_opts for k, v in d.items()}
@@ -334,9 +336,27 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             "train_seconds": result.train_seconds, "sync_seconds": averager.seconds,
             "epoch_seconds": result.train_seconds / max(1, config.epochs - start_round * config.sync_every),
             "num_parts": p, "workers": world, "parts_per_worker": len(mine)}
+        result.summary.update(_evaluation_notes(evaluated_on(whole)))
         if config.checkpoint:
             _save_checkpoint(f"{config.checkpoint}.best", {"weights": best["weights"], "config": asdict(config)})
     return result
+
+
+def _evaluation_notes(sets: list[str]) -> dict[str, Any]:
+    """What the accuracies were measured on (``evaluated_on``), how the kept model was chosen
+    (``selected_by``) and, when validation or test nodes are missing, a ``note`` saying so: the
+    missing accuracies are None (null in JSON), never NaN."""
+    out: dict[str, Any] = {"evaluated_on": sets,
+                           "selected_by": "val_accuracy" if "val" in sets else "last round (no validation nodes)"}
+    missing = [name for name, what in (("val", "validation"), ("test", "test")) if name not in sets]
+    if missing == ["val", "test"]:
+        out["note"] = ("nothing to evaluate: the parts have no validation or test nodes (val_mask/test_mask "
+                       "absent or empty); accuracy is on the training nodes only, the last round's model is kept")
+    elif missing:
+        what = {"val": "validation nodes (val_mask): the last round's model is kept",
+                "test": "test nodes (test_mask): test_accuracy is null"}[missing[0]]
+        out["note"] = f"the parts have no {what}"
+    return out
 
 
 def _check_checkpoint_path(path: str, parts_dir) -> None:
@@ -401,6 +421,15 @@ def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | N
     out.update(model=config.model, hidden=config.hidden, mini_batch=config.mini_batch, seed=config.seed,
                proximal=config.proximal,
                device=config.device, losses=res.losses, history=res.history)
+    # Where the weights went, said either way: without --checkpoint nothing is written (a default file
+    # beside the parts could overwrite another run's, and one inside them would change the dataset).
+    if config.checkpoint:
+        out.update(checkpoint=config.checkpoint, best_checkpoint=f"{config.checkpoint}.best")
+    else:
+        out.update(checkpoint=None, best_checkpoint=None)
+        saved = "no checkpoint saved (pass --checkpoint PATH to keep the weights, the best in PATH.best)"
+        out["note"] = f"{out['note']}; {saved}" if out.get("note") else saved
+        log(saved)
     if results is not None and config.record_weights:
         out["recorded"] = [r.recorded for r in results if r is not None]
     return out

@@ -218,14 +218,15 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
         )
         write_manifest(tmp, manifest)
     log(f"build: {k} parts written to {out_dir} in {watch.seconds:.1f} s "
-        f"(replication factor {measured['replication_factor']:.3f})")
+        f"(replication factor {measured['replication_factor']:.4f})")
     return manifest.to_json()
 
 
-def _merge_metrics(plan_metrics: dict[str, Any], measured: dict[str, float], watch: Stopwatch,
+def _merge_metrics(plan_metrics: dict[str, Any], measured: dict[str, Any], watch: Stopwatch,
                    busy: dict[str, float], workers: int, spill_bytes: int) -> dict[str, Any]:
-    """The manifest's metrics: the partitioner's own figures, with the replication factor and
-    balances replaced by the ones measured from the written parts, then the build's costs."""
+    """The manifest's metrics: the partitioner's own figures, with the replication factor, the
+    balances and the per-part ``part_inner``/``part_halo`` replaced by the ones measured from the
+    written parts, then the build's costs."""
     partition_seconds = float(plan_metrics.get("seconds", 0.0))
     merged = {key: value for key, value in plan_metrics.items()
               if key not in ("replication_factor", "node_balance", "edge_balance", "seconds",

@@ -7,11 +7,12 @@ from .flags import add_overwrite
 
 
 def configure(p) -> None:
-    p.add_argument("name", choices=["cora", "citeseer", "facebook"], help="dataset")
-    p.add_argument("out_dir", help="output folder")
-    p.add_argument("--root", default="../shared/datasets", help="shared datasets folder "
-                                                                "(default ../shared/datasets)")
-    p.add_argument("--seed", type=int, default=0, help="split seed (facebook; default 0)")
+    p.add_argument("name", choices=["cora", "citeseer", "facebook"],
+                   help="cora, citeseer (Planetoid splits) or facebook (MUSAE, seeded 70/15/15 split)")
+    p.add_argument("out_dir", help="output folder: graph.zarr + features.npy, labels.npy, *_mask.npy")
+    p.add_argument("--root", default="../shared/datasets",
+                   help="folder holding the raw datasets (default ../shared/datasets)")
+    p.add_argument("--seed", type=int, default=0, help="seed of facebook's train/val/test split (default 0)")
     add_overwrite(p, "an existing output folder")
     p.set_defaults(run=run)
 

@@ -12,8 +12,9 @@ def configure(p) -> None:
                      "(made by tools/dgl-env.sh).")
     p.add_argument("parts", help="partitioned dataset folder (with manifest.json)")
     # No argparse choices: an unknown target is a GraphStreamError (exit 2, one line) like any bad input.
-    p.add_argument("--to", dest="target", required=True, metavar="{dgl,pyg}", help="target format")
-    p.add_argument("out", help="output folder (written atomically)")
+    p.add_argument("--to", dest="target", required=True, metavar="{dgl,pyg}",
+                   help="target format: dgl (DistDGL) or pyg (torch_geometric.distributed)")
+    p.add_argument("out", help="output folder (written into a temporary sibling, renamed into place at the end)")
     p.add_argument("--graph-name", default=None,
                    help="DGL: graph name in the config and for DistGraph (default: OUT's folder name)")
     add_overwrite(p, "an existing output")

@@ -4,19 +4,23 @@ from __future__ import annotations
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
 from ..store import DEFAULT_CHUNK
-from .flags import add_overwrite, json_flag
+from .flags import add_overwrite, json_flag, verbose_flag
+
+# What the human summary shows (graphstream.cli; --verbose and --json show every key).
+SUMMARY = ("path", "num_nodes", "num_edges", "directed", "source", "seconds", "edges_per_second", "peak_rss_bytes")
 
 
 def configure(p) -> None:
     kinds = p.add_subparsers(dest="generator", required=True, metavar="GENERATOR")
     # --json given after `rmat` is parsed by this sub-subparser, so it takes the shared flag too
-    r = kinds.add_parser("rmat", parents=[json_flag()],
+    r = kinds.add_parser("rmat", parents=[json_flag(), verbose_flag()],
                          help="Graph500 Kronecker/R-MAT graph (a=0.57, b=c=0.19), seeded, "
                               "2**S nodes and F*2**S edges, vertex ids randomly permuted")
     r.add_argument("out", help="output graph store (.zarr)")
     r.add_argument("--scale", type=int, required=True, help="S: the graph has 2**S nodes")
     r.add_argument("--edge-factor", type=int, default=16, help="F: the graph has F*2**S edges (default 16)")
-    r.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same graph")
+    r.add_argument("--seed", type=int, default=0,
+                   help="random seed (default 0); same seed, same graph, whatever the chunk size or threads")
     r.add_argument("--undirected", action="store_true",
                    help="record the graph as undirected (each edge once, both directions), as Graph500 does")
     r.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
@@ -26,7 +30,11 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
+    from ..estimate import check_free_disk, store_bytes
     from ..ingest.rmat import generate_rmat  # numba compiles on first use: keep `--help` fast
+    # refuse before writing what the disk cannot hold (scale 40: ~140 TB)
+    check_free_disk(args.out, store_bytes(args.edge_factor * 2**args.scale, num_nodes=2**args.scale),
+                    f"generate rmat --scale {args.scale}")
     watch = Stopwatch()
     with claim_outputs({"OUT": args.out}, {}, args.overwrite):   # locked, leftovers of killed runs cleared
         store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,

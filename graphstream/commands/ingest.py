@@ -5,9 +5,13 @@ import os
 
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import ParameterError
+from ..errors import GraphStreamError, ParameterError
 from ..store import DEFAULT_CHUNK
 from .flags import add_overwrite
+
+# What the human summary shows (graphstream.cli; --verbose and --json show every key).
+SUMMARY = ("path", "format", "header", "num_nodes", "num_edges", "directed", "has_time", "has_weight", "has_id_map",
+           "input_bytes", "seconds", "edges_per_second", "peak_rss_bytes")
 
 
 def _column(value: str) -> int | str:
@@ -22,20 +26,26 @@ def configure(p) -> None:
                    choices=["auto", "snap", "csv", "tsv", "npy", "parquet"],
                    help="input format (default: npy/parquet by content, csv/tsv by name, else snap)")
     p.add_argument("--undirected", action="store_true", help="record the graph as undirected")
-    p.add_argument("--one-based", action="store_true", help="ids start at 1")
+    p.add_argument("--one-based", action="store_true", help="ids start at 1: subtract 1 from each (not with --relabel)")
     p.add_argument("--relabel", action="store_true",
                    help="map arbitrary ids (sparse, 64-bit, strings) to 0..n-1 and save the id map")
-    p.add_argument("--src-column", type=_column, default=0, metavar="N", help="source id column (default 0)")
+    p.add_argument("--src-column", type=_column, default=0, metavar="N",
+                   help="source id column: 0-based index or header name (default 0)")
     p.add_argument("--dst-column", type=_column, default=1, metavar="N",
-                   help="destination id column (default 1)")
-    p.add_argument("--time-column", type=_column, default=None, metavar="N", help="timestamp column (int64)")
-    p.add_argument("--weight-column", type=_column, default=None, metavar="N", help="weight column (float32)")
+                   help="destination id column: 0-based index or header name (default 1)")
+    p.add_argument("--time-column", type=_column, default=None, metavar="N",
+                   help="timestamp column, stored as int64 (default none)")
+    p.add_argument("--weight-column", type=_column, default=None, metavar="N",
+                   help="weight column, stored as float32 (default none)")
     p.add_argument("--delimiter", default=None, metavar="D",
                    help="field delimiter (default: blanks or comma; ',' for csv, tab for tsv; '\\t' = tab)")
-    p.add_argument("--header", default="auto", choices=["auto", "yes", "no"], help="first data line is a header")
+    p.add_argument("--header", default="auto", choices=["auto", "yes", "no"],
+                   help="whether the first data line is a header: auto (default) decides by its id fields and "
+                        "logs why (docs/ingest.md), yes or no decide")
     p.add_argument("--num-nodes", type=int, default=None, metavar="N",
                    help="declared node count (ids must be below it; default max id + 1)")
-    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, metavar="N", help="edges per stored chunk")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, metavar="N",
+                   help=f"edges per stored chunk (default {DEFAULT_CHUNK})")
     add_overwrite(p, "an existing output")
     p.set_defaults(run=run)
 
@@ -49,6 +59,7 @@ def run(args) -> dict:
                           src_column=args.src_column, dst_column=args.dst_column, time_column=args.time_column,
                           weight_column=args.weight_column, delimiter=args.delimiter, header=args.header,
                           num_nodes=args.num_nodes, chunk_size=args.chunk_size, overwrite=args.overwrite)
+    _check_disk(args)
     # before anything is touched: OUT apart from the input, locked, leftovers of killed runs cleared
     with claim_outputs({"OUT": args.out}, {"input file": args.source}, args.overwrite):
         store = ingest(args.source, args.out, config)
@@ -56,9 +67,25 @@ def run(args) -> dict:
     result = store.info.to_dict()
     result.update({
         "format": store.attrs.get("ingest", {}).get("format"),
+        "header": store.attrs.get("ingest", {}).get("header"),   # whether the first line was read as a header
         "input_bytes": os.path.getsize(args.source),
         "seconds": seconds,
         "edges_per_second": store.num_edges / seconds if seconds > 0 else None,
         "peak_rss_bytes": peak_rss_bytes(),
     })
     return result
+
+
+def _check_disk(args) -> None:
+    """Refuse before writing a store that the free disk cannot hold (estimated from the input's edge count)."""
+    from ..estimate import check_free_disk, store_bytes
+    from ..store import is_url
+    from .estimate import input_edges
+    if is_url(args.out) or not os.path.isfile(args.source):
+        return   # a remote store's space is not ours to measure; a missing input is reported by ingest
+    try:
+        edges = input_edges(args.source, args.fmt)
+    except (OSError, ValueError, EOFError, GraphStreamError):
+        return   # unreadable: ingest itself names what is wrong with the input, in its own words
+    need = store_bytes(edges, with_time=args.time_column is not None, with_weight=args.weight_column is not None)
+    check_free_disk(args.out, need, "ingest")

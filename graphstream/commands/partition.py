@@ -15,31 +15,54 @@ from .flags import add_overwrite
 SNAPSHOT_FORMAT = "graphstream.snapshots"
 
 
+def SUMMARY(result: dict) -> tuple[str, ...] | None:  # noqa: N802 - the name graphstream.cli looks up
+    """The figures a user chooses an algorithm by; settings, phases and per-part lists only with --verbose.
+
+    A snapshot store's result (--algo pgc) has its own keys: every plain value is shown.
+    """
+    if "replication_factor" not in result:
+        return None
+    return ("algorithm", "k", "num_nodes", "num_edges", "replication_factor", "vertex_cut_rf", "node_balance",
+            "edge_balance", "edge_load_balance", "seconds", "peak_rss_bytes", "out", "build_seconds")
+
+
 def configure(p) -> None:
     from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, MAX_PARTS
     p.description = ("Partition a graph store into K parts; print replication factor, "
                      "balance, time and memory.")
-    p.add_argument("store", help="graph store (.zarr) or snapshot store")
+    p.add_argument("store", help="graph store (.zarr), or snapshot store (graphstream snapshots)")
     p.add_argument("-k", "--parts", dest="k", type=int, default=None,
-                   help=f"number of parts, 1..{MAX_PARTS} (or derive it from --gpus/--gpu-memory)")
+                   help=f"number of parts, 1..{MAX_PARTS} (or leave it out and give --gpus and --gpu-memory)")
     p.add_argument("--algo", default=DEFAULT_ALGORITHM,
-                   help=f"algorithm: {', '.join(ALGORITHMS)}, or pgc for snapshot stores "
-                        f"(default {DEFAULT_ALGORITHM})")
+                   help=f"graph stores: {', '.join(ALGORITHMS)} (default {DEFAULT_ALGORITHM}); snapshot stores: "
+                        "pgc (default), snapshot or sequence (see docs/partitioners.md, docs/dynamic.md)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    p.add_argument("--balance", type=float, default=1.05, help="capacity over the mean part size (1.05)")
-    p.add_argument("--tau", type=float, default=None, help="SPRING: cluster volume cap (edges)")
+    p.add_argument("--balance", type=float, default=1.05,
+                   help="largest part allowed, as a multiple of the mean part size (default 1.05)")
+    p.add_argument("--tau", type=float, default=None,
+                   help="spring only: cluster volume cap in edges (default 0.5 x edges / K)")
     p.add_argument("--passes", type=int, default=None,
-                   help="2PS-L: streaming clustering passes (1); coarse-refine: its passes")
+                   help="2ps-l: streaming clustering passes (default 1); coarse-refine: refinement sweeps "
+                        "after the METIS step (default 8; stops early when a sweep moves no node)")
     p.add_argument("--lambda", dest="lam", type=float, default=None,
-                   help="HDRF: balance weight (default 10; the paper's 1 collapses on ordered streams)")
+                   help="hdrf only: weight of the balance term (default 10; the paper's 1 puts ordered "
+                        "streams into one part)")
     p.add_argument("--hash-mode", dest="hash_mode", choices=("vertex", "edge"), default=None,
-                   help="hash: vertex (owner = hash(v), default) or edge (part = hash(u, v))")
-    p.add_argument("--work-dir", default=None, help="where edge partitioners write part[e] (temp folder)")
-    p.add_argument("--out", default=None, help="also build the partitioned dataset in this folder")
-    p.add_argument("--nodes", default=None, help="node data folder (features.npy, labels.npy, masks)")
+                   help="hash only: vertex (owner = hash(v), default) or edge (part = hash(u, v))")
+    p.add_argument("--work-dir", default=None, metavar="DIR",
+                   help="scratch folder: coarse-refine's vertex stream (2 x edges ids), and the part[e] file of "
+                        "the edge partitioners (2ps-l, hdrf, dbh, hash --hash-mode edge), kept there "
+                        "(default: a temporary folder, removed at the end)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also build the partitioned dataset (manifest.json + part-NNNNN/) in this new folder")
+    p.add_argument("--nodes", default=None, metavar="NODE_DIR",
+                   help="with --out: node data folder to split into the parts (features.npy, labels.npy, "
+                        "*_mask.npy; any subset)")
     add_overwrite(p, "an existing --out folder")
-    p.add_argument("--gpus", type=int, default=None, help="with --gpu-memory and no -k: choose K to fit")
-    p.add_argument("--gpu-memory", type=int, default=None, help="bytes of memory per GPU")
+    p.add_argument("--gpus", type=int, default=None, metavar="Q",
+                   help="with --gpu-memory and no -k: choose K so that each part fits in a third of one GPU's "
+                        "memory (K >= Q)")
+    p.add_argument("--gpu-memory", type=int, default=None, metavar="BYTES", help="memory of one GPU, in bytes")
     p.set_defaults(run=run)
 
 

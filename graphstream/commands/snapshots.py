@@ -16,11 +16,12 @@ def configure(p) -> None:
                    help="store a full keyframe every K snapshots (default 8)")
     order = p.add_mutually_exclusive_group()
     order.add_argument("--sorted", dest="assume_sorted", action="store_const", const=True, default=None,
-                       help="declare the events sorted by time (checked while reading; one pass)")
+                       help="declare the events sorted by time (checked while reading; one pass). Default: trust the "
+                            "store's sorted_by_time attribute, else check with one extra pass")
     order.add_argument("--unsorted", dest="assume_sorted", action="store_const", const=False,
                        help="bucket the events by window on disk without checking the order")
-    p.add_argument("--buffer-events", type=int, default=1 << 22,
-                   help="events buffered before a sort-merge (memory bound, default 4Mi)")
+    p.add_argument("--buffer-events", type=int, default=1 << 22, metavar="N",
+                   help="events held in memory before a sorted run is written (bounds memory; default 4194304)")
     add_overwrite(p, "OUT if it exists")
     p.set_defaults(run=run)
 

@@ -15,6 +15,12 @@ once, by the part that owns ``v``, which is how DGL and PyG assign edges to
 partitions (by destination). An undirected graph therefore exports with both
 directions of each edge, as DGL and PyG represent it.
 
+Node data is optional in both formats (``LocalFeatureStore.from_partition``
+reads whatever ``feats`` a part has, DGL's ``load_partition`` any
+``node_feat.dgl`` dict): parts built without ``--nodes``, or with features
+but no labels, export their structure and whatever node data they have;
+``ExportResult.missing_node_data`` names what was absent.
+
 Memory: O(num_nodes) for the id maps, plus one part's edges and node data at a
 time (the libraries' writers take whole tensors). The libraries are imported
 only by the writer that needs them: the DGL writer needs ``dgl`` (the
@@ -37,7 +43,8 @@ if TYPE_CHECKING:  # the loader is imported lazily: ``graphstream.export`` stays
     from ..store.partitions import Part, PartitionedDataset
 
 TARGETS = ("dgl", "pyg")
-REQUIRED_NODE_DATA = ("features", "labels")
+# What a GNN trainer usually wants; neither format requires it (exported when present, named when absent).
+USUAL_NODE_DATA = ("features", "labels")
 
 
 @dataclass
@@ -49,10 +56,11 @@ class ExportResult:
     num_parts: int
     num_nodes: int
     num_edges: int                  # directed edges as the library counts them (both directions if undirected)
-    node_data: list[str]
+    node_data: list[str]            # node data written (features, labels, *_mask), as the parts had it
     seconds: float = 0.0
     peak_rss_bytes: int = 0
     parts: list[dict[str, int]] = field(default_factory=list)
+    missing_node_data: list[str] = field(default_factory=list)   # of USUAL_NODE_DATA: the parts had none
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,20 +82,29 @@ class IdMaps:
 
 
 def open_for_export(parts_dir: str | os.PathLike) -> PartitionedDataset:
-    """Open a partitioned dataset and refuse one without the node data a trainer needs."""
+    """Open a partitioned dataset (refused if it has no parts)."""
     from ..store.partitions import open_partitions
 
     dataset = open_partitions(parts_dir)
     if len(dataset) == 0:
         raise NodeDataError(f"{parts_dir}: the dataset has no parts")
-    present = dataset[0].node_files
-    missing = [name for name in REQUIRED_NODE_DATA if name not in present]
-    if missing:
-        files = ", ".join(f"{m}.npy" for m in missing)
-        raise NodeDataError(
-            f"{parts_dir}: no node {' or '.join(missing)} in the parts ({files} missing); "
-            f"partition with --nodes NODE_DATA_DIR so that the parts carry features and labels")
     return dataset
+
+
+def node_data_names(part: Part) -> tuple[list[str], list[str]]:
+    """(the node data the part has, in export order: features, labels, masks; the usual ones it lacks)."""
+    present = set(part.node_files)
+    have = [name for name in USUAL_NODE_DATA if name in present] + mask_names(part)
+    return have, [name for name in USUAL_NODE_DATA if name not in present]
+
+
+def missing_note(missing: list[str], target: str) -> str | None:
+    """A log line naming the usual node data the export went without (None when nothing is missing)."""
+    if not missing:
+        return None
+    return (f"the parts have no node {' or '.join(missing)} (partitioned without --nodes, or a node data folder "
+            f"without {' or '.join(f'{m}.npy' for m in missing)}): the {target} export holds the structure and "
+            f"the node data that exists")
 
 
 def inner_num_edges(part: Part) -> int:
@@ -168,4 +185,5 @@ def export(parts_dir: str | os.PathLike, out: str | os.PathLike, target: str, *,
     return module.export(Path(parts_dir), Path(out), **kwargs)
 
 
-__all__ = ["ExportResult", "IdMaps", "TARGETS", "export", "id_maps", "inner_edges", "open_for_export"]
+__all__ = ["ExportResult", "IdMaps", "TARGETS", "export", "id_maps", "inner_edges", "node_data_names",
+           "open_for_export"]

@@ -5,7 +5,8 @@ The layout is the one ``dgl.distributed.partition_graph`` writes and
 
     OUT/GRAPH_NAME.json        partition config: node_map/edge_map id ranges, part-N file paths
     OUT/partN/graph.dgl        the part's DGLGraph: inner nodes, then halo nodes; the inner rows' edges
-    OUT/partN/node_feat.dgl    "_N/feat", "_N/label", "_N/<name>_mask" rows of the inner nodes
+    OUT/partN/node_feat.dgl    "_N/feat", "_N/label", "_N/<name>_mask" rows of the inner nodes (those the
+                               parts have: possibly only some, or none)
     OUT/partN/edge_feat.dgl    empty (graphstream parts carry no edge data)
     OUT/partN/orig_nids.dgl    {"_N": original id of each inner node} (as DGL's dist. pipeline writes)
 
@@ -37,7 +38,16 @@ from .._atomic import atomic_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import GraphStreamError
-from . import ExportResult, id_maps, inner_edges, inner_num_edges, mask_names, node_rows, open_for_export
+from . import (
+    ExportResult,
+    id_maps,
+    inner_edges,
+    inner_num_edges,
+    missing_note,
+    node_data_names,
+    node_rows,
+    open_for_export,
+)
 
 NTYPE = "_N"
 ETYPE = "_N:_E:_N"
@@ -73,7 +83,7 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
     k = len(dataset)
     # Step 1: the renumbering (O(num_nodes)).
     maps = id_maps(dataset)
-    masks = mask_names(dataset[0])
+    names, missing = node_data_names(dataset[0])
     config = {
         "graph_name": name,
         "num_nodes": int(dataset.num_nodes),
@@ -109,9 +119,9 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
             del g, src, dst
             # Step 3: node data of the inner nodes, then the original ids.
             feats = {}
-            for key in ("features", "labels", *masks):
+            for key in names:
                 rows = node_rows(part, key, ni)
-                if key in masks:
+                if key not in NDATA_NAMES:   # a mask
                     rows = rows.astype(np.uint8)
                 feats[f"{NTYPE}/{NDATA_NAMES.get(key, key)}"] = torch.from_numpy(rows)
             save_tensors(str(part_dir / "node_feat.dgl"), feats)
@@ -128,11 +138,14 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
         # Step 4: the config, last.
         with open(tmp / f"{name}.json", "w", encoding="utf-8") as f:
             json.dump(config, f, indent=4)
+    note = missing_note(missing, "DistDGL")
+    if note:
+        log(note)
     log(f"exported {k} parts to DistDGL format: {out / (name + '.json')}")
     return ExportResult(target="dgl", out=str(out), entry=str(out / f"{name}.json"), num_parts=k,
                         num_nodes=int(dataset.num_nodes), num_edges=int(maps.edge_offsets[-1]),
-                        node_data=["features", "labels", *masks], seconds=watch.seconds,
-                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows)
+                        node_data=names, seconds=watch.seconds,
+                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing)
 
 
 def part_to_dgl(part):

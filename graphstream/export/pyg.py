@@ -9,11 +9,13 @@ a homogeneous graph and ``LocalGraphStore.from_partition`` /
     OUT/edge_map.pt            int64 (num_edges,): the part of every edge
     OUT/part_N/graph.pt        {"row", "col", "edge_id", "size"}: the part's edges in global ids, sorted by col
     OUT/part_N/node_feats.pt   {"global_id", "feats": {"x", "y", "<name>_mask"}}: rows of the inner nodes
+                               (``feats`` holds what the parts have: possibly only some, or none)
     OUT/part_N/edge_feats.pt   {} (graphstream parts carry no edge data)
 
 and, as PyG's distributed examples keep them beside the partitions:
 
-    OUT/label.pt               int64 labels of all nodes by global id (``feature_store.labels``)
+    OUT/label.pt               int64 labels of all nodes by global id (``feature_store.labels``), when
+                               the parts have labels
     OUT/<name>_idx/partitionN.pt   global ids of part N's inner nodes in each mask (train_idx, ...)
 
 PyG keeps the original node ids (no renumbering). Edge ids are new: edges
@@ -37,7 +39,8 @@ from . import (
     id_maps,
     inner_edges,
     inner_num_edges,
-    mask_names,
+    missing_note,
+    node_data_names,
     node_rows,
     open_for_export,
 )
@@ -62,13 +65,16 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResu
     k, n = len(dataset), dataset.num_nodes
     maps = id_maps(dataset)
     num_edges = int(maps.edge_offsets[-1])
-    masks = mask_names(dataset[0])
+    names, missing = node_data_names(dataset[0])
+    masks = [name for name in names if name not in ATTR_NAMES]
+    has_labels = "labels" in names
     part_rows = []
     with atomic_dir(out, overwrite) as tmp, progress(k, "export pyg", unit="part") as bar:
         scratch = tmp / ".edge_map.scratch"
         # allocated first: a full disk is an ENOSPC error (exit 2), not a SIGBUS at a store
         edge_map = allocated_memmap(scratch, np.int64, (num_edges,))
-        labels = allocated_memmap(tmp / ".label.scratch", np.int64, (n,) + tuple(dataset[0].labels.shape[1:]))
+        labels = (allocated_memmap(tmp / ".label.scratch", np.int64, (n,) + tuple(dataset[0].labels.shape[1:]))
+                  if has_labels else None)
         split_idx: dict[str, list] = {m: [] for m in masks}
         for p, part in enumerate(dataset):
             part_dir = tmp / f"part_{p}"
@@ -86,13 +92,14 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResu
             edge_map[lo:hi] = p
             inner_ids = gids[:ni].copy()
             feats = {}
-            for key in ("features", "labels", *masks):
+            for key in names:
                 rows = node_rows(part, key, ni)
                 if key in masks:
                     rows = rows.astype(bool)
                     split_idx[key].append(inner_ids[rows])
                 feats[ATTR_NAMES.get(key, key)] = torch.from_numpy(rows)
-            labels[inner_ids] = feats["y"].numpy()
+            if has_labels:
+                labels[inner_ids] = feats["y"].numpy()
             torch.save({"global_id": torch.from_numpy(inner_ids), "feats": feats}, part_dir / "node_feats.pt")
             torch.save({}, part_dir / "edge_feats.pt")
             del feats
@@ -101,11 +108,13 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResu
         torch.save(torch.from_numpy(maps.owner.astype(np.int64)), tmp / "node_map.pt")
         edge_map.flush()
         torch.save(torch.from_numpy(edge_map), tmp / "edge_map.pt")
-        labels.flush()
-        torch.save(torch.from_numpy(labels), tmp / "label.pt")
-        del edge_map, labels
+        del edge_map
         (tmp / ".edge_map.scratch").unlink()
-        (tmp / ".label.scratch").unlink()
+        if has_labels:
+            labels.flush()
+            torch.save(torch.from_numpy(labels), tmp / "label.pt")
+            del labels
+            (tmp / ".label.scratch").unlink()
         for name, per_part in split_idx.items():
             folder = tmp / f"{name[: -len('_mask')]}_idx"
             folder.mkdir()
@@ -115,10 +124,13 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResu
                 "is_hetero": False, "is_sorted": True}
         with open(tmp / "META.json", "w", encoding="utf-8") as f:
             json.dump(meta, f)
+    note = missing_note(missing, "PyG")
+    if note:
+        log(note)
     log(f"exported {k} parts to PyG format: {out}")
     return ExportResult(target="pyg", out=str(out), entry=str(out), num_parts=k, num_nodes=int(n),
-                        num_edges=num_edges, node_data=["features", "labels", *masks], seconds=watch.seconds,
-                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows)
+                        num_edges=num_edges, node_data=names, seconds=watch.seconds,
+                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing)
 
 
 def part_to_pyg(part):

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from .._atomic import allocated_memmap, atomic_dir, save_npy
+from .._report import phase_logger
 from .._resources import Stopwatch
 from ..errors import InputFormatError, InputNotFoundError, ParameterError
 from ..store import GraphWriter
@@ -248,7 +249,7 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
     num_classes, num_train/num_val/num_test, self_loops, seconds.
     ``seed`` only affects facebook's split.
     """
-    watch = Stopwatch()
+    watch = Stopwatch(on_lap=phase_logger("dataset"))  # one progress line per phase
     name = name.lower()
     if name not in DATASETS:
         raise ParameterError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
@@ -260,6 +261,7 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
         x = None
     else:
         ds, x = planetoid(name, root)
+    watch.lap(f"read {name}")
     n = len(ds.labels)
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
         _write_graph(tmp / "graph.zarr", ds, n)
@@ -272,6 +274,7 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
         save_npy(tmp / "labels.npy", ds.labels)
         for split, idx in (("train", ds.train), ("val", ds.val), ("test", ds.test)):
             save_npy(tmp / f"{split}_mask.npy", _mask(n, idx))
+    watch.lap("write")
     out_dir = Path(out_dir)
     return {
         "name": name, "path": str(out_dir), "graph": str(out_dir / "graph.zarr"),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._report import log
 from ..errors import ParameterError
 from ._text_kernels import ROLE_DST, ROLE_SRC, ROLE_TIME, ROLE_WEIGHT
 from .blocks import open_text, read_block
@@ -90,6 +91,22 @@ def _is_word(field: str) -> bool:
     return bool(name) and (name[0].isalpha() or name[0] == "_")
 
 
+# Names that edge-list headers give their id columns (compared lower-case, without ``_``/``-``/blanks,
+# after dropping a trailing ``id``/``node``/``vertex``/``name`` or digits: ``FromNodeId`` -> ``from``,
+# ``source_id`` -> ``source``, ``node1`` -> ``node``). With string ids a first line is a header only when
+# both of its id fields are such names (and neither appears again as an id in the lines sniffed).
+ID_COLUMN_WORDS = frozenset({
+    "src", "dst", "source", "target", "from", "to", "node", "vertex", "id", "u", "v", "head", "tail",
+    "sender", "receiver", "origin", "destination", "dest", "start", "end", "in", "out"})
+_NAME_SUFFIX_RE = re.compile(r"(nodeid|vertexid|nodename|id|node|vertex|name|\d+)$")
+
+
+def is_id_column_name(field: str) -> bool:
+    """``src``, ``FromNodeId``, ``source_id``, ``node1``...: a name edge-list headers give an id column."""
+    name = re.sub(r"[\s_\-]", "", _unquote(field).lower())
+    return name in ID_COLUMN_WORDS or (_NAME_SUFFIX_RE.sub("", name) or name) in ID_COLUMN_WORDS
+
+
 def sniff_lines(path: str | os.PathLike, limit: int = 20) -> list[tuple[int, str]]:
     """The first ``limit`` data lines (not blank, not comments) with their line numbers."""
     f, raw = open_text(path)
@@ -114,6 +131,7 @@ def sniff_lines(path: str | os.PathLike, limit: int = 20) -> list[tuple[int, str
 class Sniffed:
     layout: TextLayout
     string_ids: bool      # the first data line has non-numeric ids
+    header_reason: str = ""   # why the first line is (or is not) a header, when that was a decision
 
 
 def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: str,
@@ -125,10 +143,14 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
     fields are words (they start with a letter or ``_``: ``src``,
     ``FromNodeId``); anything else is data, so a malformed first line such
     as ``1 2x`` or ``0 1 nan`` is an error naming line 1, not a header
-    silently skipped. With ``relabel`` (ids may be words too) it must also
-    have a selected field that is not a number while the same field of the
-    next data line is. Files with string ids and a header need
-    ``header="yes"``.
+    silently skipped. With ``relabel`` (ids may be words too) a first line
+    of words is a header when a selected field of the next data line is a
+    number where the first line's is not (``from to`` over ``1 2``); when
+    the ids are words on every line, when both of its id fields are column
+    names (:func:`is_id_column_name`: ``src``, ``to``, ``FromNodeId``) that
+    do not occur again as ids in the lines sniffed. Anything else is data:
+    ``header="yes"`` forces a header. The decision on a first line of words
+    is logged on stderr and kept in ``Sniffed.header_reason``.
     """
     if header not in ("auto", "yes", "no"):
         raise ParameterError(f"header must be auto, yes or no, got {header!r}")
@@ -174,14 +196,15 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
         return out
 
     has_header = header == "yes" or by_name
+    reason = ""
     if header == "auto" and sample and not by_name:
-        id_words = all(_is_word(first[cols[k]] if cols[k] < len(first) else "") for k in ("src", "dst"))
-        if id_words and not relabel:
-            has_header = True
-        elif id_words and len(sample) > 1:
-            num1 = numeric_fields(first)
-            num2 = numeric_fields(split_fields(sample[1][1], delimiter))
-            has_header = any(num2[k] and not num1[k] for k in num1)
+        ids = [_unquote(first[cols[k]]) if cols[k] < len(first) else "" for k in ("src", "dst")]
+        if all(_is_word(f) for f in ids):
+            has_header, reason = _first_line_of_words(ids, first, sample[1:], relabel, delimiter, cols,
+                                                      numeric_fields)
+            verdict = "a header, skipped" if has_header else "data (an edge)"
+            log(f"{Path(path).name}:{sample[0][0]}: first line {ids[0]!r} {ids[1]!r} read as {verdict}: {reason} "
+                f"(--header {'no' if has_header else 'yes'} to read it otherwise)")
     data = sample[1:] if has_header else sample
     string_ids = False
     if data:
@@ -191,4 +214,26 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
                         time_column=cols["time"], weight_column=cols["weight"],
                         header_line=sample[0][0] if (has_header and sample) else 0,
                         column_names=names if has_header else ())
-    return Sniffed(layout, string_ids)
+    return Sniffed(layout, string_ids, reason)
+
+
+def _first_line_of_words(ids: list[str], first: list[str], rest: list[tuple[int, str]], relabel: bool,
+                         delimiter: str | None, cols: dict[str, int], numeric_fields) -> tuple[bool, str]:
+    """Whether a first line whose id fields are words is a header, and why (see :func:`resolve_layout`)."""
+    if not relabel:
+        return True, "its id fields are words and ids must be numbers without --relabel"
+    if not rest:
+        return False, "it is the only line, so nothing tells a header from an edge between words"
+    num1 = numeric_fields(first)
+    num2 = numeric_fields(split_fields(rest[0][1], delimiter))
+    numbered = [k for k in num1 if num2[k] and not num1[k]]
+    if numbered:
+        return True, f"its {numbered[0]} field is a word where the next line has a number"
+    if not all(is_id_column_name(f) for f in ids):
+        return False, "the ids are words on every line and its id fields are not column names such as src/dst"
+    seen = {_unquote(fields[cols[k]]) for _, line in rest for fields in [split_fields(line, delimiter)]
+            for k in ("src", "dst") if cols[k] < len(fields)}
+    again = [f for f in ids if f in seen]
+    if again:
+        return False, f"{again[0]!r} is also an id on the following lines"
+    return True, "its id fields are column names that are not ids on the following lines"

@@ -2,8 +2,9 @@
 
 ``partition(store, k, algo)`` checks the parameters against one table, runs
 the algorithm module's ``run(store, k, *, seed, balance, work_dir, **params)
--> PartitionPlan`` and fills in the shared metrics (replication factor with
-1-hop halo, balances, seconds, passes, peak RSS). Algorithm modules are
+-> PartitionPlan`` and fills in the shared metrics (replication factor of the
+parts the builder writes: inner + halo, the halo being in-neighbours on a
+directed store; balances, seconds, passes, peak RSS). Algorithm modules are
 imported lazily, so importing this package compiles nothing.
 
 Vertex partitioners: ``coarse-refine`` (the default, our best), ``spring``,

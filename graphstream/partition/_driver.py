@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._report import track
 from ..store import GraphStore
 from .edge_parts import EdgePartWriter, owner_from_edge_parts, parts_dir
 from .metrics import edge_load_balance
@@ -24,7 +25,7 @@ def assign_edges(store: GraphStore, k: int, algorithm: str, work_dir: str | os.P
     path = str(parts_dir(work_dir) / PARTS_NAME)
     writer = EdgePartWriter(path, store, k, algorithm)
     try:
-        for batch in store.stream(batch_size):
+        for batch in track(store.stream(batch_size), store.num_edges, f"{algorithm}: assign edges", size=len):
             writer.write(batch.start, step(batch))
         return writer.close()
     except BaseException:

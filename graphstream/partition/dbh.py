@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._report import phase_logger
 from .._resources import Stopwatch
 from ..kernels.hashing import hash_node
 from ..store import GraphStore, total_degree
@@ -36,7 +37,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         **params) -> PartitionPlan:
     if params:
         raise TypeError(f"dbh takes no parameters, got {sorted(params)}")
-    watch = Stopwatch()
+    watch = Stopwatch(on_lap=phase_logger("dbh"))  # one progress line per phase
     deg = total_degree(store)                                   # pass 1
     watch.lap("degrees")
     loads = np.zeros(k, dtype=np.int64)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
+from .._report import phase_logger
 from .._resources import Stopwatch
 from ..kernels.bitsets import node_records_with_bits
 from ..kernels.hashing import next_random, seed_state
@@ -117,7 +118,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         batch_size: int | None = None, **params) -> PartitionPlan:
     """HDRF has no capacity: ``balance`` is accepted for the common interface and unused."""
     cfg = HDRFConfig(**params)
-    watch = Stopwatch()
+    watch = Stopwatch(on_lap=phase_logger("hdrf"))  # one progress line per phase
     n = store.num_nodes
     record, bits = node_records_with_bits(n, k, 1)    # [partial degree, replica bits...]
     partial = record[:, 0]

@@ -1,11 +1,15 @@
 """Partition quality, computed by streaming (specs/partitioners.md, "Shared output and metrics").
 
 - ``replication_factor``: the builder gives part p its owned ("inner") nodes
-  plus the full 1-hop neighbourhood of each (the "halo", both directions in a
-  directed store). Node v is then present in {owner[v]} ∪ {owner[u] : u ~ v},
-  and RF = sum over v of that set's size / num_nodes. One pass marks, for each
-  edge (u, v), "v is needed by owner[u]" and "u is needed by owner[v]" in a
-  k-bit set per node.
+  plus the halo: the nodes that feed their aggregation without being inner
+  (docs/format.md). Undirected store: every neighbour, so node v is present in
+  {owner[v]} ∪ {owner[u] : u ~ v}. Directed store: in-neighbours only (row v
+  lists the sources u of u -> v), so node u is present in {owner[u]} ∪
+  {owner[v] : u -> v}. RF = sum over nodes of that set's size / num_nodes =
+  sum over parts of (inner + halo) / num_nodes, exactly what the builder
+  writes (``part_inner``, ``part_halo`` are the per-part terms). One pass
+  marks, for each edge (u, v), "u is needed by owner[v]" and, undirected only,
+  "v is needed by owner[u]" in a k-bit set per node.
 - ``node_balance``: max inner count / mean.
 - ``edge_balance``: max part edge count / mean, a part's edges being those
   with at least one owned endpoint (what the builder stores for it).
@@ -29,14 +33,15 @@ from .edge_parts import open_edge_parts, part_groups, stream_with_parts
 
 
 @njit(cache=True, nogil=True)
-def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count):
-    """Bits for parts [p_lo, p_hi): v needed by owner[u], u needed by owner[v]."""
+def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count, directed):
+    """Bits for parts [p_lo, p_hi): u needed by owner[v]; v needed by owner[u] unless ``directed``
+    (a directed part holds the in-edges of its inner nodes only, as the builder writes it)."""
     for i in range(src.shape[0]):
         u = src[i]
         v = dst[i]
         pu = owner[u]
         pv = owner[v]
-        if p_lo <= pu < p_hi:
+        if not directed and p_lo <= pu < p_hi:
             j = pu - p_lo
             bits[v, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
         if p_lo <= pv < p_hi:
@@ -87,8 +92,9 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
                              batch_size: int | None = None) -> dict:
     """``replication_factor``, ``node_balance``, ``edge_balance`` of ``owner`` (by streaming).
 
-    Also returns ``part_inner``, ``part_halo`` and ``part_edges`` (lists of k
-    ints, what the builder will produce) and ``metrics_passes``.
+    Also returns ``part_inner``, ``part_halo`` (lists of k ints: the builder's
+    ``num_inner`` and ``num_halo`` of every part), ``part_edges`` (edges with
+    an owned endpoint) and ``metrics_passes``.
     """
     n = store.num_nodes
     owner = check_owner(owner, n, k)
@@ -101,7 +107,7 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
         bits = np.zeros((n, (hi - lo + 63) // 64), dtype=np.uint64)
         _mark_owned(owner, bits, lo, hi)
         for batch in store.stream(batch_size):
-            _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_count)
+            _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_count, store.directed)
         present[lo:hi] = _column_counts(bits, hi - lo)
         total += int(present[lo:hi].sum())
         del bits

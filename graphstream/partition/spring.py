@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
+from .._report import phase_logger
 from .._resources import Stopwatch
 from ..kernels.packing import heap_pop, heap_push, pack_least_loaded
 from ..store import GraphStore, total_degree
@@ -204,7 +205,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
         batch_size: int | None = None, **params) -> PartitionPlan:
     """SPRING is deterministic: ``seed`` is accepted for the common interface and unused."""
     cfg = SpringConfig(**params)
-    watch = Stopwatch()
+    watch = Stopwatch(on_lap=phase_logger("spring"))  # one progress line per phase
     n = store.num_nodes
     tau = cfg.resolve_tau(store.num_edges, k)
     deg = total_degree(store, batch_size)                                  # pass 1

@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from .._atomic import remove_path
+from .._report import phase_logger
 from .._resources import Stopwatch
 from ..kernels.bitsets import node_records_with_bits
 from ..kernels.hashing import hash_node
@@ -278,7 +279,7 @@ def partition_rest(src, dst, pre, rec, crec, loads, ll, cap, seed):
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
         batch_size: int | None = None, **params) -> PartitionPlan:
     cfg = TwoPSConfig(**params)
-    watch = Stopwatch()
+    watch = Stopwatch(on_lap=phase_logger("2ps-l"))  # one progress line per phase
     n = store.num_nodes
     m = store.num_edges
     tau = 2 * m // k                                     # the authors' MAX_COM_VOLUME

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from .._report import track
 from ..errors import ParameterError, StoreError
 from ..store import GraphStore, degree_pass
 
@@ -231,7 +232,7 @@ def _build_in_memory(store, offsets, out_degree, id_dtype, out, data_offset, bat
     buf = np.empty(int(offsets[-1]), dtype=id_dtype)
     fwd = offsets[:-1].copy()
     rev = offsets[:-1] + out_degree
-    for batch in store.stream(batch_size):
+    for batch in track(store.stream(batch_size), store.num_edges, "vertex stream", size=len):
         _scatter(batch.src, batch.dst, 0, 0, fwd, buf)
         _scatter(batch.dst, batch.src, 0, 0, rev, buf)
     del fwd, rev
@@ -248,7 +249,7 @@ def _build_spilled(store, offsets, out_degree, id_dtype, out, data_offset, batch
     names = [(spill_dir / f"f{i:05d}.bin", spill_dir / f"r{i:05d}.bin") for i in range(nb)]
     files = [(open(a, "wb"), open(b, "wb")) for a, b in names]
     try:
-        for batch in store.stream(batch_size):
+        for batch in track(store.stream(batch_size), store.num_edges, "vertex stream: spill", size=len):
             for direction, (u, v) in enumerate(((batch.src, batch.dst), (batch.dst, batch.src))):
                 pairs, counts = _route(u, v, starts)
                 pos = 0

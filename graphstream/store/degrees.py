@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .._report import track
 from ..errors import InvalidIdError
 from .graph import GraphStore
 
@@ -37,7 +38,7 @@ def degree_pass(store: GraphStore, batch_size: int | None = None) -> Degrees:
     # the GIL); each owns its counter array, so there is nothing to lock and the
     # result does not depend on timing.
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphstream-degrees") as pool:
-        for batch in store.stream(batch_size):
+        for batch in track(store.stream(batch_size), store.num_edges, "degree pass", size=len):
             f_out = pool.submit(_count_ids, batch.src, out_deg)
             f_in = pool.submit(_count_ids, batch.dst, in_deg)
             bad = [i for i in (f_out.result(), f_in.result()) if i >= 0]

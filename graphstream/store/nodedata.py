@@ -18,6 +18,7 @@ rules per kind of file are checked).
 from __future__ import annotations
 
 import os
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,8 +166,9 @@ def read_npy_header(path: str | os.PathLike) -> tuple[np.dtype, tuple[int, ...],
             offset = f.tell()
     except NodeDataError:
         raise
-    except (ValueError, EOFError) as exc:
-        raise NodeDataError(f"{path}: not a readable .npy file ({exc})") from exc
+    except (ValueError, EOFError, SyntaxError, tokenize.TokenError, OverflowError) as exc:
+        # numpy parses the header dict with ast.literal_eval: a damaged one raises these
+        raise NodeDataError(f"{path}: not a readable .npy file ({exc.__class__.__name__}: {exc})") from exc
     return np.dtype(dtype), tuple(int(s) for s in shape), bool(fortran), int(offset)
 
 

@@ -252,8 +252,13 @@ def balance(values: list[int], total: float, k: int) -> float:
     return float(max(values) / mean) if mean > 0 else 1.0
 
 
-def recompute_metrics(folder: Path, num_parts: int, num_nodes: int) -> tuple[tuple[PartEntry, ...], dict[str, float]]:
-    """Manifest part entries and the replication/balance metrics of the written parts."""
+def recompute_metrics(folder: Path, num_parts: int, num_nodes: int) -> tuple[tuple[PartEntry, ...], dict[str, Any]]:
+    """Manifest part entries and the replication/balance metrics of the written parts.
+
+    ``replication_factor`` = sum over parts of (num_inner + num_halo) / num_nodes, the nodes a
+    trainer loads; ``part_inner`` and ``part_halo`` are its per-part terms, measured here so
+    that they replace the partitioner's predictions in the manifest.
+    """
     parts = tuple(measure_part(folder, i) for i in range(num_parts))
     local = sum(p.num_nodes for p in parts)
     inner = [p.num_inner for p in parts]
@@ -262,6 +267,8 @@ def recompute_metrics(folder: Path, num_parts: int, num_nodes: int) -> tuple[tup
         "replication_factor": local / num_nodes if num_nodes else 1.0,
         "node_balance": balance(inner, num_nodes, num_parts),
         "edge_balance": balance(edges, sum(edges), num_parts),
+        "part_inner": inner,
+        "part_halo": [p.num_halo for p in parts],
     }
     return parts, metrics
 

@@ -1,0 +1,246 @@
+"""What a run will cost before it starts: disk, peak memory and time of each step.
+
+A plain model over the graph's size (nodes, edges, features), built from the
+per-edge and per-node costs this project measured; every constant names its
+source (docs/estimate.md lists them with the commands that reproduce them).
+It imports nothing of graphstream's but the error types, so every layer and
+command may use it (``generate rmat`` and ``ingest`` check its disk figure
+against the free space before writing).
+
+The figures are for the measuring machine (2 cores, a virtual disk at ~180 MB/s):
+times scale with the machine; bytes do not. Disk figures are upper-end
+(R-MAT ids compress worst of the graphs measured: real graphs take less),
+memory figures are the measured peaks, times the slower of the measured runs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ._report import format_bytes
+from .errors import ResourceError
+
+MB = 1_000_000
+
+# -- disk --------------------------------------------------------------------------------------
+# Graph store, src + dst: 5.59 bytes per edge at R-MAT scale 20, 6.01 at scale 24
+# (docs/store.md, "Measured"; permuted R-MAT ids barely compress). Real graphs take far less
+# (web-NotreDame: 0.65), so this is an upper-end figure; 8 bytes per edge with int64 ids
+# (more than 2**31 nodes: the raw width, uncompressed).
+STORE_BYTES_PER_EDGE = 6.0
+STORE_BYTES_PER_EDGE_INT64 = 8.0
+# Optional columns, at their raw width (timestamps int64, weights float32; compression not counted).
+TIME_BYTES_PER_EDGE = 8
+WEIGHT_BYTES_PER_EDGE = 4
+# Id map of a relabelled store: one int64 per node (docs/store.md, graph store layout).
+ID_MAP_BYTES_PER_NODE = 8
+# Partitioned dataset, per part (docs/format.md; dtypes of graphstream/assemble/csr.py):
+# global_ids (id dtype: 4 bytes below 2**31 nodes) + indptr (int64) + degree (int64) per local
+# node, indices (int32) per CSR entry, a 128-byte .npy header per file.
+PART_BYTES_PER_LOCAL_NODE = 4 + 8 + 8
+PART_BYTES_PER_ENTRY = 4
+NPY_HEADER_BYTES = 128
+# Build scratch: 8 bytes per routed pair, 16 with int64 ids (docs/format.md, "How it is built";
+# measured: 4.1 GB of spill for 268M undirected edges at scale 24, 15.3 bytes per edge).
+SPILL_BYTES_PER_PAIR = 8
+# coarse-refine's work dir: the vertex stream's neighbour lists, 2 x edges ids
+# (docs/partition-quality.md, "Disk: 2 x edges ids in the work dir").
+VERTEX_STREAM_IDS_PER_EDGE = 2
+# Edge partitioners keep part[e] on disk, LZ4: 1.0 byte per edge (docs/partitioners.md,
+# "What changed for speed").
+EDGE_PARTS_BYTES_PER_EDGE = 1.0
+
+# GNN replication factor assumed for the dataset's size when none is given (--rf): the
+# highest measured at each k on the four shared graphs, MUSAE facebook (docs/partition-quality.md,
+# table "facebook"); k outside 4..32 takes the nearest column. R-MAT, which has no communities,
+# gives more (coarse-refine k=32 at scale 22: 4.72), so pass --rf for such graphs.
+MEASURED_RF = {
+    "coarse-refine": {4: 1.346, 8: 1.575, 16: 1.853, 32: 2.186},
+    "spring": {4: 2.227, 8: 3.031, 16: 3.866, 32: 4.534},
+    "2ps-l": {4: 2.294, 8: 2.936, 16: 3.558, 32: 3.902},
+    "hdrf": {4: 3.190, 8: 5.031, 16: 7.297, 32: 9.683},
+    "dbh": {4: 3.168, 8: 4.963, 16: 7.182, 32: 9.501},
+    "hash": {4: 3.267, 8: 5.152, 16: 7.435, 32: 9.830},
+}
+ALGORITHMS = tuple(MEASURED_RF)
+
+# -- memory (peak RSS) ----------------------------------------------------------------------------
+# The warmed-up process (interpreter, numpy, zarr, numba, compiled kernels): 269-271 MB
+# (docs/partitioners.md, "Memory").
+BASE_RSS = 270 * MB
+# generate: 0.23 GB at scale 24, 0.25 GB at scale 26 whatever the size (docs/format.md,
+# "Measured at scale"; docs/store.md: 202-225 MiB).
+GENERATE_RSS = 250 * MB
+# ingest: text blocks and edge chunks, ~0.35 GB whatever the size (README, "ingest"), plus
+# 24-40 bytes per distinct id with --relabel (docs/ingest.md, relabelling).
+INGEST_RSS = 350 * MB
+RELABEL_BYTES_PER_NODE = 40
+# Partitioners: bytes per node above BASE_RSS, from the peak RSS of R-MAT scale 24 (16.7M nodes,
+# docs/partitioners.md, "Scale 24" tables: spring 0.94 GB, 2ps-l 1.02, hdrf/dbh/hash (edge) 0.99,
+# hash (vertex) 0.55) and scale 26 for spring (docs/format.md: 4.75 GB at 67M nodes, 67 B/node);
+# coarse-refine at scale 22, k=32 (docs/partition-quality.md: 571 MiB at 4.2M nodes, of which
+# k/4 = 8 B/node are refinement counters, so 70 + k/4).
+PARTITION_BYTES_PER_NODE = {"coarse-refine": 70, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
+# Build: owner and degree (10 B/node) plus, per worker, a local map, a row counter and a halo
+# list (16 B/node per worker) plus the buffers per worker (read 64 MiB, sort 256 MiB, gather
+# 128 MiB), which small graphs do not fill: counted as at most twice the routed pairs
+# (docs/format.md, "How it is built"; measured 1.92 GB at scale 24, 4.43 GB at scale 26;
+# 385 MB at scale 18, k=8, partition and build in one process, docs/estimate.md).
+BUILD_WORKERS = 2
+BUILD_BYTES_PER_NODE = 10 + BUILD_WORKERS * 16
+BUILD_BUFFERS = BUILD_WORKERS * (64 + 256 + 128) * 2**20
+# Feature split: memory maps of bounded windows (128 MiB per worker); 0.59 GB measured at scale 24
+# with 128 float32 features (docs/format.md).
+FEATURE_SPLIT_RSS = BASE_RSS + BUILD_WORKERS * 128 * 2**20
+
+# -- time (wall seconds on the measuring machine: 2-core AMD EPYC) ---------------------------------
+# generate: 21.0M edges/s at scale 24, 22.0M at scale 26 (docs/format.md); 23.9M at scale 20
+# (docs/store.md).
+GENERATE_EDGES_PER_S = 21.0e6
+# ingest: SNAP text 12.4M edges/s, .npy 30.9M (docs/store.md, the slower of scales 20 and 24).
+INGEST_EDGES_PER_S = {"text": 12.4e6, "npy": 30.9e6, "parquet": 12.4e6}
+# Partitioners, end to end (degree, main and owner passes): R-MAT scale 24, k=32
+# (docs/partitioners.md, "Scale 24" tables: spring 10.5M, 2ps-l 2.0M, hdrf 2.32M, dbh 6.6M, hash
+# (edge) 11.7M; hash (vertex) needs only a degree pass, 22.0M edges/s, docs/store.md);
+# coarse-refine 263 s for 67.1M edges at scale 22 (docs/partition-quality.md): 0.255M edges/s.
+PARTITION_EDGES_PER_S = {"coarse-refine": 0.255e6, "spring": 10.5e6, "2ps-l": 2.0e6, "hdrf": 2.32e6,
+                         "dbh": 6.6e6, "hash": 22.0e6}
+# The quality-metric pass that `partition` runs after the partitioner: one streamed pass
+# (streaming read + degree pass, 22.0M edges/s at scale 20, docs/store.md).
+METRICS_EDGES_PER_S = 22.0e6
+# Build (route + CSR): 0.74M edges/s at scale 24 (361.9 s), 1.47M at scale 26 (docs/format.md).
+BUILD_EDGES_PER_S = 0.74e6
+# Feature split: bound by the disk's write rate, 0.27 GB/s (docs/format.md).
+FEATURE_SPLIT_BYTES_PER_S = 0.27e9
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSize:
+    """What the model needs to know of a graph (``store_bytes``: measured on disk, when it exists)."""
+    num_nodes: int
+    num_edges: int
+    directed: bool = True
+    with_time: bool = False
+    with_weight: bool = False
+    features: int = 0
+    feature_itemsize: int = 4
+    store_bytes: int | None = None
+
+    @property
+    def entries(self) -> int:
+        """Adjacency entries: each edge once (directed), both directions (undirected)."""
+        return self.num_edges if self.directed else 2 * self.num_edges
+
+    @property
+    def wide_ids(self) -> bool:
+        return self.num_nodes >= 2**31
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    """One step: bytes it leaves on disk, scratch disk it needs while it runs, peak RSS, wall seconds."""
+    step: str
+    disk_bytes: int
+    scratch_bytes: int
+    peak_rss_bytes: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def store_bytes(num_edges: int, *, num_nodes: int = 0, with_time: bool = False, with_weight: bool = False,
+                id_map: bool = False) -> int:
+    """Upper-end bytes of a graph store of ``num_edges`` edges."""
+    per_edge = STORE_BYTES_PER_EDGE_INT64 if num_nodes >= 2**31 else STORE_BYTES_PER_EDGE
+    per_edge += TIME_BYTES_PER_EDGE * with_time + WEIGHT_BYTES_PER_EDGE * with_weight
+    return int(num_edges * per_edge + (ID_MAP_BYTES_PER_NODE * num_nodes if id_map else 0))
+
+
+def generate_size(scale: int, edge_factor: int) -> GraphSize:
+    """The graph ``generate rmat`` writes: 2**scale nodes, edge_factor x 2**scale edges."""
+    return GraphSize(num_nodes=2**scale, num_edges=edge_factor * 2**scale)
+
+
+def assumed_rf(algorithm: str, k: int) -> float:
+    """The replication factor :data:`MEASURED_RF` gives ``algorithm`` at ``k`` (nearest measured k, never > k)."""
+    table = MEASURED_RF[algorithm]
+    nearest = min(table, key=lambda kk: (abs(kk.bit_length() - k.bit_length()), kk))
+    return min(float(k), table[nearest])
+
+
+def dataset_bytes(size: GraphSize, k: int, rf: float) -> int:
+    """Graph part of a partitioned dataset: RF x nodes local rows, and the CSR entries.
+
+    Directed stores keep each edge once (in the part of its target). Undirected ones keep both
+    directions of each inner node's edges plus, in each halo row, the entries back to the inner
+    nodes, one per cut edge end: counted here at a random partition's cut share (1 - 1/k), the
+    most a partitioner leaves, so the figure is an upper end.
+    """
+    local = rf * size.num_nodes
+    entries = size.entries if size.directed else size.entries * (2 - 1 / k)
+    id_extra = 4 if size.wide_ids else 0
+    files = 4 * k * NPY_HEADER_BYTES
+    return int(local * (PART_BYTES_PER_LOCAL_NODE + id_extra) + entries * PART_BYTES_PER_ENTRY + files)
+
+
+def feature_bytes(size: GraphSize, rf: float) -> int:
+    """The node feature rows of every part (inner and halo): RF x nodes x features."""
+    return int(rf * size.num_nodes * size.features * size.feature_itemsize)
+
+
+def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] = ALGORITHMS,
+                   rf: float | None = None, ingest_format: str = "text") -> dict:
+    """Disk, peak memory and time of each step for a graph of ``size`` split into ``k`` parts."""
+    n, e = size.num_nodes, size.num_edges
+    store = size.store_bytes if size.store_bytes is not None else store_bytes(
+        e, num_nodes=n, with_time=size.with_time, with_weight=size.with_weight)
+    steps = [
+        StepEstimate("generate", store, 0, GENERATE_RSS, e / GENERATE_EDGES_PER_S),
+        StepEstimate("ingest", store, 0, INGEST_RSS, e / INGEST_EDGES_PER_S.get(ingest_format, 12.4e6)),
+    ]
+    id_width = 8 if size.wide_ids else 4
+    buffers = min(BUILD_BUFFERS, 2 * SPILL_BYTES_PER_PAIR * size.entries)
+    partitions = {}
+    for algo in algorithms:
+        r = rf if rf is not None else assumed_rf(algo, k)
+        per_node = PARTITION_BYTES_PER_NODE[algo] + (k / 4 if algo == "coarse-refine" else 0)
+        scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * size.entries if algo == "coarse-refine"
+                   else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
+        partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n),
+                                 e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S)
+        build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),
+                             SPILL_BYTES_PER_PAIR * (2 if size.wide_ids else 1) * size.entries,
+                             int(BASE_RSS + BUILD_BYTES_PER_NODE * n + buffers), e / BUILD_EDGES_PER_S)
+        partitions[algo] = {"replication_factor": r, "partition": partition.to_dict(), "build": build.to_dict()}
+        if size.features:
+            written = feature_bytes(size, r)
+            partitions[algo]["feature_split"] = StepEstimate(
+                f"feature split {algo}", written, 0, FEATURE_SPLIT_RSS, written / FEATURE_SPLIT_BYTES_PER_S).to_dict()
+    return {"num_nodes": n, "num_edges": e, "directed": size.directed, "k": k, "features": size.features,
+            "feature_itemsize": size.feature_itemsize, "store_bytes_estimated": size.store_bytes is None,
+            "store_bytes": store, "steps": {s.step: s.to_dict() for s in steps}, "partitioners": partitions}
+
+
+# -- free disk ------------------------------------------------------------------------------------
+
+def free_disk_bytes(out: str | os.PathLike) -> tuple[int, Path]:
+    """Free bytes on the file system that will hold ``out`` (its nearest existing parent)."""
+    parent = Path(os.path.abspath(out)).parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return shutil.disk_usage(parent).free, parent
+
+
+def check_free_disk(out: str | os.PathLike, need: int, what: str) -> None:
+    """Refuse (one-line :class:`ResourceError`) when ``need`` estimated bytes exceed the free disk at ``out``."""
+    free, where = free_disk_bytes(out)
+    if need > free:
+        raise ResourceError(f"{out}: {what} needs about {format_bytes(need)} of disk (estimate, docs/estimate.md), "
+                            f"only {format_bytes(free)} free on {where}")
+
+
+__all__ = ["ALGORITHMS", "GraphSize", "StepEstimate", "assumed_rf", "check_free_disk", "dataset_bytes",
+           "estimate_steps", "feature_bytes", "free_disk_bytes", "generate_size", "store_bytes"]

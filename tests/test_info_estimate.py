@@ -1,0 +1,218 @@
+"""`graphstream info` on every kind of output, and `graphstream estimate` against real runs (issue 18, items 8, 9)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import namedtuple
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphstream.cli import main
+from graphstream.store import GraphWriter, open_snapshots, open_store
+
+OUTPUT_KINDS = ("graph", "partitions", "snapshots", "dynamic_partitions")
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _json(capsys, *argv) -> dict:
+    code, out, err = _cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """One output of each kind: a timestamped graph store, its partitioned dataset (with node data), its
+    snapshot store and the snapshot store's dynamic partitions."""
+    root = tmp_path_factory.mktemp("info")
+    rng = np.random.default_rng(5)
+    n, e = 300, 4000
+    with GraphWriter(root / "g.zarr", num_nodes=n, with_time=True, chunk_size=1024) as w:
+        w.append(rng.integers(0, n, e), rng.integers(0, n, e), np.sort(rng.integers(0, 10_000, e)))
+    nodes = root / "nodes"
+    nodes.mkdir()
+    np.save(nodes / "features.npy", rng.standard_normal((n, 4)).astype(np.float32))
+    np.save(nodes / "train_mask.npy", rng.random(n) < 0.5)
+    assert main(["partition", root / "g.zarr", "-k", "3", "--algo", "spring", "--out", root / "parts",
+                 "--nodes", nodes, "--json"]) == 0
+    from graphstream.dynamic import build_snapshots
+    build_snapshots(root / "g.zarr", root / "s.zarr", num_snapshots=10, edge_life=3)
+    from graphstream.dynamic.config import PGCConfig
+    from graphstream.dynamic.partition import partition_snapshot_store
+    partition_snapshot_store(root / "s.zarr", PGCConfig(num_parts=2), out=root / "dyn")
+    return {"graph": root / "g.zarr", "partitions": root / "parts", "snapshots": root / "s.zarr",
+            "dynamic_partitions": root / "dyn"}
+
+
+# -- item 8: info ----------------------------------------------------------------------------------
+
+def test_info_graph_keeps_its_keys(outputs, capsys):
+    info = _json(capsys, "info", outputs["graph"])
+    assert info["kind"] == "graph"
+    for key in ("path", "num_nodes", "num_edges", "directed", "max_degree", "mean_degree", "max_out_degree",
+                "max_in_degree", "isolated_nodes", "self_loops", "bytes_on_disk", "seconds", "peak_rss_bytes"):
+        assert key in info, key
+    assert info["num_edges"] == 4000 and info["bytes_on_disk"] == _tree_bytes(outputs["graph"])
+
+
+def test_info_partitions_recounted_from_the_parts(outputs, capsys):
+    path = outputs["partitions"]
+    info = _json(capsys, "info", path)
+    assert info["kind"] == "partitions" and info["algorithm"] == "spring" and info["num_parts"] == 3
+    assert info["checksums"] is True
+    assert info["node_data"] == ["features.npy", "train_mask.npy"]
+    local = 0
+    for entry in info["parts"]:
+        part = path / entry["path"]
+        ids = np.load(part / "global_ids.npy")
+        local += len(ids)
+        assert entry["num_inner"] + entry["num_halo"] == len(ids)
+        assert entry["num_edges"] == len(np.load(part / "indices.npy"))
+        assert entry["bytes"] == sum(f.stat().st_size for f in part.glob("*.npy"))
+    assert info["replication_factor"] == pytest.approx(local / info["num_nodes"])
+    inner = [p["num_inner"] for p in info["parts"]]
+    assert info["node_balance"] == pytest.approx(max(inner) / (sum(inner) / 3))
+    code, out, _ = _cli(capsys, "info", path)
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith("kind:") and line.endswith("partitions") for line in lines)
+    assert any(line.strip().startswith("part-00002:") and "halo" in line for line in lines)
+    assert any(line.startswith("replication_factor:") for line in lines)
+
+
+def test_info_snapshots_recounted_from_the_snapshots(outputs, capsys):
+    path = outputs["snapshots"]
+    info = _json(capsys, "info", path)
+    store = open_snapshots(path)
+    edges = [len(store.snapshot(t)[0]) for t in range(store.num_snapshots)]
+    assert info["kind"] == "snapshots" and info["num_snapshots"] == 10 == len(edges)
+    assert (info["edges_per_snapshot_min"], info["edges_per_snapshot_max"]) == (min(edges), max(edges))
+    assert info["edges_per_snapshot_mean"] == pytest.approx(np.mean(edges))
+    assert info["num_keyframes"] == len(range(0, 10, info["keyframe_every"]))
+    attrs = dict(store.attrs)
+    assert (info["bytes_full"], info["bytes_stored"]) == (attrs["bytes_full"], attrs["bytes_stored"])
+    assert info["delta_ratio"] == pytest.approx(attrs["bytes_stored"] / attrs["bytes_full"])
+    assert 0 < info["delta_ratio"] < 1
+    assert info["checksums"] is True and info["bytes_on_disk"] == _tree_bytes(path)
+    code, out, _ = _cli(capsys, "info", path)
+    assert code == 0 and "delta_ratio:" in out and "num_keyframes:" in out
+
+
+def test_info_dynamic_partitions(outputs, capsys):
+    path = outputs["dynamic_partitions"]
+    info = _json(capsys, "info", path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert info["kind"] == "dynamic_partitions" and info["num_parts"] == 2 == len(info["parts"])
+    assert info["num_snapshots"] == 10 and info["metrics"] == manifest["metrics"]
+    for entry in info["parts"]:
+        part = open_snapshots(path / entry["path"])
+        assert entry["total_snapshot_edges"] == sum(len(part.snapshot(t)[0]) for t in range(part.num_snapshots))
+        assert entry["bytes"] == _tree_bytes(path / entry["path"])
+    code, out, _ = _cli(capsys, "info", path)
+    assert code == 0 and "part-00001:" in out and "node_replication:" in out
+
+
+def test_info_refuses_what_is_no_output(tmp_path, capsys):
+    (tmp_path / "manifest.json").write_text('{"format": "something else"}')
+    code, _, err = _cli(capsys, "info", tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+# -- item 9: estimate ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def rmat16(tmp_path_factory):
+    root = tmp_path_factory.mktemp("estimate")
+    assert main(["generate", "rmat", root / "r.zarr", "--scale", "16", "--undirected", "--json"]) == 0
+    return root / "r.zarr"
+
+
+def test_estimated_store_bytes_against_generate(rmat16, capsys):
+    store = open_store(rmat16)
+    est = _json(capsys, "estimate", "--nodes", store.num_nodes, "--edges", store.num_edges, "--undirected")
+    actual = _tree_bytes(rmat16)
+    # the estimate is an upper end (R-MAT ids at scale 20-24): at least the real size, at most 2x
+    assert actual <= est["steps"]["generate"]["disk_bytes"] <= 2 * actual
+    from_store = _json(capsys, "estimate", rmat16, "-k", "4")
+    assert from_store["store_bytes"] == actual and from_store["store_bytes_estimated"] is False
+
+
+def test_estimated_partition_memory_and_dataset_against_a_run(rmat16, tmp_path, capsys):
+    out = tmp_path / "parts"
+    # in a fresh process: peak RSS (ru_maxrss) of this pytest process holds every earlier test's peak
+    proc = subprocess.run([sys.executable, "-m", "graphstream", "partition", str(rmat16), "-k", "4", "--algo",
+                           "spring", "--out", str(out), "--json"], capture_output=True, text=True,
+                          env={**os.environ, "GRAPHSTREAM_PROGRESS": "0"})
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)
+    est = _json(capsys, "estimate", rmat16, "-k", "4", "--algo", "spring", "--rf", run["replication_factor"],
+                "--features", 8)
+    spring = est["partitioners"]["spring"]
+    # partition --out partitions and builds in one process: its peak is the larger of the two steps
+    predicted = max(spring["partition"]["peak_rss_bytes"], spring["build"]["peak_rss_bytes"])
+    assert predicted / 3 <= run["peak_rss_bytes"] <= predicted * 3
+    dataset = _tree_bytes(out)
+    assert dataset / 1.5 <= spring["build"]["disk_bytes"] <= dataset * 1.5
+    assert spring["feature_split"]["disk_bytes"] == pytest.approx(
+        run["replication_factor"] * 2**16 * 8 * 4, rel=1e-6)
+
+
+def test_estimate_human_output_and_errors(capsys):
+    code, out, _ = _cli(capsys, "estimate", "--nodes", 1000, "--edges", 16000, "--features", 4)
+    assert code == 0
+    assert "partition coarse-refine:" in out and "feature split hash:" in out and "peak memory" in out
+    for argv in (["estimate"], ["estimate", "--nodes", 10], ["estimate", "--nodes", 10, "--edges", 5, "-k", 0],
+                 ["estimate", "--nodes", 10, "--edges", 5, "--feature-dtype", "nonsense"]):
+        code, _, err = _cli(capsys, *argv)
+        assert code == 2 and len(err.strip().splitlines()) == 1, argv
+
+
+def test_generate_scale_40_refused_at_once(tmp_path, capsys):
+    import time
+    start = time.perf_counter()
+    code, _, err = _cli(capsys, "generate", "rmat", tmp_path / "big.zarr", "--scale", "40")
+    assert code == 2 and time.perf_counter() - start < 10
+    assert "needs about" in err and "TB" in err and "free" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+Usage = namedtuple("Usage", "total used free")
+
+
+def test_ingest_and_generate_check_free_disk(tmp_path, capsys, monkeypatch):
+    edges = tmp_path / "e.txt"
+    edges.write_text("".join(f"{i} {(i * 7) % 1000}\n" for i in range(5000)))
+    npy = tmp_path / "e.npy"
+    np.save(npy, np.zeros((5000, 2), dtype=np.int32))
+    # a disk with 10 kB free: 5,000 edges (~30 kB estimated) do not fit
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**9, 10**9 - 10_000, 10_000))
+    for argv in (["ingest", edges, tmp_path / "a.zarr"], ["ingest", npy, tmp_path / "b.zarr"],
+                 ["generate", "rmat", tmp_path / "c.zarr", "--scale", "10"]):
+        code, _, err = _cli(capsys, *argv)
+        assert code == 2 and "needs about" in err and "10 kB free" in err, (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npy", "e.txt"]
+    monkeypatch.undo()
+    assert _cli(capsys, "ingest", edges, tmp_path / "a.zarr")[0] == 0
+
+
+def test_input_edges_estimate(tmp_path):
+    from graphstream.commands.estimate import input_edges
+    text = tmp_path / "e.txt"
+    text.write_text("".join(f"{i} {i + 1}\n" for i in range(200_000)))
+    np.save(tmp_path / "e.npy", np.zeros((1234, 2), dtype=np.int64))
+    assert input_edges(tmp_path / "e.npy") == 1234
+    assert 0.8 * 200_000 <= input_edges(text) <= 1.25 * 200_000
