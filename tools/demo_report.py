@@ -54,6 +54,9 @@ def step_line(name: str, d: dict) -> str:
         return (f"{d.get('path')}: {'OK' if d.get('ok') else 'DAMAGED'} ({d.get('kind')}, "
                 f"{num(d.get('chunks_checked', 0))} chunks and {num(d.get('files_checked', 0))} files checked, "
                 f"{size(d.get('bytes_checked'))})")
+    if name == "partition" and "node_replication" in d:   # a snapshot store: PGC or its baselines
+        return (f"{d.get('algorithm')} k={d.get('num_parts')}: node replication {d['node_replication']:.3f}, "
+                f"workload max/mean {d.get('max_over_mean', 0):.3f}, {secs}")
     if name == "partition":
         return (f"{d.get('algorithm')} k={d.get('k')}: replication factor {d.get('replication_factor', 0):.3f}, "
                 f"node balance {d.get('node_balance', 0):.3f}, {secs}")

@@ -168,7 +168,8 @@ class InstanceGraph:
         """Yield each snapshot (or those in ``only``, ascending) with its active
         nodes' local ids set in ``local_of`` (reset after)."""
         ts = range(self.num_snapshots) if only is None else [int(t) for t in only]
-        with progress(len(ts), desc, unit="snapshot") as bar:
+        # a bar only: a pass is part of a phase that logs its own time (label propagation runs many)
+        with progress(len(ts), desc, unit="snapshot", line=False) as bar:
             for t in ts:
                 keys, counts = self.snaps.snapshot_keys(t)
                 src, dst = decode_keys(keys, self.snaps.num_nodes)

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .._report import phase_logger
 from .._resources import Stopwatch, peak_rss_bytes
 from ..kernels.merge import KeyCounter
 from ..kernels.pairs import pair_key, pairs_to_csr
@@ -362,7 +363,7 @@ def assign_chunks(cg: ChunkGraph, config: PGCConfig) -> tuple[np.ndarray, np.nda
 
 def pgc(snaps: SnapshotStore, config: PGCConfig) -> DynamicPartitionResult:
     """Partition the node instances of a snapshot store by graph chunks."""
-    watch = Stopwatch()
+    watch = Stopwatch(on_lap=phase_logger("pgc"))
     graph = build_instance_graph(snaps, config)
     watch.lap("instances")
     ic, ec = config.instance_cost, config.edge_cost
