@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from graphstream import cli
@@ -124,3 +125,22 @@ def test_progress_lines_when_not_a_terminal(tmp_path):
 def test_progress_off(tmp_path):
     assert run_cli(["generate", "rmat", "g.zarr", "--scale", "10"], "0", tmp_path) == []
     assert run_cli(["partition", "g.zarr", "-k", "2", "--algo", "coarse-refine", "--out", "p"], "0", tmp_path) == []
+
+
+def test_train_reports_its_epochs_once(tmp_path):
+    """train: one progress line for the epochs, from the first worker only (two workers here)."""
+    pytest.importorskip("torch")
+    run_cli(["generate", "rmat", "g.zarr", "--scale", "8"], "0", tmp_path)
+    n = 256
+    rng = np.random.default_rng(0)
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    np.save(nodes / "features.npy", rng.standard_normal((n, 4)).astype(np.float32))
+    np.save(nodes / "labels.npy", rng.integers(0, 3, n))
+    for name, lo, hi in (("train_mask", 0, 0.6), ("val_mask", 0.6, 0.8), ("test_mask", 0.8, 1.0)):
+        u = np.arange(n) / n
+        np.save(nodes / f"{name}.npy", (u >= lo) & (u < hi))
+    run_cli(["partition", "g.zarr", "-k", "2", "--algo", "hash", "--out", "parts", "--nodes", "nodes"], "0", tmp_path)
+    err = run_cli(["train", "parts", "--epochs", "3", "--workers", "2", "--hidden", "8"], None, tmp_path)
+    lines = [line for line in err if re.fullmatch(rf"graphstream: train: 3 epochs in {TIME} \(.*epochs/s\)", line)]
+    assert len(lines) == 1, err
