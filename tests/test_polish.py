@@ -138,7 +138,8 @@ def test_train_with_val_only_has_no_test_accuracy(tmp_path, capsys):
     pytest.importorskip("torch")
     parts = _node_classification_parts(tmp_path, ("train_mask", "val_mask"))
     result, _ = _train(capsys, parts)
-    assert result["evaluated_on"] == ["train", "val"] and result["selected_by"] == "val_accuracy"
+    # two classes: selected by the validation ROC-AUC (issue 19: the metric fits the labels)
+    assert result["evaluated_on"] == ["train", "val"] and result["selected_by"] == "val_roc_auc"
     assert result["test_accuracy"] is None and 0.0 <= result["val_accuracy"] <= 1.0
     assert "no test nodes" in result["note"]
     assert 1 <= result["best_epoch"] <= 4

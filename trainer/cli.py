@@ -25,7 +25,8 @@ HELP = "train a GNN on a partitioned dataset by model averaging"
 
 # What `graphstream train` prints without --json or --verbose (graphstream.cli looks it up), in this
 # order, those the run reported: the model's scores first, then how it was trained and where it went.
-_HEADLINE = ("model", "mode", "test_accuracy", "val_accuracy", "test_auc", "val_auc", "best_epoch", "selected_by",
+_HEADLINE = ("model", "mode", "metric", "test_roc_auc", "val_roc_auc", "test_accuracy", "val_accuracy",
+             "test_macro_f1", "val_macro_f1", "test_auc", "val_auc", "best_epoch", "selected_by",
              "evaluated_on", "epochs", "num_parts", "workers", "sync_every", "seconds", "peak_rss_bytes",
              "checkpoint", "best_checkpoint", "note")
 
@@ -62,6 +63,10 @@ def configure(p) -> None:
     p.add_argument("--proximal", type=float, default=None,
                    help="strength of the pull of local models towards the last average (FedProx, per part: "
                         "mu = PROXIMAL / training nodes of the part; default 3, 0 = plain averaging; static models)")
+    p.add_argument("--metric", default=None, choices=("accuracy", "macro_f1", "roc_auc"),
+                   help="static models: the validation metric that picks the best model (default: roc_auc for "
+                        "binary labels, accuracy otherwise; roc_auc needs binary labels); every metric that "
+                        "fits the labels is reported either way")
     p.add_argument("--seed", type=int, default=0, help="seed of weights, dropout and sampling (default 0)")
     p.add_argument("--centralized", action="store_true",
                    help="train the same model on the whole graph (one process) for comparison")
@@ -98,6 +103,9 @@ def run(args) -> dict:
         if args.checkpoint or args.resume:  # refused rather than ignored: the user would expect a file
             raise ParameterError(f"--checkpoint/--resume apply to the static models ({', '.join(STATIC_MODELS)}), "
                                  f"not {args.model}")
+        if args.metric not in (None, "roc_auc"):   # link prediction is measured by ROC-AUC only
+            raise ParameterError(f"--metric {args.metric}: {args.model} (temporal link prediction) reports roc_auc "
+                                 "only")
         from .dynamic import DynamicConfig, run_dynamic_training
         # an explicit 0 is checked by the config, never replaced by the default
         config = DynamicConfig(model=args.model, hidden=_default(args.hidden, 64), epochs=_default(args.epochs, 50),
@@ -113,7 +121,7 @@ def run(args) -> dict:
                          sync_every=args.sync_every, mini_batch=args.mini_batch, fanouts=fanouts,
                          batch_size=args.batch_size, lr=args.lr, dropout=args.dropout,
                          weight_decay=args.weight_decay, seed=args.seed, device=args.device,
-                         checkpoint=args.checkpoint, resume=args.resume,
+                         checkpoint=args.checkpoint, resume=args.resume, metric=args.metric,
                          proximal=PROXIMAL if args.proximal is None else args.proximal)
     result = run_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                           threads=args.threads, master_addr=args.master_addr)

@@ -220,8 +220,10 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
     for r in results:
         if r is not None:
             transfer.add(r.transfer)
+    test_auc, val_auc = roc_auc(*res0.scores["test"]), roc_auc(*res0.scores["val"])   # None: no pairs
     return {
-        "test_auc": roc_auc(*res0.scores["test"]), "val_auc": roc_auc(*res0.scores["val"]),
+        "metric": "roc_auc", "test_roc_auc": test_auc, "val_roc_auc": val_auc,
+        "test_auc": test_auc, "val_auc": val_auc,
         "test_pairs": int(len(res0.scores["test"][0]) + len(res0.scores["test"][1])),
         "model": config.model, "transfer": config.transfer, "epochs": config.epochs,
         "mode": "centralized" if centralized else "averaged", "sync_every": config.sync_every,
@@ -231,8 +233,8 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         "transfer_bytes": transfer.bytes, "transfer_seconds": transfer.seconds,
         "transfer_host_seconds": transfer.host_seconds, "snapshots_shipped": transfer.snapshots,
         "full_snapshots_shipped": transfer.full_snapshots, "losses": res0.losses, "device": config.device,
-        # test_accuracy / val_accuracy keep the static keys meaningful for scripts: AUC here.
-        "test_accuracy": roc_auc(*res0.scores["test"]), "val_accuracy": roc_auc(*res0.scores["val"]),
+        # Deprecated aliases of test_auc / val_auc (ROC-AUC, not accuracy), kept: --json is a contract.
+        "test_accuracy": test_auc, "val_accuracy": val_auc,
     }
 
 

@@ -1,4 +1,6 @@
-"""Accuracy (micro-F1 for single-label classification) of a model on a whole graph.
+"""Metrics of a model on a whole graph: accuracy, macro-F1 and, for binary labels, ROC-AUC.
+
+The metric functions live in :mod:`trainer.metrics` (numpy).
 
 The averaged model is evaluated on the *whole* graph (reassembled from the
 parts' inner rows, see :func:`trainer.data.assemble_whole_graph`), full batch,
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from . import metrics
 from .data import DeviceGraph
 
 
@@ -39,11 +42,26 @@ def evaluated_on(graph: DeviceGraph) -> list[str]:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, graph: DeviceGraph) -> dict[str, float | None]:
-    """Train, validation and test accuracy of ``model`` on ``graph``'s masked inner nodes (None: no such nodes)."""
-    pred = logits(model, graph).argmax(dim=1)
-    return {"train_accuracy": accuracy(pred, graph.y, graph.train_idx),
-            "val_accuracy": accuracy(pred, graph.y, graph.val_idx),
-            "test_accuracy": accuracy(pred, graph.y, graph.test_idx)}
+    """Every metric that fits the labels (:func:`trainer.metrics.scores`) of ``model`` on ``graph``'s
+    masked inner nodes, as ``{set}_{metric}`` for the sets train, val and test: accuracy and macro-F1
+    always, ROC-AUC of the positive class's probability when the model has two outputs (binary
+    labels). None: no such nodes, or (ROC-AUC) one class only."""
+    out = logits(model, graph)
+    binary = out.shape[1] == 2
+    prob = torch.softmax(out.float(), dim=1).cpu().numpy()
+    y = graph.y.cpu().numpy()
+    result: dict[str, float | None] = {}
+    for name, idx in (("train", graph.train_idx), ("val", graph.val_idx), ("test", graph.test_idx)):
+        i = idx.cpu().numpy()
+        for metric, value in metrics.scores(y[i], prob[i], binary=binary).items():
+            result[f"{name}_{metric}"] = value
+    return result
 
 
-__all__ = ["accuracy", "evaluate", "evaluated_on", "logits"]
+def single_class_sets(graph: DeviceGraph) -> list[str]:
+    """The evaluated node sets of ``graph`` whose labels are all one class (ROC-AUC is undefined there)."""
+    sets = {"train": graph.train_idx, "val": graph.val_idx, "test": graph.test_idx}
+    return [name for name, idx in sets.items() if idx.numel() > 0 and graph.y[idx].unique().numel() == 1]
+
+
+__all__ = ["accuracy", "evaluate", "evaluated_on", "logits", "single_class_sets"]

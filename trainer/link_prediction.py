@@ -13,21 +13,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .metrics import roc_auc_pos_neg
 
-def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
-    """ROC-AUC from ranks (Mann-Whitney U), ties counted half."""
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
-    scores = np.concatenate([pos, neg])
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    # average ranks over ties
-    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
-    avg = first + (counts - 1) / 2.0 + 1.0
-    ranks[order] = np.repeat(avg, counts)
-    u = ranks[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2.0
-    return float(u / (len(pos) * len(neg)))
+
+def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float | None:
+    """ROC-AUC from ranks (Mann-Whitney U), ties counted half; None when ``pos`` or ``neg`` is empty
+    (:func:`trainer.metrics.roc_auc_pos_neg`)."""
+    return roc_auc_pos_neg(pos, neg)
 
 
 def sample_negatives(keys: Tensor, num_nodes: int, gen: torch.Generator) -> Tensor:

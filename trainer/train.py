@@ -41,8 +41,9 @@ from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError
 
 from .averaging import WeightedAverager, flat_parameters, load_flat_
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
-from .evaluate import evaluate, evaluated_on
+from .evaluate import evaluate, evaluated_on, single_class_sets
 from .loop import LocalSteps, Schedule, WorkerStats, average_rounds, dealt, gather_to_first, worker_device
+from .metrics import METRICS, resolve_metric
 from .models import MODELS, Block, build_model
 from .optim import Adam
 from .params import integer, number
@@ -82,6 +83,7 @@ class TrainConfig:
     checkpoint: str | None = None
     resume: bool = False
     record_weights: bool = False   # return every round's local and averaged weights (tests)
+    metric: str | None = None      # model selection metric (trainer.metrics.METRICS); None: fits the labels
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -99,6 +101,8 @@ class TrainConfig:
             raise ParameterError(f"--fanout has {len(self.fanouts)} values, the model has {self.num_layers} layers")
         if self.resume and not self.checkpoint:
             raise ParameterError("--resume needs --checkpoint PATH")
+        if self.metric is not None and self.metric not in METRICS:
+            raise ParameterError(f"--metric {self.metric}: expected one of {', '.join(METRICS)}")
 
 
 @dataclass
@@ -231,6 +235,11 @@ def check_checkpoint(ckpt: dict, path: str, model, *, parts: int, world: int, sy
     best = _field(ckpt, path, "best", dict)
     _tensor(best, path, "weights", (numel,), "best ")
     _field(best, path, "val_accuracy", (float, int, type(None)), "best ")   # None: no validation nodes
+    if "metric" in best:   # absent in checkpoints written before the metric was chosen (accuracy then)
+        if _field(best, path, "metric", str, "best ") not in METRICS:
+            raise InputFormatError(f"{path}: checkpoint best 'metric' is {best['metric']!r}, expected one of "
+                                   f"{', '.join(METRICS)}")
+        _field(best, path, "value", (float, int, type(None)), "best ")
     _field(best, path, "round", int, "best ")
     _field(best, path, "epoch", int, "best ")
     _field(ckpt, path, "history", list)
@@ -255,6 +264,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     parts: PartSet = source if isinstance(source, PartSet) else open_parts(source)
     p = len(parts)
     mine = dealt(rank, world, p)                                         # step 1: dealt cyclically
+    metric = resolve_metric(config.metric, parts.num_classes)            # what the best model is chosen by
     n_train = [parts.num_train(i) for i in range(p)]
     total_train = sum(n_train)
     graphs = {i: load_part(parts.parts[i], device) for i in mine}
@@ -266,7 +276,8 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     whole = load_part(assemble_whole_graph(parts), device) if rank == 0 else None
     W = flat_parameters(model)
     schedule = Schedule(config.epochs, config.sync_every, config.seed)
-    start_round, best = 0, {"val_accuracy": -1.0, "round": -1, "weights": W.clone(), "epoch": 0}
+    start_round, best = 0, {"val_accuracy": -1.0, "metric": metric, "value": -1.0, "round": -1,
+                            "weights": W.clone(), "epoch": 0}
 
     if config.resume and Path(config.checkpoint).exists():
         ckpt = load_checkpoint(config.checkpoint)
@@ -275,6 +286,11 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         W = ckpt["weights"]
         start_round = ckpt["round"] + 1
         best = ckpt["best"]
+        if "metric" not in best:   # written before metrics were chosen: selected by validation accuracy
+            best = dict(best, metric="accuracy", value=best["val_accuracy"])
+        if best["metric"] != metric:
+            raise ParameterError(f"{config.checkpoint}: checkpoint keeps the best model by val_{best['metric']}, "
+                                 f"this run selects by val_{metric} (pass --metric {best['metric']})")
         result.history = ckpt.get("history", [])
         for i in mine:
             opts[i].load_state_dict(ckpt["optimizers"][i])
@@ -311,9 +327,12 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         scores = evaluate(model, whole)                                  # step 4: evaluate, keep the best
         scores.update(round=r, epoch=epochs_done)
         result.history.append(scores)
-        # without validation nodes there is nothing to choose by: the last round's model is kept
-        if scores["val_accuracy"] is None or scores["val_accuracy"] > best["val_accuracy"]:
-            best = {"val_accuracy": scores["val_accuracy"], "round": r, "weights": W.clone(), "epoch": epochs_done}
+        # without validation nodes (or, for ROC-AUC, with one class among them) there is nothing to
+        # choose by: the last round's model is kept
+        value = scores[f"val_{metric}"]
+        if value is None or value > best["value"]:
+            best = {"val_accuracy": scores["val_accuracy"], "metric": metric, "value": value, "round": r,
+                    "weights": W.clone(), "epoch": epochs_done}
         if config.checkpoint:
             optimizers = {k: v for d in ckpt_opts for k, v in d.items()}
             _save_checkpoint(config.checkpoint, {
@@ -330,32 +349,48 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         best_scores = evaluate(model, whole)
         result.summary = {
             "test_accuracy": best_scores["test_accuracy"], "val_accuracy": best_scores["val_accuracy"],
-            "train_accuracy": best_scores["train_accuracy"], "best_epoch": best["epoch"],
+            "train_accuracy": best_scores["train_accuracy"], "metric": metric, "best_epoch": best["epoch"],
+            **{k: v for k, v in best_scores.items() if not k.endswith("_accuracy")},
             "final_test_accuracy": final.get("test_accuracy"), "final_val_accuracy": final.get("val_accuracy"),
+            **{f"final_{k}": final.get(k) for k in best_scores if k.startswith(("val_", "test_"))
+               and not k.endswith("_accuracy")},
             "epochs": config.epochs, "rounds": schedule.rounds, "seconds": time.perf_counter() - wall,
             "train_seconds": result.train_seconds, "sync_seconds": averager.seconds,
             "epoch_seconds": result.train_seconds / max(1, config.epochs - start_round * config.sync_every),
             "num_parts": p, "workers": world, "parts_per_worker": len(mine)}
-        result.summary.update(_evaluation_notes(evaluated_on(whole)))
+        result.summary.update(_evaluation_notes(evaluated_on(whole), metric,
+                                                single_class_sets(whole) if "val_roc_auc" in best_scores else []))
         if config.checkpoint:
             _save_checkpoint(f"{config.checkpoint}.best", {"weights": best["weights"], "config": asdict(config)})
     return result
 
 
-def _evaluation_notes(sets: list[str]) -> dict[str, Any]:
-    """What the accuracies were measured on (``evaluated_on``), how the kept model was chosen
-    (``selected_by``) and, when validation or test nodes are missing, a ``note`` saying so: the
-    missing accuracies are None (null in JSON), never NaN."""
-    out: dict[str, Any] = {"evaluated_on": sets,
-                           "selected_by": "val_accuracy" if "val" in sets else "last round (no validation nodes)"}
+def _evaluation_notes(sets: list[str], metric: str = "accuracy", single_class: list[str] = ()) -> dict[str, Any]:
+    """What the metrics were measured on (``evaluated_on``), how the kept model was chosen
+    (``selected_by``: ``val_<metric>``) and, when validation or test nodes are missing or (binary
+    labels) hold one class only, a ``note`` saying so: the missing metrics are None (null in JSON),
+    never NaN. ``single_class``: the sets whose labels are one class (ROC-AUC undefined there)."""
+    selected = f"val_{metric}"
+    if "val" not in sets:
+        selected = "last round (no validation nodes)"
+    elif metric == "roc_auc" and "val" in single_class:
+        selected = "last round (val_roc_auc undefined: the validation nodes hold one class only)"
+    out: dict[str, Any] = {"evaluated_on": sets, "selected_by": selected}
+    notes = []
     missing = [name for name, what in (("val", "validation"), ("test", "test")) if name not in sets]
     if missing == ["val", "test"]:
-        out["note"] = ("nothing to evaluate: the parts have no validation or test nodes (val_mask/test_mask "
-                       "absent or empty); accuracy is on the training nodes only, the last round's model is kept")
+        notes.append("nothing to evaluate: the parts have no validation or test nodes (val_mask/test_mask "
+                     "absent or empty); accuracy is on the training nodes only, the last round's model is kept")
     elif missing:
         what = {"val": "validation nodes (val_mask): the last round's model is kept",
                 "test": "test nodes (test_mask): test_accuracy is null"}[missing[0]]
-        out["note"] = f"the parts have no {what}"
+        notes.append(f"the parts have no {what}")
+    if single_class:
+        names = ", ".join(f"{s}_roc_auc" for s in single_class)
+        notes.append(f"the {'/'.join(single_class)} nodes hold one class only: {names} "
+                     f"{'is' if len(single_class) == 1 else 'are'} null (ROC-AUC needs both classes)")
+    if notes:
+        out["note"] = "; ".join(notes)
     return out
 
 
@@ -391,6 +426,7 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         _check_checkpoint_path(config.checkpoint, None if isinstance(source, PartSet) else source)
     device = resolve_device(config.device)
     parts = source if isinstance(source, PartSet) else open_parts(source)
+    resolve_metric(config.metric, parts.num_classes)   # refused here, before any worker starts
     if centralized:
         whole = assemble_whole_graph(parts)
         single = check_parts([whole], path=f"{parts.path}[whole]")
