@@ -26,9 +26,20 @@ Choices, following the standard loaders:
   tvshow); a seeded split: a permutation from
   ``numpy.random.default_rng(seed)``, its first floor(70 N / 100) nodes train,
   the next floor(15 N / 100) validation, the rest test.
+* MUSAE Twitch (``twitch-de``, ``twitch-engb``; the binary, class-imbalanced
+  case): edges as in ``<C>_edges.csv`` (DE 153,138, ENGB 35,324; no
+  self-loops or duplicates); binary features from ``<C>.json`` (3,170 dims,
+  repeated ids in a list count once); node id = ``new_id`` of
+  ``<C>_target.csv``; labels = the ``--target`` column (``mature``, default:
+  DE 60% / ENGB 55% positive; ``partner``: DE 6.3% / ENGB 5.4% positive),
+  1 = True. Split: stratified and seeded, so both classes keep their share in
+  every set: for each class in turn (0, then 1) a permutation of its nodes
+  from one ``numpy.random.default_rng(seed)``, its first floor(70 n_c / 100)
+  nodes train, the next floor(15 n_c / 100) validation, the rest test.
 
-These datasets are small (at most 424 MB of facebook features, written
-through a memory map); their edges are handled in memory.
+These datasets are small (at most 424 MB of facebook features, 120 MB of
+Twitch DE features, written through a memory map); their edges are handled in
+memory.
 """
 from __future__ import annotations
 
@@ -47,11 +58,15 @@ from .._resources import Stopwatch
 from ..errors import InputFormatError, InputNotFoundError, ParameterError
 from ..store import GraphWriter
 
-DATASETS = ("cora", "citeseer", "facebook")
+DATASETS = ("cora", "citeseer", "facebook", "twitch-de", "twitch-engb")
 DEFAULT_ROOT = "../shared/datasets"
 PLANETOID_VAL = 500
 FACEBOOK_FEATURES = 4714
 FACEBOOK_SPLIT_PERCENT = (70, 15)
+TWITCH_FEATURES = 3170
+TWITCH_TARGETS = ("mature", "partner")
+TWITCH_SPLIT_PERCENT = (70, 15)  # per class (stratified)
+TWITCH_CODES = {"twitch-de": "DE", "twitch-engb": "ENGB"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +84,10 @@ class NodeDataset:
 
 def source_folder(name: str, root: str | Path) -> Path:
     """The folder under ``root`` that ``load_dataset(name)`` reads (its output must stay outside it)."""
-    return Path(root) / ("musae-facebook" if name.lower() == "facebook" else "planetoid")
+    name = name.lower()
+    if name.startswith("twitch"):
+        return Path(root) / "musae-twitch"
+    return Path(root) / ("musae-facebook" if name == "facebook" else "planetoid")
 
 
 def _need(path: Path) -> Path:
@@ -196,13 +214,7 @@ def facebook(root: Path, seed: int) -> tuple[NodeDataset, dict[int, list[int]]]:
     labels[ids] = [classes.index(r["page_type"]) for r in rows]
     if edges.size and edges.max() >= n:
         raise InputFormatError(f"{edges_path}: node id {edges.max()} beyond the {n} labelled nodes")
-    features_path = _need(base / "facebook.json")
-    with open(features_path, encoding="utf-8") as f:
-        try:
-            feats = {int(k): v for k, v in json.load(f).items()}
-        except (ValueError, AttributeError) as exc:
-            raise InputFormatError(f"{features_path}: expected a JSON object node id -> feature ids "
-                                   f"({exc})") from exc
+    feats = _read_feature_json(base / "facebook.json")
     src, dst = _undirected(edges[:, 0], edges[:, 1], drop_self_loops=False)
     perm = np.random.default_rng(seed).permutation(n)
     n_train = n * FACEBOOK_SPLIT_PERCENT[0] // 100  # integer arithmetic: 0.7 * n may round down
@@ -213,23 +225,104 @@ def facebook(root: Path, seed: int) -> tuple[NodeDataset, dict[int, list[int]]]:
     return ds, feats
 
 
-def _write_facebook_features(path: Path, feats: dict[int, list[int]], n: int, source: Path) -> int:
-    """Binary N x 4714 float32 features, written row block by row block into a memory map
+def _write_binary_features(path: Path, feats: dict[int, list[int]], n: int, dim: int, source: Path) -> int:
+    """Binary N x dim float32 features, written row block by row block into a memory map
     (allocated first: a full disk is an ENOSPC error, not a SIGBUS)."""
-    out = allocated_memmap(path, np.float32, (n, FACEBOOK_FEATURES))
+    out = allocated_memmap(path, np.float32, (n, dim))
     block = 4096
     for start in range(0, n, block):
         stop = min(start + block, n)
-        rows = np.zeros((stop - start, FACEBOOK_FEATURES), dtype=np.float32)
+        rows = np.zeros((stop - start, dim), dtype=np.float32)
         for i in range(start, stop):
             cols = feats.get(i, [])
-            if cols and (min(cols) < 0 or max(cols) >= FACEBOOK_FEATURES):
-                raise InputFormatError(f"{source}: node {i} has feature id outside [0, {FACEBOOK_FEATURES})")
+            if not isinstance(cols, list) or not all(type(c) is int for c in cols):
+                raise InputFormatError(f"{source}: node {i}: expected a list of integer feature ids")
+            if cols and (min(cols) < 0 or max(cols) >= dim):
+                raise InputFormatError(f"{source}: node {i} has feature id outside [0, {dim})")
             rows[i - start, cols] = 1.0
         out[start:stop] = rows
     out.flush()
     del out
-    return FACEBOOK_FEATURES
+    return dim
+
+
+def _write_facebook_features(path: Path, feats: dict[int, list[int]], n: int, source: Path) -> int:
+    return _write_binary_features(path, feats, n, FACEBOOK_FEATURES, source)
+
+
+def _read_feature_json(path: Path) -> dict[int, list[int]]:
+    with open(_need(path), encoding="utf-8") as f:
+        try:
+            return {int(k): v for k, v in json.load(f).items()}
+        except (ValueError, AttributeError) as exc:
+            raise InputFormatError(f"{path}: expected a JSON object node id -> feature ids ({exc})") from exc
+
+
+# ---------------------------------------------------------------------------
+# MUSAE Twitch (binary labels, `partner` strongly imbalanced)
+# ---------------------------------------------------------------------------
+def stratified_split(labels: np.ndarray, seed: int,
+                     percent: tuple[int, int] = TWITCH_SPLIT_PERCENT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded split keeping each class's share: per class (in increasing order) a permutation of its nodes
+    from one ``default_rng(seed)``, the first floor(percent[0] n_c / 100) train, the next
+    floor(percent[1] n_c / 100) validation, the rest test. Returns sorted node ids."""
+    rng = np.random.default_rng(seed)
+    parts: tuple[list, list, list] = ([], [], [])
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        n_train = len(idx) * percent[0] // 100
+        n_val = len(idx) * percent[1] // 100
+        for out, sel in zip(parts, (idx[:n_train], idx[n_train:n_train + n_val], idx[n_train + n_val:]), strict=True):
+            out.append(sel)
+    return tuple(np.sort(np.concatenate(p)).astype(np.int64) for p in parts)  # type: ignore[return-value]
+
+
+def _bool_column(value: str, path: Path, column: str, line: int) -> int:
+    v = value.strip().lower()
+    if v in ("true", "1"):
+        return 1
+    if v in ("false", "0"):
+        return 0
+    raise InputFormatError(f"{path}:{line}: column {column} is {value!r}, expected True or False")
+
+
+def twitch(name: str, root: Path, seed: int, target: str) -> tuple[NodeDataset, dict[int, list[int]]]:
+    """Edges, binary labels (``target`` column) and stratified seeded split of MUSAE Twitch DE or ENGB;
+    features are returned as the sparse dict."""
+    if target not in TWITCH_TARGETS:
+        raise ParameterError(f"unknown Twitch target {target!r}; expected one of {', '.join(TWITCH_TARGETS)}")
+    code = TWITCH_CODES[name]
+    base = root / "musae-twitch"
+    edges_path = _need(base / f"{code}_edges.csv")
+    try:
+        edges = np.loadtxt(edges_path, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+    except ValueError as exc:
+        raise InputFormatError(f"{edges_path}: cannot parse edges ({exc})") from exc
+    if edges.size and edges.shape[1] != 2:
+        raise InputFormatError(f"{edges_path}: expected two columns from,to")
+    target_path = _need(base / f"{code}_target.csv")
+    with open(target_path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or "new_id" not in rows[0] or target not in rows[0]:
+        raise InputFormatError(f"{target_path}: expected columns new_id and {target}")
+    n = len(rows)
+    try:
+        ids = np.array([int(r["new_id"]) for r in rows], dtype=np.int64)
+    except (TypeError, ValueError) as exc:
+        raise InputFormatError(f"{target_path}: new_id is not an integer ({exc})") from exc
+    if not np.array_equal(np.sort(ids), np.arange(n)):
+        raise InputFormatError(f"{target_path}: new_id values are not 0..{n - 1}")
+    labels = np.empty(n, dtype=np.int64)
+    labels[ids] = [_bool_column(r[target] or "", target_path, target, i + 2) for i, r in enumerate(rows)]
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        raise InputFormatError(f"{edges_path}: node id outside 0..{n - 1} (the labelled nodes)")
+    feats = _read_feature_json(base / f"{code}.json")
+    src, dst = _undirected(edges[:, 0], edges[:, 1], drop_self_loops=False) if edges.size else (
+        np.zeros(0, np.int64), np.zeros(0, np.int64))
+    train, val, test = stratified_split(labels, seed)
+    ds = NodeDataset(name=name, src=src, dst=dst, labels=labels, train=train, val=val, test=test,
+                     source=str(edges_path))
+    return ds, feats
 
 
 # ---------------------------------------------------------------------------
@@ -242,12 +335,14 @@ def _write_graph(path: Path, ds: NodeDataset, n: int) -> None:
 
 
 def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_ROOT, seed: int = 0,
-                 overwrite: bool = False) -> dict:
-    """Write ``name`` (cora, citeseer, facebook) as a graph store plus node data into ``out_dir``.
+                 overwrite: bool = False, target: str = "mature") -> dict:
+    """Write ``name`` (cora, citeseer, facebook, twitch-de, twitch-engb) as a graph store plus node data
+    into ``out_dir``.
 
     Returns a summary: path, graph, num_nodes, num_edges, num_features,
-    num_classes, num_train/num_val/num_test, self_loops, seconds.
-    ``seed`` only affects facebook's split.
+    num_classes, num_train/num_val/num_test, self_loops, seconds; Twitch adds
+    target and num_positive. ``seed`` only affects facebook's and Twitch's
+    splits; ``target`` (mature or partner) only Twitch's labels.
     """
     watch = Stopwatch(on_lap=phase_logger("dataset"))  # one progress line per phase
     name = name.lower()
@@ -256,7 +351,11 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
     root = Path(root)
     if not root.is_dir():
         raise InputNotFoundError(f"{root}: dataset root not found (pass --root, e.g. ../shared/datasets)")
-    if name == "facebook":
+    twitch_like = name in TWITCH_CODES
+    if twitch_like:
+        ds, feats = twitch(name, root, seed, target)
+        x = None
+    elif name == "facebook":
         ds, feats = facebook(root, seed)
         x = None
     else:
@@ -265,7 +364,10 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
     n = len(ds.labels)
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
         _write_graph(tmp / "graph.zarr", ds, n)
-        if x is None:
+        if twitch_like:
+            num_features = _write_binary_features(tmp / "features.npy", feats, n, TWITCH_FEATURES,
+                                                  root / "musae-twitch" / f"{TWITCH_CODES[name]}.json")
+        elif x is None:
             num_features = _write_facebook_features(tmp / "features.npy", feats, n,
                                                     root / "musae-facebook" / "facebook.json")
         else:
@@ -276,11 +378,16 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
             save_npy(tmp / f"{split}_mask.npy", _mask(n, idx))
     watch.lap("write")
     out_dir = Path(out_dir)
-    return {
+    result = {
         "name": name, "path": str(out_dir), "graph": str(out_dir / "graph.zarr"),
         "num_nodes": n, "num_edges": len(ds.src), "directed": False,
         "num_features": int(num_features), "num_classes": int(ds.labels.max()) + 1,
         "num_train": len(ds.train), "num_val": len(ds.val), "num_test": len(ds.test),
-        "self_loops": int(np.count_nonzero(ds.src == ds.dst)), "seed": seed if name == "facebook" else None,
+        "self_loops": int(np.count_nonzero(ds.src == ds.dst)),
+        "seed": seed if name == "facebook" or twitch_like else None,
         "seconds": watch.seconds,
     }
+    if twitch_like:
+        result["target"] = target
+        result["num_positive"] = int(ds.labels.sum())
+    return result
