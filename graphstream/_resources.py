@@ -11,7 +11,19 @@ from .errors import ResourceError
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (ru_maxrss)."""
+    """Peak resident set size of this process so far.
+
+    Linux: VmHWM of /proc/self/status, the peak of this program's own memory. ru_maxrss is kept
+    across fork and exec, so a command started by a large process (a test runner, a service)
+    would report its parent's size instead; ru_maxrss is the fallback elsewhere.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
 

@@ -219,3 +219,12 @@ def test_input_edges_estimate(tmp_path):
     np.save(tmp_path / "e.npy", np.zeros((1234, 2), dtype=np.int64))
     assert input_edges(tmp_path / "e.npy") == 1234
     assert 0.8 * 200_000 <= input_edges(text) <= 1.25 * 200_000
+
+
+def test_peak_rss_of_a_command_is_its_own():
+    """A command started by a large process reports its own peak, not its parent's (ru_maxrss is
+    kept across fork and exec on Linux: the CI's first failure of the memory test above)."""
+    ballast = np.ones(80_000_000)   # 640 MB in this process
+    code = "from graphstream._resources import peak_rss_bytes; print(peak_rss_bytes())"
+    child = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert child < 400e6 < ballast.nbytes

@@ -8,10 +8,19 @@ weights :math:`W_i`; the new global model is
 with :math:`n_i` the part's training nodes. A worker that trains several parts
 adds their :math:`n_i W_i` into one float64 buffer; a single ``all_reduce``
 (SUM) adds the workers' buffers; every worker divides by ``n`` and copies the
-result into its parameters *in place*, so optimizers (whose state stays local,
-never averaged) keep pointing at the same tensors. Accumulating in float64
-makes the products :math:`n_i W_i` exact and the result independent of the
-order of the few additions once rounded back to float32.
+result into its parameters *in place*, so optimizers keep pointing at the
+same tensors. Accumulating in float64 makes the products :math:`n_i W_i`
+exact and the result independent of the order of the few additions once
+rounded back to float32.
+
+By default each part's optimizer state (Adam's moments) stays local, never
+averaged. When the parts' optimizers are passed to :meth:`WeightedAverager.add`
+and :meth:`WeightedAverager.average_into` (``--average-optimizer-state``),
+their first and second moments :math:`m_i, v_i` ride in the same buffer and
+the same all_reduce, weighted alike (:math:`m = \\sum_i \\frac{n_i}{n} m_i`,
+the same for :math:`v`), and every part's optimizer starts the next round
+from them. Step counts (Adam's bias correction) stay per part: they are equal
+in full-batch training, where every part steps once per epoch.
 """
 from __future__ import annotations
 
@@ -26,6 +35,31 @@ from torch import nn
 def flat_parameters(model: nn.Module, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """All parameters of ``model`` in one 1-D tensor (a copy) of ``dtype``."""
     return torch.cat([p.detach().reshape(-1).to(dtype) for p in model.parameters()])
+
+
+def optimizer_moments(optimizer) -> list[torch.Tensor]:
+    """The tensors of an Adam-like optimizer's state that are averaged: first moments, then second."""
+    try:
+        return [*optimizer.exp_avg, *optimizer.exp_avg_sq]
+    except AttributeError as exc:   # a programming error, not a user's: only trainer.optim.Adam is passed
+        raise TypeError(f"{type(optimizer).__name__} keeps no exp_avg/exp_avg_sq moments to average") from exc
+
+
+def flat_moments(optimizer, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """An optimizer's moments (:func:`optimizer_moments`) in one 1-D tensor (a copy) of ``dtype``."""
+    return torch.cat([t.detach().reshape(-1).to(dtype) for t in optimizer_moments(optimizer)])
+
+
+def load_moments_(optimizer, flat: torch.Tensor) -> None:
+    """Copy a flat buffer back into an optimizer's moments, in place."""
+    offset = 0
+    with torch.no_grad():
+        for t in optimizer_moments(optimizer):
+            n = t.numel()
+            t.copy_(flat[offset:offset + n].view_as(t).to(t.dtype))
+            offset += n
+    if offset != flat.numel():
+        raise ValueError(f"buffer has {flat.numel()} values, the optimizer has {offset}")
 
 
 def load_flat_(model: nn.Module, flat: torch.Tensor) -> None:
@@ -45,7 +79,10 @@ class WeightedAverager:
     """Accumulate :math:`n_i W_i` of local models, then average across workers.
 
     Usage per synchronisation round: ``add(model, n_i)`` for every part this
-    worker trained, then ``average_into(model)``.
+    worker trained, then ``average_into(model)``. To average the optimizers'
+    moments too, pass every part's optimizer: ``add(model, n_i, opt_i)``, then
+    ``average_into(model, [opt_i, ...])`` with all of this worker's optimizers
+    (every worker must do the same: the buffers' lengths must agree).
     """
     total_weight: int
     distributed: bool = True
@@ -53,14 +90,22 @@ class WeightedAverager:
     rounds: int = 0
     _sum: torch.Tensor | None = field(default=None, repr=False)
 
-    def add(self, model: nn.Module, weight: int) -> None:
+    def add(self, model: nn.Module, weight: int, optimizer=None) -> None:
         flat = flat_parameters(model)
+        if optimizer is not None:   # the moments follow the weights in the one buffer
+            flat = torch.cat([flat, flat_moments(optimizer)])
         contrib = flat * float(weight)
         self._sum = contrib if self._sum is None else self._sum + contrib
 
-    def reduce(self, like: nn.Module) -> torch.Tensor:
-        """The averaged flat buffer (float64), after one all_reduce."""
-        buf = self._sum if self._sum is not None else torch.zeros_like(flat_parameters(like))
+    def reduce(self, like: nn.Module, optimizer=None) -> torch.Tensor:
+        """The averaged flat buffer (float64), after one all_reduce: the weights, then
+        ``optimizer``'s moments when one is given (its values are not used, only their number)."""
+        if self._sum is not None:
+            buf = self._sum
+        else:   # a worker without parts still joins the all_reduce, with zeros
+            buf = flat_parameters(like) if optimizer is None else torch.cat([flat_parameters(like),
+                                                                           flat_moments(optimizer)])
+            buf = torch.zeros_like(buf)
         self._sum = None
         start = time.perf_counter()
         if self.distributed and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -72,10 +117,22 @@ class WeightedAverager:
         self.rounds += 1
         return buf / float(self.total_weight)
 
-    def average_into(self, model: nn.Module) -> torch.Tensor:
-        """Average across workers and load the result into ``model``; return it (float64)."""
-        avg = self.reduce(model)
+    def average_into(self, model: nn.Module, optimizers=()) -> torch.Tensor:
+        """Average across workers and load the result into ``model``; return it (float64).
+
+        With ``optimizers`` (this worker's, each of whose parts was added with
+        its optimizer) the averaged moments are loaded into every one of them."""
+        optimizers = list(optimizers)
+        if not optimizers:
+            avg = self.reduce(model)
+            load_flat_(model, avg)
+            return avg
+        buf = self.reduce(model, optimizers[0])
+        n = sum(p.numel() for p in model.parameters())
+        avg = buf[:n].clone()
         load_flat_(model, avg)
+        for opt in optimizers:
+            load_moments_(opt, buf[n:])
         return avg
 
 
@@ -98,4 +155,5 @@ def weighted_mean_reference(flats_by_worker: list[list[tuple[torch.Tensor, int]]
     return (total_sum / float(total)).to(torch.float32)
 
 
-__all__ = ["WeightedAverager", "flat_parameters", "load_flat_", "weighted_mean_reference"]
+__all__ = ["WeightedAverager", "flat_moments", "flat_parameters", "load_flat_", "load_moments_", "optimizer_moments",
+           "weighted_mean_reference"]

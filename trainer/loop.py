@@ -8,7 +8,9 @@ Per worker ``rank`` of ``world`` (spec: ../shared/specs/trainer.md):
    state reseeded from (seed, part, epoch) before every epoch, so a run
    resumed at a round boundary equals an uninterrupted one; the part then
    adds ``weight_i * W_i`` to the averager;
-3. one all_reduce averages: W = sum_i (weight_i / sum weight) W_i;
+3. one all_reduce averages: W = sum_i (weight_i / sum weight) W_i (and, when
+   the parts' optimizers are passed, their moments alike, loaded into every
+   part's optimizer: ``--average-optimizer-state``);
 4. the model's own end of round (evaluate, keep the best, checkpoint).
 
 What a model trains on and how (full batch, mini-batches, snapshot
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -113,23 +115,28 @@ class WorkerStats:
 
 def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: WorkerStats, *,
                    weights: Sequence[int], averager: WeightedAverager, schedule: Schedule,
-                   device: torch.device, start_round: int = 0) -> torch.Tensor:
+                   device: torch.device, start_round: int = 0,
+                   optimizers: Mapping[int, object] | None = None) -> torch.Tensor:
     """Rounds ``start_round ..`` of the loop (module doc) over the parts ``stats.parts``; return the last W.
 
     ``weights[i]`` is part i's share of the average (its training nodes or
     positives). The model's parameters are the tensors every part's optimizer
     holds; they are reloaded from W before each part and hold the average
-    after each round. ``stats`` gains the losses and timings.
+    after each round. ``stats`` gains the losses and timings. With
+    ``optimizers`` (part -> its Adam, for every part of ``stats.parts``) the
+    optimizers' moments are averaged with the weights, so every part starts
+    each round from the same moments; without, they stay per part.
     """
     # Rank 0 (or the only process) shows the epochs; the other workers would repeat it.
     first_worker = not dist.is_initialized() or dist.get_rank() == 0
     with progress(schedule.epochs, "train", unit="epoch") if first_worker else nullcontext() as bar:
         if bar is not None:   # epochs done before a resumed run
             bar.update(schedule.span(start_round)[0] if start_round < schedule.rounds else schedule.epochs)
-        return _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar)
+        return _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar, optimizers)
 
 
-def _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar) -> torch.Tensor:
+def _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar,
+            optimizers=None) -> torch.Tensor:
     mine = stats.parts
     for r in range(start_round, schedule.rounds):
         first_epoch, n_epochs = schedule.span(r)
@@ -145,12 +152,12 @@ def _rounds(model, W, steps, stats, weights, averager, schedule, device, start_r
                 if loss is not None:
                     round_losses[e] += loss / len(mine)
             steps.end_part(i)
-            averager.add(model, weights[i])
+            averager.add(model, weights[i], None if optimizers is None else optimizers[i])
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         stats.train_seconds += time.perf_counter() - t0
         stats.losses.extend(round_losses.tolist())
-        W = averager.average_into(model)                                 # step 3: one all_reduce
+        W = averager.average_into(model, () if optimizers is None else [optimizers[i] for i in mine])  # step 3
         steps.end_round(r, first_epoch + n_epochs, W)                    # step 4: the model's own
         if bar is not None:
             bar.update(n_epochs)

@@ -7,7 +7,8 @@ Per worker ``r`` of ``q`` (spec: ../shared/specs/trainer.md):
 1. take parts ``r, r + q, r + 2q, ...`` (dealt cyclically; with p = q one part
    each), load them onto the device, build one model (same seed everywhere,
    so every worker starts from the same W) and one Adam optimizer per part
-   (optimizer state stays local, never averaged);
+   (its state stays local, never averaged, unless ``average_optimizer_state``:
+   then the moments are averaged with the weights at every synchronisation);
 2. for every synchronisation round: for each own part, start from the current
    averaged weights W, train ``sync_every`` epochs (full batch, or sampled
    mini-batches: no gradient is ever synchronised, parts may have different
@@ -84,6 +85,7 @@ class TrainConfig:
     resume: bool = False
     record_weights: bool = False   # return every round's local and averaged weights (tests)
     metric: str | None = None      # model selection metric (trainer.metrics.METRICS); None: fits the labels
+    average_optimizer_state: bool = False   # average the parts' Adam moments with the weights at every sync
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -342,7 +344,8 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
                 "sync_every": config.sync_every})
 
     average_rounds(model, W, LocalSteps(epoch, start_part, end_part, end_round), result, weights=n_train,
-                   averager=averager, schedule=schedule, device=device, start_round=start_round)
+                   averager=averager, schedule=schedule, device=device, start_round=start_round,
+                   optimizers=opts if config.average_optimizer_state else None)
     if rank == 0:
         load_flat_(model, best["weights"])
         final = result.history[-1] if result.history else {}
@@ -455,7 +458,7 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
 
 def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | None = None) -> dict:
     out.update(model=config.model, hidden=config.hidden, mini_batch=config.mini_batch, seed=config.seed,
-               proximal=config.proximal,
+               proximal=config.proximal, average_optimizer_state=config.average_optimizer_state,
                device=config.device, losses=res.losses, history=res.history)
     # Where the weights went, said either way: without --checkpoint nothing is written (a default file
     # beside the parts could overwrite another run's, and one inside them would change the dataset).
