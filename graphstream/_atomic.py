@@ -381,17 +381,8 @@ def atomic_dir(path: PathLike, overwrite: bool = False) -> Iterator[Path]:
     On any exception (signals included) the temporary folder is removed and
     ``path`` is left as it was. ENOSPC is reported as :class:`DiskFullError`.
     """
-    output = AtomicOutput(path, overwrite)
-    tmp = output.begin()
-    try:
+    with _written_atomically(AtomicOutput(path, overwrite)) as tmp:
         yield tmp
-    except BaseException as exc:
-        full = disk_full(exc, output.final.parent)
-        output.rollback()
-        if full:
-            raise output.disk_full_error(exc) from exc
-        raise
-    output.commit()
 
 
 @contextmanager
@@ -399,12 +390,19 @@ def atomic_file(path: PathLike, overwrite: bool = True, *, lock: bool = True) ->
     """Yield a temporary sibling file name; on success the file replaces ``path`` (e.g. a checkpoint).
 
     ``lock=False`` where another process (a launcher) holds the output's lock for the whole run."""
-    output = AtomicOutput(path, overwrite, mkdir=False, lock=lock)
+    with _written_atomically(AtomicOutput(path, overwrite, mkdir=False, lock=lock)) as tmp:
+        yield tmp
+
+
+@contextmanager
+def _written_atomically(output: AtomicOutput) -> Iterator[Path]:
+    """The temporary sibling of ``output``: committed on success; on any exception (signals
+    included) rolled back, a full disk reported as :class:`DiskFullError`."""
     tmp = output.begin()
     try:
         yield tmp
     except BaseException as exc:
-        full = disk_full(exc, output.final.parent)
+        full = disk_full(exc, output.final.parent)   # before the rollback frees the space
         output.rollback()
         if full:
             raise output.disk_full_error(exc) from exc

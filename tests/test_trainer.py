@@ -39,8 +39,9 @@ DATASETS = ROOT.parent / "shared" / "datasets"
 CPU = torch.device("cpu")
 
 
-def sbm(n=300, k=3, f=16, p_in=0.05, p_out=0.005, seed=0) -> ArrayPart:
-    """A small undirected stochastic block model with class-correlated features."""
+def sbm(n=300, k=3, f=16, p_in=0.05, p_out=0.005, seed=0, train_share=4) -> ArrayPart:
+    """A small undirected stochastic block model with class-correlated features; the first
+    n // train_share of a random order train, up to n // 2 validate, the rest test."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, k, n)
     prob = np.where(y[:, None] == y[None, :], p_in, p_out)
@@ -51,8 +52,8 @@ def sbm(n=300, k=3, f=16, p_in=0.05, p_out=0.005, seed=0) -> ArrayPart:
     x = (rng.normal(size=(n, f)) + 0.8 * np.eye(k, f)[y]).astype(np.float32)
     perm = rng.permutation(n)
     masks = [np.zeros(n, bool) for _ in range(3)]
-    masks[0][perm[:n // 4]] = True
-    masks[1][perm[n // 4:n // 2]] = True
+    masks[0][perm[:n // train_share]] = True
+    masks[1][perm[n // train_share:n // 2]] = True
     masks[2][perm[n // 2:]] = True
     return ArrayPart(np.arange(n), n, indptr, indices, x, y, *masks, degree=np.diff(indptr))
 

@@ -8,6 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import test_trainer as trainer_tests  # noqa: E402 (the block model of the trainer tests)
+
 from trainer.averaging import WeightedAverager, flat_moments, flat_parameters  # noqa: E402
 from trainer.data import ArrayPart, check_parts, split_graph  # noqa: E402
 from trainer.models import build_model  # noqa: E402
@@ -15,21 +17,9 @@ from trainer.optim import Adam  # noqa: E402
 from trainer.train import TrainConfig, run_training  # noqa: E402
 
 
-def sbm(n=240, k=3, f=12, seed=0) -> ArrayPart:
-    """A small undirected stochastic block model with class-correlated features."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, k, n)
-    a = np.triu(rng.random((n, n)) < np.where(y[:, None] == y[None, :], 0.05, 0.005), 1)
-    a = a | a.T
-    indptr = np.concatenate([[0], np.cumsum(a.sum(1))]).astype(np.int64)
-    indices = np.nonzero(a)[1].astype(np.int64)
-    x = (rng.normal(size=(n, f)) + 0.8 * np.eye(k, f)[y]).astype(np.float32)
-    perm = rng.permutation(n)
-    masks = [np.zeros(n, bool) for _ in range(3)]
-    masks[0][perm[:n // 3]] = True
-    masks[1][perm[n // 3:n // 2]] = True
-    masks[2][perm[n // 2:]] = True
-    return ArrayPart(np.arange(n), n, indptr, indices, x, y, *masks, degree=np.diff(indptr))
+def sbm() -> ArrayPart:
+    """tests/test_trainer.py's block model, smaller, a third of the nodes training."""
+    return trainer_tests.sbm(n=240, f=12, train_share=3)
 
 
 def three_parts():

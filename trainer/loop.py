@@ -127,40 +127,35 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
     optimizers' moments are averaged with the weights, so every part starts
     each round from the same moments; without, they stay per part.
     """
+    mine = stats.parts
     # Rank 0 (or the only process) shows the epochs; the other workers would repeat it.
     first_worker = not dist.is_initialized() or dist.get_rank() == 0
     with progress(schedule.epochs, "train", unit="epoch") if first_worker else nullcontext() as bar:
         if bar is not None:   # epochs done before a resumed run
             bar.update(schedule.span(start_round)[0] if start_round < schedule.rounds else schedule.epochs)
-        return _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar, optimizers)
-
-
-def _rounds(model, W, steps, stats, weights, averager, schedule, device, start_round, bar,
-            optimizers=None) -> torch.Tensor:
-    mine = stats.parts
-    for r in range(start_round, schedule.rounds):
-        first_epoch, n_epochs = schedule.span(r)
-        t0 = time.perf_counter()
-        round_losses = np.zeros(n_epochs)
-        for i in mine:                                                   # step 2: local epochs
-            load_flat_(model, W)
-            steps.start_part(i)
-            for e in range(n_epochs):
-                epoch = first_epoch + e
-                torch.manual_seed(seed_for(schedule.seed, i, epoch))
-                loss = steps.epoch(i, epoch)
-                if loss is not None:
-                    round_losses[e] += loss / len(mine)
-            steps.end_part(i)
-            averager.add(model, weights[i], None if optimizers is None else optimizers[i])
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        stats.train_seconds += time.perf_counter() - t0
-        stats.losses.extend(round_losses.tolist())
-        W = averager.average_into(model, () if optimizers is None else [optimizers[i] for i in mine])  # step 3
-        steps.end_round(r, first_epoch + n_epochs, W)                    # step 4: the model's own
-        if bar is not None:
-            bar.update(n_epochs)
+        for r in range(start_round, schedule.rounds):
+            first_epoch, n_epochs = schedule.span(r)
+            t0 = time.perf_counter()
+            round_losses = np.zeros(n_epochs)
+            for i in mine:                                                   # step 2: local epochs
+                load_flat_(model, W)
+                steps.start_part(i)
+                for e in range(n_epochs):
+                    epoch = first_epoch + e
+                    torch.manual_seed(seed_for(schedule.seed, i, epoch))
+                    loss = steps.epoch(i, epoch)
+                    if loss is not None:
+                        round_losses[e] += loss / len(mine)
+                steps.end_part(i)
+                averager.add(model, weights[i], None if optimizers is None else optimizers[i])
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            stats.train_seconds += time.perf_counter() - t0
+            stats.losses.extend(round_losses.tolist())
+            W = averager.average_into(model, () if optimizers is None else [optimizers[i] for i in mine])  # step 3
+            steps.end_round(r, first_epoch + n_epochs, W)                    # step 4: the model's own
+            if bar is not None:
+                bar.update(n_epochs)
     stats.sync_seconds = averager.seconds
     return W
 

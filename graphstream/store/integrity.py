@@ -18,6 +18,7 @@ checksum costs well under the decompression it guards.
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,7 +179,6 @@ SEAL_KEY = "crc32c"
 
 
 def _canonical_crc(doc: dict[str, Any]) -> str:
-    import json
     text = json.dumps({k: v for k, v in doc.items() if k != SEAL_KEY}, sort_keys=True, separators=(",", ":"))
     return f"{google_crc32c.value(text.encode()):08x}"
 

@@ -70,25 +70,33 @@ def detect_kind(path: str | os.PathLike) -> str:
         raise StoreError(f"{p}: no such file or folder")
     manifest = p / "manifest.json"
     if manifest.is_file():
-        try:
-            fmt = json.loads(manifest.read_text(encoding="utf-8")).get("format")
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-            raise CorruptDataError(f"{manifest}: unreadable manifest ({exc})") from exc
+        fmt = _json_object(manifest, "manifest").get("format")
         kinds = {"graphstream.partitions": "partitions", "graphstream.dynamic_partitions": "dynamic_partitions"}
         if fmt in kinds:
             return kinds[fmt]
         raise StoreError(f"{manifest}: format {fmt!r} is not a graphstream format")
     group_meta = p / "zarr.json"
     if group_meta.is_file():
-        try:
-            fmt = json.loads(group_meta.read_text(encoding="utf-8")).get("attributes", {}).get("format")
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-            raise CorruptDataError(f"{group_meta}: unreadable group metadata ({exc})") from exc
+        attributes = _json_object(group_meta, "group metadata").get("attributes", {})
+        if not isinstance(attributes, dict):
+            raise CorruptDataError(f"{group_meta}: unreadable group metadata (attributes are not an object)")
+        fmt = attributes.get("format")
         kinds = {"graphstream.graph": "graph", "graphstream.snapshots": "snapshots"}
         if fmt in kinds:
             return kinds[fmt]
         raise StoreError(f"{p}: Zarr group of format {fmt!r} is not a graphstream store")
     raise StoreError(f"{p}: neither a graph or snapshot store (zarr.json) nor a dataset folder (manifest.json)")
+
+
+def _json_object(file: Path, what: str) -> dict[str, Any]:
+    """A JSON object from ``file``; anything else (bad JSON, bad text, a list) is damage named by ``what``."""
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CorruptDataError(f"{file}: unreadable {what} ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise CorruptDataError(f"{file}: unreadable {what} (a JSON {type(doc).__name__}, expected an object)")
+    return doc
 
 
 def verify(path: str | os.PathLike) -> VerifyReport:
