@@ -10,7 +10,7 @@ DATASETS ?= ../shared/datasets
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c constraints.txt -e ".[train,test,pyg,lint]"
+	$(PIP) install -q -c constraints.txt -e ".[train,test,pyg,lint,serve]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -23,3 +23,13 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs a CUDA device (none here)")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A real multi-process LocalCluster (2 workers x 1 thread on 127.0.0.1), shared by the session's
+    distributed tests (starting one costs ~2 s); tests that kill workers start their own."""
+    from graphstream.cluster import ClusterConfig, open_client
+
+    with open_client(ClusterConfig(workers=2)) as client:
+        yield client

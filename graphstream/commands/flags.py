@@ -32,3 +32,17 @@ def add_overwrite(parser: argparse.ArgumentParser, what: str = "an existing outp
 def add_threads(parser: argparse.ArgumentParser, help: str) -> None:  # noqa: A002 - argparse's word
     """``--threads N``: CPU threads (None: the command's default)."""
     parser.add_argument("--threads", type=int, default=None, help=help)
+
+
+def add_cluster(parser: argparse.ArgumentParser) -> None:
+    """``--workers N [--threads-per-worker T]`` / ``--scheduler ADDR``: run on dask.distributed
+    (:class:`graphstream.cluster.ClusterConfig`; docs/distributed.md). Neither: in-process."""
+    group = parser.add_argument_group("cluster (dask.distributed; default: in this process)")
+    where = group.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="start a local dask cluster of N worker processes for this command")
+    where.add_argument("--scheduler", default=None, metavar="ADDR",
+                       help="run on the dask cluster whose scheduler is ADDR (tcp://host:8786); "
+                            "default $GRAPHSTREAM_SCHEDULER; every path must be visible to every worker")
+    group.add_argument("--threads-per-worker", type=int, default=None, metavar="T",
+                       help="threads of each local worker (default 1)")

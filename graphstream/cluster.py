@@ -1,0 +1,263 @@
+"""The one place where graphstream meets dask.distributed (specs/distributed.md, docs/distributed.md).
+
+Every command runs in-process unless told otherwise (``ClusterConfig()``, the
+embedded default: nothing here is imported then). ``--workers N`` starts a
+``LocalCluster`` of N worker processes for the command; ``--scheduler ADDR``
+(or ``GRAPHSTREAM_SCHEDULER``) joins a running cluster. Library functions
+take ``client=`` (a ``distributed.Client``, or None for in-process).
+
+A stage is a list of small tasks over chunk, byte or node ranges; each task
+reads and writes the shared stores itself and returns a small result (counts,
+sizes, paths), never a big array (the scheduler is not a data plane).
+:func:`run_tasks` submits them, feeds the progress bar from their
+completions, returns their results in order and turns a lost scheduler into
+a :class:`ClusterError` (exit 2). A worker that dies mid-task is dask's to
+survive: its tasks are rerun elsewhere, which is why tasks write their
+outputs under temporary names and rename them (:func:`save_shard`), so that
+a rerun is idempotent.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._atomic import save_npy
+from ._report import log, progress
+from .errors import GraphStreamError, ParameterError
+
+if TYPE_CHECKING:   # distributed is imported only when a cluster is asked for (keeps in-process runs light)
+    from distributed import Client
+
+SCHEDULER_ENV = "GRAPHSTREAM_SCHEDULER"
+
+# How long a worker that died may be replaced before its tasks count as failed (dask's own rule: a task
+# whose worker died this many times is marked suspicious and fails).
+ALLOWED_FAILURES = 3
+
+
+class ClusterError(GraphStreamError):
+    """The cluster failed (scheduler unreachable or lost, a worker cannot see a path): exit 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Where a command runs: in-process (both None), a LocalCluster of ``workers`` processes with
+    ``threads_per_worker`` threads each, or the running cluster at ``scheduler``."""
+    workers: int | None = None
+    threads_per_worker: int = 1
+    scheduler: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.scheduler is not None:
+            raise ParameterError("--workers starts a local cluster and --scheduler joins a running one: "
+                                 "give one of them")
+        if self.workers is not None and self.workers < 1:
+            raise ParameterError(f"--workers must be at least 1, got {self.workers}")
+        if self.threads_per_worker < 1:
+            raise ParameterError(f"--threads-per-worker must be at least 1, got {self.threads_per_worker}")
+
+    @property
+    def in_process(self) -> bool:
+        return self.workers is None and self.scheduler is None
+
+    @classmethod
+    def from_args(cls, args: Any) -> ClusterConfig:
+        """From the CLI flags (:func:`graphstream.commands.flags.add_cluster`), with
+        ``GRAPHSTREAM_SCHEDULER`` as the scheduler when neither flag is given."""
+        workers = getattr(args, "workers", None)
+        scheduler = getattr(args, "scheduler", None)
+        if workers is None and scheduler is None:
+            scheduler = os.environ.get(SCHEDULER_ENV) or None
+        threads = getattr(args, "threads_per_worker", None)
+        return cls(workers=workers, threads_per_worker=1 if threads is None else threads, scheduler=scheduler)
+
+    def to_dict(self) -> dict:
+        """What ``--json`` reports as ``cluster`` (None: in-process)."""
+        if self.in_process:
+            return {"mode": "in-process"}
+        if self.scheduler is not None:
+            return {"mode": "scheduler", "scheduler": self.scheduler}
+        return {"mode": "local", "workers": self.workers, "threads_per_worker": self.threads_per_worker}
+
+
+def _quiet_distributed() -> None:
+    # distributed logs every worker start, stop and rerun at INFO on stderr; a command's stderr is for
+    # its own progress lines (warnings and errors still show).
+    for name in ("distributed", "distributed.nanny", "distributed.scheduler", "distributed.worker",
+                 "distributed.core", "distributed.http.proxy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # the dashboard is bound to 127.0.0.1; bokeh's note on its allowed-hosts wildcard is not for users
+    logging.getLogger("bokeh.server.util").setLevel(logging.ERROR)
+
+
+@contextmanager
+def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | None = None
+                ) -> Iterator[Client | None]:
+    """The client for ``config`` (None in-process), closed, and a started LocalCluster stopped, at the end.
+
+    A started cluster prints its dashboard address on stderr. Its workers get
+    ``GRAPHSTREAM_PROGRESS=0`` (progress is the client's to draw) and as many
+    numba threads as they have dask threads.
+    """
+    if config.in_process:
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    _quiet_distributed()
+    if config.scheduler is not None:
+        try:
+            client = Client(config.scheduler, timeout="10s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"cannot reach the dask scheduler at {config.scheduler}: {exc}") from exc
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    env = {"GRAPHSTREAM_PROGRESS": "0", "NUMBA_NUM_THREADS": str(config.threads_per_worker),
+           "OMP_NUM_THREADS": str(config.threads_per_worker)}
+    cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
+                           processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                           local_directory=None if local_directory is None else str(local_directory),
+                           env=env, silence_logs=logging.WARNING)
+    try:
+        client = Client(cluster, set_as_default=False)
+        try:
+            log(f"dask cluster: {config.workers} workers x {config.threads_per_worker} threads, "
+                f"dashboard {client.dashboard_link}")
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+
+
+def _lost_scheduler(client: Client, exc: BaseException) -> ClusterError | None:
+    """A ClusterError when ``exc`` means the client lost its scheduler (None: the task's own error)."""
+    from concurrent.futures import CancelledError
+
+    from distributed.comm.core import CommClosedError
+
+    if isinstance(exc, CommClosedError | CancelledError | TimeoutError) or client.status not in ("running",):
+        return ClusterError(f"lost the dask scheduler ({type(exc).__name__}: {exc}); "
+                            "nothing was written, run the command again")
+    return None
+
+
+def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple], *,
+              unit: str = "task", size: Callable[[tuple], int] | None = None,
+              resources: dict | None = None, **common: Any) -> list[Any]:
+    """Run ``fn(*task, **common)`` for every task on the cluster; their results, in the order of ``tasks``.
+
+    ``stage`` names the progress bar and the task keys; ``size(task)`` is how
+    many ``unit`` a task counts for in the bar (default 1 task). A task's own
+    exception (a :class:`GraphStreamError` naming a bad chunk, say) is raised
+    here as it was raised there; a lost scheduler is a :class:`ClusterError`.
+    """
+    from distributed import as_completed
+
+    run_id = uuid.uuid4().hex[:8]   # fresh keys: a shared cluster must not serve another run's results
+    futures = [client.submit(fn, *task, key=f"{stage}-{run_id}-{i}", pure=False, resources=resources, **common)
+               for i, task in enumerate(tasks)]
+    index = {f.key: i for i, f in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    total = len(tasks) if size is None else sum(size(t) for t in tasks)
+    try:
+        with progress(total, stage, unit=unit, line=False) as bar:
+            for future in as_completed(futures, loop=client.loop):
+                i = index[future.key]
+                results[i] = future.result()
+                bar.update(1 if size is None else size(tasks[i]))
+    except GraphStreamError:
+        _cancel(client, futures)
+        raise
+    except Exception as exc:
+        lost = _lost_scheduler(client, exc)
+        _cancel(client, futures)
+        if lost is not None:
+            raise lost from exc
+        raise
+    except BaseException:   # SIGINT/SIGTERM: stop the stage's tasks before the outputs are unwound
+        _cancel(client, futures)
+        raise
+    return results
+
+
+def run_task(client: Client, stage: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """One task on one worker (a sequential pass, e.g. a greedy streaming partitioner); its result."""
+    return run_tasks(client, stage, fn, [args], **kwargs)[0]
+
+
+def _cancel(client: Client, futures: list) -> None:
+    try:
+        client.cancel(futures)
+    except Exception:   # the scheduler may be gone already; nothing more to stop
+        pass
+
+
+def check_visible(client: Client, *paths: str | os.PathLike) -> None:
+    """Raise a ClusterError naming the worker and the path when a worker cannot see one of ``paths``.
+
+    Every path a task touches must be visible to every worker (local disk for a
+    LocalCluster, a shared file system or an fsspec URL across machines).
+    """
+    local = [str(p) for p in paths if p is not None and "://" not in str(p)]
+    if not local:
+        return
+    targets = [str(Path(p).resolve()) for p in local]
+    seen = client.run(_missing_paths, targets)
+    for worker, missing in sorted(seen.items()):
+        if missing:
+            raise ClusterError(f"worker {worker} cannot see {missing[0]}: every path must be visible to every "
+                               "worker (a shared file system, or an fsspec URL); see docs/distributed.md")
+
+
+def _missing_paths(paths: list[str]) -> list[str]:
+    return [p for p in paths if not os.path.exists(p)]
+
+
+def worker_peak_rss(client: Client) -> dict[str, int]:
+    """Peak RSS of every worker process (bytes), for ``--json``'s ``worker_peak_rss_bytes``."""
+    from ._resources import peak_rss_bytes
+
+    return {worker: int(rss) for worker, rss in sorted(client.run(peak_rss_bytes).items())}
+
+
+def save_shard(path: str | os.PathLike, array: np.ndarray) -> Path:
+    """Write a task's ``.npy`` shard under a temporary name, then rename it: a task rerun after its
+    worker died finds either nothing or a whole shard, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        save_npy(tmp, array)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def split_range(stop: int, parts: int, *, start: int = 0, align: int = 1) -> list[tuple[int, int]]:
+    """``[start, stop)`` cut into at most ``parts`` contiguous ranges whose inner bounds are multiples of
+    ``align`` (a chunk size, say); empty ranges dropped."""
+    if stop <= start:
+        return []
+    parts = max(1, parts)
+    step = -(-(stop - start) // parts)
+    step = -(-step // align) * align
+    return [(a, min(a + step, stop)) for a in range(start, stop, step)]
+
+
+def task_count(client: Client, per_worker: int = 4) -> int:
+    """How many tasks to cut a stage into: a few per worker thread, so that a slow or restarted
+    worker does not hold the others back."""
+    threads = sum(client.nthreads().values()) or 1
+    return per_worker * threads

@@ -1,0 +1,1 @@
+"""graphstream serve: the dataset preprocessing service (specs/service.md, docs/service.md)."""
