@@ -94,6 +94,9 @@ def _quiet_distributed() -> None:
     for name in ("distributed", "distributed.nanny", "distributed.scheduler", "distributed.worker",
                  "distributed.core", "distributed.http.proxy"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # a lost scheduler is reported by run_tasks as one ClusterError line; the client's own reconnect
+    # tracebacks would bury it
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     # the dashboard is bound to 127.0.0.1; bokeh's note on its allowed-hosts wildcard is not for users
     logging.getLogger("bokeh.server.util").setLevel(logging.ERROR)
 
@@ -114,8 +117,9 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
 
     _quiet_distributed()
     if config.scheduler is not None:
+        _probe(config.scheduler)
         try:
-            client = Client(config.scheduler, timeout="10s", set_as_default=False)
+            client = Client(config.scheduler, timeout="30s", set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot reach the dask scheduler at {config.scheduler}: {exc}") from exc
         try:
@@ -141,6 +145,21 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
         cluster.close()
 
 
+def _probe(address: str) -> None:
+    """Fail at once on a refused or unresolvable tcp:// address (dask's client would retry for its whole
+    timeout, 30 s, before saying so); other protocols are left to dask."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme != "tcp" or parts.hostname is None:
+        return
+    try:
+        socket.create_connection((parts.hostname, parts.port or 8786), timeout=10).close()
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the dask scheduler at {address}: {exc}") from exc
+
+
 def _lost_scheduler(client: Client, exc: BaseException) -> ClusterError | None:
     """A ClusterError when ``exc`` means the client lost its scheduler (None: the task's own error)."""
     from concurrent.futures import CancelledError
@@ -148,7 +167,8 @@ def _lost_scheduler(client: Client, exc: BaseException) -> ClusterError | None:
     from distributed.comm.core import CommClosedError
 
     if isinstance(exc, CommClosedError | CancelledError | TimeoutError) or client.status not in ("running",):
-        return ClusterError(f"lost the dask scheduler ({type(exc).__name__}: {exc}); "
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return ClusterError(f"lost the dask scheduler ({type(exc).__name__}: {first_line}); "
                             "nothing was written, run the command again")
     return None
 

@@ -1,0 +1,128 @@
+"""The dask.distributed engine (graphstream/cluster.py) on a real multi-process cluster."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphstream.cluster import (
+    ClusterConfig,
+    ClusterError,
+    check_visible,
+    open_client,
+    run_task,
+    run_tasks,
+    save_shard,
+    split_range,
+    worker_peak_rss,
+)
+from graphstream.commands.flags import add_cluster
+from graphstream.errors import InputFormatError, ParameterError
+
+DASK = str(Path(sys.executable).with_name("dask"))
+
+
+def _pid_and_sum(a: int, b: int, c: int = 0) -> tuple[int, int]:
+    return a + b + c, os.getpid()
+
+
+def _bad_input(i: int) -> None:
+    raise InputFormatError(f"edges.txt: line {i}: not an integer")
+
+
+def test_config_from_flags_and_environment(monkeypatch):
+    parser = argparse.ArgumentParser()
+    add_cluster(parser)
+    monkeypatch.delenv("GRAPHSTREAM_SCHEDULER", raising=False)
+    assert ClusterConfig.from_args(parser.parse_args([])).in_process
+    assert ClusterConfig.from_args(parser.parse_args(["--workers", "3", "--threads-per-worker", "2"])) == \
+        ClusterConfig(workers=3, threads_per_worker=2)
+    monkeypatch.setenv("GRAPHSTREAM_SCHEDULER", "tcp://10.0.0.1:8786")
+    assert ClusterConfig.from_args(parser.parse_args([])).scheduler == "tcp://10.0.0.1:8786"
+    # an explicit --workers wins over the environment
+    assert ClusterConfig.from_args(parser.parse_args(["--workers", "1"])).workers == 1
+    with pytest.raises(SystemExit):   # argparse: the two are mutually exclusive
+        parser.parse_args(["--workers", "1", "--scheduler", "tcp://x:1"])
+    for bad in ({"workers": 0}, {"threads_per_worker": 0}, {"workers": 1, "scheduler": "tcp://x:1"}):
+        with pytest.raises(ParameterError):
+            ClusterConfig(**bad)
+
+
+def test_in_process_has_no_client():
+    with open_client(ClusterConfig()) as client:
+        assert client is None
+
+
+def test_tasks_run_on_worker_processes_in_order(dask_client):
+    results = run_tasks(dask_client, "sum", _pid_and_sum, [(i, 1) for i in range(8)], c=10)
+    assert [r[0] for r in results] == [i + 11 for i in range(8)]
+    assert os.getpid() not in {r[1] for r in results}
+    assert run_task(dask_client, "one", _pid_and_sum, 2, 3)[0] == 5
+    assert all(rss > 0 for rss in worker_peak_rss(dask_client).values())
+
+
+def test_a_task_error_is_raised_as_itself(dask_client):
+    with pytest.raises(InputFormatError, match="line 3"):
+        run_tasks(dask_client, "bad", _bad_input, [(3,)])
+
+
+def test_a_path_a_worker_cannot_see_is_named(dask_client, tmp_path):
+    check_visible(dask_client, tmp_path)
+    with pytest.raises(ClusterError, match="cannot see .*nowhere"):
+        check_visible(dask_client, tmp_path / "nowhere")
+
+
+def test_shards_are_whole_or_absent(tmp_path):
+    path = save_shard(tmp_path / "part-0.npy", np.arange(10))
+    assert np.array_equal(np.load(path), np.arange(10))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part-0.npy"]
+
+
+def test_split_range_aligns_inner_bounds():
+    assert split_range(10, 3) == [(0, 4), (4, 8), (8, 10)]
+    assert split_range(100, 3, align=16) == [(0, 48), (48, 96), (96, 100)]
+    assert split_range(0, 4) == []
+    assert split_range(5, 10) == [(i, i + 1) for i in range(5)]
+
+
+def test_a_lost_scheduler_is_one_error_not_a_hang(tmp_path):
+    sched_file = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                  "--scheduler-file", str(sched_file)], stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        worker = subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard",
+                                   "--local-directory", str(tmp_path / "w")], stderr=subprocess.DEVNULL)
+        with open_client(ClusterConfig(scheduler=address)) as client:
+            client.wait_for_workers(1, timeout=60)
+            killer = threading.Timer(2.0, scheduler.send_signal, (signal.SIGKILL,))
+            killer.start()
+            start = time.time()
+            with pytest.raises(ClusterError, match="lost the dask scheduler"):
+                # time.sleep: a function the scheduler and a bare `dask worker` can import (not this module's)
+                run_tasks(client, "slow", time.sleep, [(1.5,)] * 20)
+            assert time.time() - start < 20
+    finally:
+        for p in (worker, scheduler):
+            if p is not None:
+                p.kill()
+                p.wait()
+
+
+def test_an_unreachable_scheduler_is_one_error():
+    with pytest.raises(ClusterError, match="cannot reach the dask scheduler at tcp://127.0.0.1:9"):
+        with open_client(ClusterConfig(scheduler="tcp://127.0.0.1:9")):
+            pass
