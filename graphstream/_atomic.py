@@ -375,13 +375,14 @@ class AtomicOutput:
 
 
 @contextmanager
-def atomic_dir(path: PathLike, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary sibling folder; on success it replaces ``path``.
+def atomic_dir(path: PathLike, overwrite: bool = False, *, mkdir: bool = True) -> Iterator[Path]:
+    """Yield a temporary sibling folder (created unless ``mkdir`` is False: for a writer that creates
+    it); on success it replaces ``path``.
 
     On any exception (signals included) the temporary folder is removed and
     ``path`` is left as it was. ENOSPC is reported as :class:`DiskFullError`.
     """
-    with _written_atomically(AtomicOutput(path, overwrite)) as tmp:
+    with _written_atomically(AtomicOutput(path, overwrite, mkdir=mkdir)) as tmp:
         yield tmp
 
 

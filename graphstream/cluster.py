@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._atomic import save_npy
+from ._atomic import atomic_dir, save_npy
 from ._report import log, progress
 from .errors import GraphStreamError, ParameterError
 
@@ -127,12 +127,14 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
         finally:
             client.close()
         return
+    # silence_logs=CRITICAL: a task's failure reaches the command as its own one-line error (run_tasks);
+    # the worker's "Compute Failed" traceback on stderr would only bury it
     env = {"GRAPHSTREAM_PROGRESS": "0", "NUMBA_NUM_THREADS": str(config.threads_per_worker),
            "OMP_NUM_THREADS": str(config.threads_per_worker)}
     cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
                            processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
                            local_directory=None if local_directory is None else str(local_directory),
-                           env=env, silence_logs=logging.WARNING)
+                           env=env, silence_logs=logging.CRITICAL)
     try:
         client = Client(cluster, set_as_default=False)
         try:
@@ -239,6 +241,17 @@ def check_visible(client: Client, *paths: str | os.PathLike) -> None:
         if missing:
             raise ClusterError(f"worker {worker} cannot see {missing[0]}: every path must be visible to every "
                                "worker (a shared file system, or an fsspec URL); see docs/distributed.md")
+
+
+@contextmanager
+def output_for_tasks(client: Client, out: str | os.PathLike, overwrite: bool = False, *,
+                     inputs: Sequence[str | os.PathLike] = (), mkdir: bool = True) -> Iterator[Path]:
+    """The temporary sibling of ``out`` that tasks write into (this process holds it, as for any atomic
+    output): checked visible to every worker with ``inputs``, swapped into place when the block ends,
+    removed on any error, a lost scheduler or a signal included."""
+    with atomic_dir(out, overwrite, mkdir=mkdir) as tmp:
+        check_visible(client, *inputs, tmp if mkdir else tmp.parent)
+        yield tmp
 
 
 def _missing_paths(paths: list[str]) -> list[str]:

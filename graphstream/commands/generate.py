@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
+from ..cluster import ClusterConfig, open_client, worker_peak_rss
 from ..store import DEFAULT_CHUNK
-from .flags import add_overwrite, json_flag, verbose_flag
+from .flags import add_cluster, add_overwrite, json_flag, verbose_flag
 
 # What the human summary shows (graphstream.cli; --verbose and --json show every key).
 SUMMARY = ("path", "num_nodes", "num_edges", "directed", "source", "seconds", "edges_per_second", "peak_rss_bytes")
@@ -26,6 +27,7 @@ def configure(p) -> None:
     r.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
                    help=f"edges per store chunk (default {DEFAULT_CHUNK}); does not change the edges")
     add_overwrite(r, "OUT if it exists")
+    add_cluster(r)
     r.set_defaults(run=run)
 
 
@@ -35,10 +37,13 @@ def run(args) -> dict:
     # refuse before writing what the disk cannot hold (scale 40: ~140 TB)
     check_free_disk(args.out, store_bytes(args.edge_factor * 2**args.scale, num_nodes=2**args.scale),
                     f"generate rmat --scale {args.scale}")
+    cluster = ClusterConfig.from_args(args)
     watch = Stopwatch()
-    with claim_outputs({"OUT": args.out}, {}, args.overwrite):   # locked, leftovers of killed runs cleared
+    with claim_outputs({"OUT": args.out}, {}, args.overwrite), open_client(cluster) as client:
         store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,
-                              chunk_size=args.chunk_size, undirected=args.undirected, overwrite=args.overwrite)
+                              chunk_size=args.chunk_size, undirected=args.undirected, overwrite=args.overwrite,
+                              client=client)
+        workers_rss = worker_peak_rss(client) if client is not None else None
     seconds = watch.seconds
     result = store.info.to_dict()
     result.update({
@@ -47,4 +52,6 @@ def run(args) -> dict:
         "edges_per_second": store.num_edges / seconds if seconds > 0 else None,
         "peak_rss_bytes": peak_rss_bytes(),
     })
+    if workers_rss is not None:
+        result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": workers_rss})
     return result

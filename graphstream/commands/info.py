@@ -3,12 +3,18 @@ a partitioned dataset, a snapshot store or dynamic partitions (``kind`` says whi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._report import format_bytes, phase_logger
 from .._resources import INFO_BYTES_PER_NODE, Stopwatch, check_node_state_fits, peak_rss_bytes
+from ..cluster import ClusterConfig, open_client, worker_peak_rss
 from ..store import open_store
+from .flags import add_cluster
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
 def SUMMARY(result: dict) -> tuple[str, ...] | None:  # noqa: N802 - the name graphstream.cli looks up
@@ -37,15 +43,17 @@ _HEADLINES = {
 def configure(p) -> None:
     p.add_argument("store", metavar="PATH",
                    help="graph store (.zarr), partitioned dataset, snapshot store or dynamic partitions folder")
+    add_cluster(p)
     p.set_defaults(run=run)
 
 
-def store_stats(path: str) -> dict:
+def store_stats(path: str, client: Client | None = None) -> dict:
+    """A graph store's attributes and degree statistics; with ``client``, the degree pass runs on its cluster."""
     from ..store import degree_pass  # compiles numba kernels: not for `info --help`
     watch = Stopwatch(on_lap=phase_logger("info"))  # one progress line per phase
     store = open_store(path)
     check_node_state_fits(store.num_nodes, INFO_BYTES_PER_NODE, "info", path)  # before the degree arrays
-    deg = degree_pass(store)
+    deg = degree_pass(store, client=client)
     watch.lap("degree pass")
     total = deg.total
     n = store.num_nodes
@@ -163,6 +171,12 @@ def dynamic_info(path: str) -> dict:
 def run(args) -> dict:
     from ..store.verify import detect_kind
     kind = detect_kind(args.store)
-    describe = {"graph": store_stats, "partitions": partitions_info, "snapshots": snapshots_info,
-                "dynamic_partitions": dynamic_info}[kind]
-    return describe(args.store)
+    if kind != "graph":   # the other kinds are described from their manifests: nothing to distribute
+        describe = {"partitions": partitions_info, "snapshots": snapshots_info, "dynamic_partitions": dynamic_info}
+        return describe[kind](args.store)
+    cluster = ClusterConfig.from_args(args)
+    with open_client(cluster) as client:
+        result = store_stats(args.store, client)
+        if client is not None:
+            result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)})
+    return result

@@ -1,13 +1,14 @@
-"""graphstream ingest SRC OUT.zarr: read an edge file into a graph store."""
+"""graphstream ingest SRC [SRC ...] OUT.zarr: read edge files into a graph store."""
 from __future__ import annotations
 
 import os
 
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
+from ..cluster import ClusterConfig, open_client, worker_peak_rss
 from ..errors import GraphStreamError, ParameterError
 from ..store import DEFAULT_CHUNK
-from .flags import add_overwrite
+from .flags import add_cluster, add_overwrite
 
 # What the human summary shows (graphstream.cli; --verbose and --json show every key).
 SUMMARY = ("path", "format", "header", "num_nodes", "num_edges", "directed", "has_time", "has_weight", "has_id_map",
@@ -20,7 +21,8 @@ def _column(value: str) -> int | str:
 
 
 def configure(p) -> None:
-    p.add_argument("source", help="edge file")
+    p.add_argument("source", nargs="+", metavar="SRC",
+                   help="edge file; several files (one format) are stored one after the other")
     p.add_argument("out", help="output graph store (.zarr)")
     p.add_argument("--format", dest="fmt", default="auto",
                    choices=["auto", "snap", "csv", "tsv", "npy", "parquet"],
@@ -47,6 +49,7 @@ def configure(p) -> None:
     p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, metavar="N",
                    help=f"edges per stored chunk (default {DEFAULT_CHUNK})")
     add_overwrite(p, "an existing output")
+    add_cluster(p)
     p.set_defaults(run=run)
 
 
@@ -59,20 +62,26 @@ def run(args) -> dict:
                           src_column=args.src_column, dst_column=args.dst_column, time_column=args.time_column,
                           weight_column=args.weight_column, delimiter=args.delimiter, header=args.header,
                           num_nodes=args.num_nodes, chunk_size=args.chunk_size, overwrite=args.overwrite)
+    cluster = ClusterConfig.from_args(args)
+    sources = args.source
     _check_disk(args)
-    # before anything is touched: OUT apart from the input, locked, leftovers of killed runs cleared
-    with claim_outputs({"OUT": args.out}, {"input file": args.source}, args.overwrite):
-        store = ingest(args.source, args.out, config)
+    # before anything is touched: OUT apart from the inputs, locked, leftovers of killed runs cleared
+    inputs = {"input file" if len(sources) == 1 else f"input file {i + 1}": s for i, s in enumerate(sources)}
+    with claim_outputs({"OUT": args.out}, inputs, args.overwrite), open_client(cluster) as client:
+        store = ingest(sources[0] if len(sources) == 1 else sources, args.out, config, client=client)
+        workers_rss = worker_peak_rss(client) if client is not None else None
     seconds = watch.seconds
     result = store.info.to_dict()
     result.update({
         "format": store.attrs.get("ingest", {}).get("format"),
         "header": store.attrs.get("ingest", {}).get("header"),   # whether the first line was read as a header
-        "input_bytes": os.path.getsize(args.source),
+        "input_bytes": sum(os.path.getsize(s) for s in sources),
         "seconds": seconds,
         "edges_per_second": store.num_edges / seconds if seconds > 0 else None,
         "peak_rss_bytes": peak_rss_bytes(),
     })
+    if workers_rss is not None:
+        result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": workers_rss})
     return result
 
 
@@ -81,10 +90,10 @@ def _check_disk(args) -> None:
     from ..estimate import check_free_disk, store_bytes
     from ..store import is_url
     from .estimate import input_edges
-    if is_url(args.out) or not os.path.isfile(args.source):
+    if is_url(args.out) or not all(os.path.isfile(s) for s in args.source):
         return   # a remote store's space is not ours to measure; a missing input is reported by ingest
     try:
-        edges = input_edges(args.source, args.fmt)
+        edges = sum(input_edges(s, args.fmt) for s in args.source)
     except (OSError, ValueError, EOFError, GraphStreamError):
         return   # unreadable: ingest itself names what is wrong with the input, in its own words
     need = store_bytes(edges, with_time=args.time_column is not None, with_weight=args.weight_column is not None)

@@ -1,7 +1,7 @@
 """graphstream snapshots STORE OUT.zarr --window SECONDS | --num-snapshots T: build a snapshot store."""
 from __future__ import annotations
 
-from .flags import add_overwrite
+from .flags import add_cluster, add_overwrite
 
 
 def configure(p) -> None:
@@ -23,15 +23,23 @@ def configure(p) -> None:
     p.add_argument("--buffer-events", type=int, default=1 << 22, metavar="N",
                    help="events held in memory before a sorted run is written (bounds memory; default 4194304)")
     add_overwrite(p, "OUT if it exists")
+    add_cluster(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
+    from ..cluster import ClusterConfig, open_client, worker_peak_rss
     from ..dynamic.snapshots import build_snapshots
-    with claim_outputs({"OUT": args.out}, {"input store": args.store}, args.overwrite):
+    cluster = ClusterConfig.from_args(args)
+    with claim_outputs({"OUT": args.out}, {"input store": args.store}, args.overwrite), \
+            open_client(cluster) as client:
         result = build_snapshots(args.store, args.out, window=args.window, num_snapshots=args.num_snapshots,
                                  edge_life=args.edge_life, keyframe_every=args.keyframe_every,
                                  overwrite=args.overwrite, assume_sorted=args.assume_sorted,
-                                 buffer_events=args.buffer_events)
-    return result.to_dict()
+                                 buffer_events=args.buffer_events, client=client)
+        workers_rss = worker_peak_rss(client) if client is not None else None
+    out = result.to_dict()
+    if workers_rss is not None:   # the build ran on a worker: its seconds and peak RSS are the worker's
+        out.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": workers_rss})
+    return out

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import njit
@@ -46,6 +46,9 @@ from ..store.integrity import seal
 from ..store.snapshots import SnapshotStore, SnapshotWriter, open_snapshots
 from .baselines import sequence_partition, snapshot_partition
 from .pgc import DynamicPartitionResult, PGCConfig, fit_cost_model, pgc
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 ALGORITHMS = {"pgc": pgc, "snapshot": snapshot_partition, "sequence": sequence_partition}
 
@@ -203,11 +206,31 @@ def partition_snapshots(snaps: SnapshotStore | str | os.PathLike, config: PGCCon
 
 
 def partition_snapshot_store(store: str | os.PathLike, config: PGCConfig, *, algo: str = "pgc",
-                             out: str | os.PathLike | None = None, overwrite: bool = False) -> dict[str, Any]:
+                             out: str | os.PathLike | None = None, overwrite: bool = False,
+                             client: Client | None = None) -> dict[str, Any]:
     """Partition a snapshot store and, with ``out``, write the per-part sequences; the report.
 
     What ``graphstream partition SNAP.zarr -k K --algo pgc|snapshot|sequence [--out DIR]`` runs.
+    ``client`` (a ``distributed.Client``): the whole run is one task on one worker of its cluster
+    (PGC's label propagation follows snapshot order and its chunk assignment is greedy), writing
+    ``out`` into a temporary sibling that this process holds and swaps in
+    (:func:`graphstream.cluster.output_for_tasks`).
+    Same result; ``seconds`` and ``peak_rss_bytes`` are the worker's.
     """
+    if client is not None:
+        from ..cluster import check_visible, output_for_tasks, run_task
+        if algo not in ALGORITHMS:
+            raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
+                                 f"use one of {', '.join(ALGORITHMS)}")
+        if out is None:
+            check_visible(client, store)
+            return run_task(client, f"partition {algo}", partition_snapshot_store, str(store), config, algo=algo)
+        check_output(out, overwrite)  # fail before the long part
+        with output_for_tasks(client, out, overwrite, inputs=(store,)) as tmp:
+            report = run_task(client, f"partition {algo}", partition_snapshot_store, str(store), config, algo=algo,
+                              out=str(tmp), overwrite=True)
+        report["out"] = str(out)
+        return report
     watch = Stopwatch()
     if algo not in ALGORITHMS:
         raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import njit
@@ -46,6 +46,9 @@ from ..store.snapshots import (  # noqa: F401 (importable here as before)
     is_snapshot_store,
     open_snapshots,
 )
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 DEFAULT_BUFFER_EVENTS = 1 << 22
 SORTED_ATTRS = ("sorted_by_time", "time_sorted")
@@ -325,14 +328,30 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
                     num_snapshots: int | None = None, edge_life: int = 1,
                     keyframe_every: int = DEFAULT_KEYFRAME_EVERY, overwrite: bool = False,
                     assume_sorted: bool | None = None, buffer_events: int = DEFAULT_BUFFER_EVENTS,
-                    bucket_events: int | None = None, batch_size: int | None = None) -> SnapshotBuildResult:
+                    bucket_events: int | None = None, batch_size: int | None = None,
+                    client: Client | None = None) -> SnapshotBuildResult:
     """Build a snapshot store from a graph store with a ``time`` column.
 
     ``assume_sorted``: True declares the events sorted by time (checked while
     reading; a step back is an error), False forces external bucketing, None
     (default) trusts the store's ``sorted_by_time`` attribute if set, else
     checks with one pass over the time column and buckets when unsorted.
+
+    ``client`` (a ``distributed.Client``): the build runs as one task on one
+    worker of its cluster (it is sequential: each snapshot is the previous one
+    plus a delta), writing into a temporary sibling of ``out`` that this
+    process holds and swaps in (:func:`graphstream.cluster.output_for_tasks`). Same store.
     """
+    if client is not None:
+        from dataclasses import replace
+
+        from ..cluster import output_for_tasks, run_task
+        with output_for_tasks(client, out, overwrite, inputs=(store_path,)) as tmp:
+            result = run_task(client, "snapshots", build_snapshots, store_path, str(tmp), overwrite=True,
+                              window=window, num_snapshots=num_snapshots, edge_life=edge_life,
+                              keyframe_every=keyframe_every, assume_sorted=assume_sorted,
+                              buffer_events=buffer_events, bucket_events=bucket_events, batch_size=batch_size)
+        return replace(result, path=str(out))
     watch = Stopwatch()
     if int(keyframe_every) < 1:
         raise ParameterError(f"--keyframe-every must be >= 1, got {keyframe_every}")

@@ -17,6 +17,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import IO
 
 import numpy as np
@@ -45,10 +46,14 @@ class LineTooLongError(InputFormatError):
     """A line ran past ``MAX_LINE_BYTES`` without a newline; ``offset`` is where it starts (decompressed bytes)."""
 
     def __init__(self, path: str, offset: int):
+        self.path = path
         self.offset = offset
         self.message = (f"line starting at byte {offset} has no newline within {MAX_LINE_BYTES} bytes "
                         f"(lines are limited to {MAX_LINE_BYTES >> 20} MiB; is this an edge list?)")
         super().__init__(f"{path}: {self.message}")
+
+    def __reduce__(self):   # picklable as itself (a task of a cluster raises it to its client)
+        return type(self), (self.path, self.offset)
 
 
 class _Counted:
@@ -106,19 +111,53 @@ def read_block(f: IO[bytes], path: str, block_bytes: int) -> bytes:
         raise InputFormatError(f"{path}: compressed data is {what} ({exc})") from exc
 
 
-def iter_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES
-                ) -> Iterator[tuple[np.ndarray, int]]:
+class _Range:
+    """Bytes [start, stop) of a plain file, read like a file."""
+
+    def __init__(self, f: IO[bytes], start: int, stop: int):
+        f.seek(start)
+        self._f, self._left = f, stop - start
+
+    def read(self, n: int) -> bytes:
+        data = self._f.read(min(n, self._left))
+        self._left -= len(data)
+        return data
+
+    def position(self) -> int:
+        return self._f.tell()
+
+    def __enter__(self) -> _Range:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._f.close()
+
+
+def iter_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES, *, start: int = 0,
+                stop: int | None = None) -> Iterator[tuple[np.ndarray, int]]:
     """Yield (block, raw bytes read so far); every block but the last ends with a newline.
 
     The next block is read (and decompressed, which releases the GIL) in a
     background thread while the caller parses the current one. Raises
-    :class:`LineTooLongError` when an unfinished line exceeds ``MAX_LINE_BYTES``.
+    :class:`LineTooLongError` when an unfinished line exceeds ``MAX_LINE_BYTES``
+    (its ``offset`` counted from ``start``). ``start``/``stop``: only bytes
+    [start, stop) of a plain (uncompressed) file, cut at line ends by
+    :func:`line_cuts` (a task of a cluster reads one such range).
     """
     if block_bytes < 1:
         raise ParameterError(f"block_bytes must be >= 1, got {block_bytes}")
     name = str(path)
-    f, raw = open_text(path)
-    with f, raw.raw, ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-read") as pool:
+    if start or stop is not None:
+        if compression_of(path) is not None:
+            raise ParameterError(f"{name}: a compressed file is read whole, not by byte ranges")
+        f = _Range(open(path, "rb"), start, os.path.getsize(path) if stop is None else stop)
+        closing, position = (f,), f.position
+    else:
+        f, raw = open_text(path)
+        closing, position = (f, raw.raw), raw.position
+    with ExitStack() as stack, ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-read") as pool:
+        for handle in closing:
+            stack.enter_context(handle)
         carry = b""
         offset = 0  # decompressed bytes yielded so far: where ``carry`` starts
         fut = pool.submit(read_block, f, name, block_bytes)
@@ -126,7 +165,7 @@ def iter_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES
             data = fut.result()
             if not data:
                 if carry:
-                    yield np.frombuffer(carry, dtype=np.uint8), raw.position()
+                    yield np.frombuffer(carry, dtype=np.uint8), position()
                 return
             fut = pool.submit(read_block, f, name, block_bytes)
             if carry:
@@ -139,7 +178,46 @@ def iter_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES
                 continue
             carry = data[cut + 1:]
             offset += cut + 1
-            yield np.frombuffer(data, dtype=np.uint8, count=cut + 1), raw.position()
+            yield np.frombuffer(data, dtype=np.uint8, count=cut + 1), position()
             if len(carry) > MAX_LINE_BYTES:  # after the yield: the caller has counted the lines before it
                 raise LineTooLongError(name, offset)
 
+
+
+def line_cuts(path: str | os.PathLike, parts: int, *, min_bytes: int) -> list[tuple[int, int]]:
+    """Bytes of a plain file cut into at most ``parts`` ranges of about equal size (at least
+    ``min_bytes`` each), every cut just after a newline, so each range holds whole lines.
+
+    A nominal cut with no newline within ``MAX_LINE_BYTES`` after it is dropped (its line is
+    too long anyway: the reader of the range before says so).
+    """
+    size = os.path.getsize(path)
+    parts = max(1, min(parts, size // max(1, min_bytes)))
+    cuts = [0]
+    with open(path, "rb") as f:
+        for i in range(1, parts):
+            nominal = size * i // parts
+            if nominal <= cuts[-1]:
+                continue
+            f.seek(nominal - 1)   # a newline just before the nominal cut makes it a line start already
+            window = f.read(MAX_LINE_BYTES + 1)
+            nl = window.find(b"\n")
+            if nl >= 0 and nominal + nl < size:
+                cuts.append(nominal + nl)
+    cuts.append(size)
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def count_lines(path: str | os.PathLike, stop: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
+    """Newlines in bytes [0, stop) of a plain file: the line number a byte range starts after
+    (counted only when a range reports an error, to name its line as a whole-file read would)."""
+    lines = 0
+    with open(path, "rb") as f:
+        left = stop
+        while left > 0:
+            data = f.read(min(block_bytes, left))
+            if not data:
+                break
+            lines += data.count(b"\n")
+            left -= len(data)
+    return lines

@@ -12,24 +12,32 @@
 
 With ``relabel`` and numeric-looking ids that turn out to contain a
 non-numeric one later in the file, the ingest restarts once with string ids.
+
+Several files (of one format) are read one after the other into one store.
+With a ``client``, steps 3 and 4 run as tasks of a dask cluster
+(:mod:`.distributed`), writing the same store.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._atomic import check_output, check_outputs_apart
 from .._report import progress
 from .._resources import INFO_BYTES_PER_NODE, node_state_shortfall
-from ..errors import InputFormatError, InputNotFoundError, InvalidIdError
+from ..errors import InputFormatError, InputNotFoundError, InvalidIdError, ParameterError
 from ..store import GraphStore, GraphWriter, is_url, open_store
 from . import sources, text
 from .config import FORMATS, IngestConfig
 from .relabel import IntRelabeler, StrRelabeler
 from .sniff import TextLayout, detect_format, resolve_layout
 from .text import IdBeyondError
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["FORMATS", "IngestConfig", "IngestPlan", "detect_format", "ingest"]
 
@@ -64,13 +72,14 @@ def _text_delimiter(fmt: str, delimiter: str | None) -> str | None:
     return {"csv": ",", "tsv": "\t"}.get(fmt)
 
 
-def ingest(source: str | os.PathLike, out: str | os.PathLike, config: IngestConfig | None = None,
-           **options) -> GraphStore:
-    """Read an edge file into a new graph store at ``out`` and return it opened.
+def ingest(source: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike,
+           config: IngestConfig | None = None, *, client: Client | None = None, **options) -> GraphStore:
+    """Read an edge file (or several, one after the other) into a new graph store at ``out`` and return it opened.
 
     Args:
         source: SNAP/CSV/TSV text (optionally .gz/.bz2/.xz), ``.npy`` (E x k
-            integers) or parquet.
+            integers) or parquet; or a list of such files, all of one format,
+            whose edges are stored in the order given.
         out: the graph store to write (a local folder, or a URL).
         config: an :class:`IngestConfig`; or give its fields as keywords
             (``fmt``, ``undirected``, ``one_based``, ``relabel``,
@@ -78,6 +87,8 @@ def ingest(source: str | os.PathLike, out: str | os.PathLike, config: IngestConf
             ``weight_column``, ``delimiter``, ``header``, ``num_nodes``,
             ``chunk_size``, ``overwrite``, ``block_bytes``,
             ``rows_per_block``), not both.
+        client: a ``distributed.Client``: files and byte ranges are parsed by
+            tasks of its cluster (:mod:`.distributed`); the same store.
 
     Notes:
         Memory: a few text blocks (``block_bytes``) and edge chunks, plus
@@ -87,28 +98,52 @@ def ingest(source: str | os.PathLike, out: str | os.PathLike, config: IngestConf
         config = IngestConfig(**options)
     elif options:
         raise TypeError(f"ingest() takes a config or keyword options, not both (got {sorted(options)})")
-    path = str(source)
+    paths = [str(source)] if isinstance(source, str | os.PathLike) else [str(p) for p in source]
+    if not paths:
+        raise ParameterError("ingest() needs at least one input file")
     # 1. check input and output
-    if not os.path.exists(path):
-        raise InputNotFoundError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise InputFormatError(f"{path}: is a directory, expected an edge file")
+    for path in paths:
+        if not os.path.exists(path):
+            raise InputNotFoundError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise InputFormatError(f"{path}: is a directory, expected an edge file")
     remote = is_url(out)
     if not remote:
-        check_outputs_apart({"output": out}, {"input file": path})   # --overwrite must not delete the input
+        # --overwrite must not delete an input
+        check_outputs_apart({"output": out}, {_input_name(i, paths): p for i, p in enumerate(paths)})
         check_output(out, config.overwrite)
     if config.fmt == "auto":
-        config = replace(config, fmt=detect_format(path))
+        formats = sorted({detect_format(p) for p in paths})
+        if len(formats) > 1:
+            raise InputFormatError(f"{', '.join(paths)}: the input files mix formats ({', '.join(formats)}); "
+                                   "ingest files of one format together")
+        config = replace(config, fmt=formats[0])
     # 2. sniff
-    plan = _plan(path, config)
+    plans = [_plan(p, config) for p in paths]
+    if len({p.string_ids for p in plans}) > 1:
+        if plans[0].fmt not in TEXT_FORMATS:
+            raise InputFormatError(f"{', '.join(paths)}: some files have string ids, others integer ids")
+        plans = [replace(p, string_ids=True) for p in plans]   # text files can all be read as strings
     try:
-        return _ingest_plan(path, out, plan, config, remote=remote)
+        return _ingest_plans(paths, out, plans, config, client)
     except text.NonNumericIdError:
-        if not config.relabel or plan.string_ids or plan.fmt not in ("snap", "csv", "tsv"):
+        if not config.relabel or plans[0].string_ids or plans[0].fmt not in TEXT_FORMATS:
             raise
     # A non-numeric id after numeric ones: start again with string ids.
-    plan = IngestPlan(plan.fmt, True, plan.layout)
-    return _ingest_plan(path, out, plan, config, remote=remote)
+    plans = [replace(p, string_ids=True) for p in plans]
+    return _ingest_plans(paths, out, plans, config, client)
+
+
+TEXT_FORMATS = ("snap", "csv", "tsv")
+
+
+def _input_name(i: int, paths: list[str]) -> str:
+    return "input file" if len(paths) == 1 else f"input file {i + 1}"
+
+
+def source_name(paths: Sequence[str]) -> str:
+    """The store's ``source`` attribute: the input file, or the files in order."""
+    return paths[0] if len(paths) == 1 else ", ".join(paths)
 
 
 def _plan(path: str, config: IngestConfig) -> IngestPlan:
@@ -124,64 +159,106 @@ def _plan(path: str, config: IngestConfig) -> IngestPlan:
     return IngestPlan(fmt, sniffed.string_ids and config.relabel, sniffed.layout)
 
 
-def _blocks(path: str, plan: IngestPlan, config: IngestConfig, on_bytes) -> Iterator[text.TextBlock]:
-    if plan.fmt == "npy":
-        return sources.iter_npy(path, config)
+def blocks(path: str, plan: IngestPlan, config: IngestConfig, on_bytes=None, *,
+           piece: tuple[int, int] | None = None) -> Iterator[text.TextBlock]:
+    """The parsed blocks of one file, or of one piece of it: byte range of plain text, rows of npy,
+    row groups of parquet (what a task of a cluster reads; :mod:`.distributed`)."""
     if plan.fmt == "parquet":
-        return sources.iter_parquet(path, config)
-    return text.iter_text(path, plan.layout, config, as_spans=plan.string_ids, on_bytes=on_bytes)
+        return sources.iter_parquet(path, config, row_groups=piece)
+    start, stop = piece if piece is not None else (0, None)
+    if plan.fmt == "npy":
+        return sources.iter_npy(path, config, start=start, stop=stop)
+    return text.iter_text(path, plan.layout, config, as_spans=plan.string_ids, on_bytes=on_bytes,
+                          start=start, stop=stop)
 
 
-def _ingest_plan(path: str, out, plan: IngestPlan, config: IngestConfig, *, remote: bool) -> GraphStore:
+def _ingest_plans(paths: list[str], out, plans: list[IngestPlan], config: IngestConfig,
+                  client: Client | None) -> GraphStore:
     # GraphWriter builds a local store in a hidden sibling and swaps it in when complete (graphstream._atomic);
     # URL stores (fsspec) are written in place (GraphWriter removes them on failure).
-    _write(path, str(out), plan, config, overwrite=config.overwrite)
+    if client is None:
+        write(paths, str(out), plans, config, overwrite=config.overwrite)
+    else:
+        from .distributed import ingest_on_cluster
+        ingest_on_cluster(client, paths, str(out), plans, config)
     return open_store(out)
 
 
-def _write(path: str, target: str, plan: IngestPlan, config: IngestConfig, *, overwrite: bool) -> None:
-    relabel, num_nodes = config.relabel, config.num_nodes
-    layout = plan.layout  # text: the sniffed columns; npy and parquet: the columns asked for
+def writer_columns(plans: list[IngestPlan], config: IngestConfig) -> tuple[bool, bool]:
+    """Whether the store gets a time and a weight column."""
+    layout = plans[0].layout  # text: the sniffed columns; npy and parquet: the columns asked for
     with_time = layout.time_column >= 0 if layout is not None else config.with_time
     with_weight = layout.weight_column >= 0 if layout is not None else config.with_weight
-    relabeler = (StrRelabeler() if plan.string_ids else IntRelabeler()) if relabel else None
-    total = os.path.getsize(path) if plan.fmt not in ("npy", "parquet") else None
+    return with_time, with_weight
+
+
+def store_attrs(plans: list[IngestPlan], config: IngestConfig) -> dict:
+    """The ``ingest`` attribute of the store (the first file's plan; ``header`` if any file had one)."""
+    attrs = plans[0].attrs(config.relabel, config.one_based)
+    if len(plans) > 1 and "header" in attrs["ingest"]:
+        attrs["ingest"]["header"] = any(bool(p.layout.header_line) for p in plans)
+    return attrs
+
+
+def write(paths: list[str], target: str, plans: list[IngestPlan], config: IngestConfig, *, overwrite: bool,
+          atomic: bool = True) -> None:
+    """The in-process ingest: every file streamed, relabelled if asked, into a :class:`GraphWriter`
+    (``atomic=False``: into ``target`` in place, a folder the caller swaps in)."""
+    relabel, num_nodes = config.relabel, config.num_nodes
+    with_time, with_weight = writer_columns(plans, config)
+    string_ids = plans[0].string_ids
+    relabeler = (StrRelabeler() if string_ids else IntRelabeler()) if relabel else None
+    text_input = plans[0].fmt not in ("npy", "parquet")
+    total = sum(os.path.getsize(p) for p in paths) if text_input else None
+    name = source_name(paths)
     writer = GraphWriter(target, num_nodes=None if relabel else num_nodes, directed=not config.undirected,
                          with_time=with_time, with_weight=with_weight, chunk_size=config.chunk_size,
-                         source=path, overwrite=overwrite, attrs=plan.attrs(relabel, config.one_based))
+                         source=name, overwrite=overwrite, attrs=store_attrs(plans, config), atomic=atomic)
     max_id = -1
-    with writer, progress(total, desc=f"ingest {Path(path).name}", unit="B" if total else "edge") as bar:
+    desc = f"ingest {Path(paths[0]).name}" + (f" (+{len(paths) - 1} files)" if len(paths) > 1 else "")
+    with writer, progress(total, desc=desc, unit="B" if total else "edge") as bar:
+        done = 0   # bytes of the files before this one
+
         def on_bytes(pos: int) -> None:
-            bar.update(pos - bar.n)
+            bar.update(done + pos - bar.n)
         # 3. stream, relabel, append
-        for block in _blocks(path, plan, config, on_bytes):
-            if relabeler is None:
-                src, dst = block.src, block.dst
-                if len(src):
-                    max_id = max(max_id, int(src.max()), int(dst.max()))
-            elif block.spans is not None:
-                src, dst = relabeler.map_spans(block.buf, block.spans)
-            else:
-                src, dst = relabeler.map(block.src, block.dst)
-            writer.append(src, dst, time=block.time, weight=block.weight)
-            if total is None:
-                bar.update(len(src))
+        for path, plan in zip(paths, plans, strict=True):
+            for block in blocks(path, plan, config, on_bytes):
+                if relabeler is None:
+                    src, dst = block.src, block.dst
+                    if len(src):
+                        max_id = max(max_id, int(src.max()), int(dst.max()))
+                elif block.spans is not None:
+                    src, dst = relabeler.map_spans(block.buf, block.spans)
+                else:
+                    src, dst = relabeler.map(block.src, block.dst)
+                writer.append(src, dst, time=block.time, weight=block.weight)
+                if total is None:
+                    bar.update(len(src))
+            if text_input:
+                done += os.path.getsize(path)
         if writer.num_written == 0:
-            raise InputFormatError(f"{path}: no edges found (empty file, or only comments/header)")
+            raise InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
         if relabeler is None and num_nodes is None:
-            _check_id_range(path, plan, config, max_id, writer.num_written)
+            check_id_range(paths, plans, config, max_id, writer.num_written)
         # 4. id map and completion
         n = num_nodes
         if relabeler is not None:
-            if num_nodes is not None and relabeler.num_ids > num_nodes:
-                raise InvalidIdError(f"{path}: {relabeler.num_ids} distinct ids, more than the declared "
-                                     f"node count {num_nodes}")
-            n = relabeler.num_ids if num_nodes is None else num_nodes
+            n = relabelled_nodes(name, relabeler.num_ids, config)
             writer.write_array("id_map", relabeler.id_map())
         writer.close(num_nodes=n)
 
 
-def _check_id_range(path: str, plan: IngestPlan, config: IngestConfig, max_id: int, num_edges: int) -> None:
+def relabelled_nodes(name: str, num_ids: int, config: IngestConfig) -> int:
+    """The node count of a relabelled store: the distinct ids, or the declared count (not fewer)."""
+    num_nodes = config.num_nodes
+    if num_nodes is not None and num_ids > num_nodes:
+        raise InvalidIdError(f"{name}: {num_ids} distinct ids, more than the declared node count {num_nodes}")
+    return num_ids if num_nodes is None else num_nodes
+
+
+def check_id_range(paths: list[str], plans: list[IngestPlan], config: IngestConfig, max_id: int,
+                   num_edges: int) -> None:
     """Refuse sparse ids whose node count (largest id + 1) no later command could hold (see SPARSE_ID_FACTOR)."""
     n = max_id + 1
     if n <= SPARSE_ID_FACTOR * num_edges:
@@ -189,17 +266,18 @@ def _check_id_range(path: str, plan: IngestPlan, config: IngestConfig, max_id: i
     short = node_state_shortfall(n, INFO_BYTES_PER_NODE)
     if short is None:
         return
-    where, value = _locate_id(path, plan, config, max_id)
+    where, value = _locate_id(paths, plans, config, max_id)
     raise InvalidIdError(f"{where}: node id {value} makes {n} nodes (the largest id + 1) for {num_edges} edges, "
                          f"which need {short}: pass --relabel to number the ids 0..n-1 "
                          "(the store keeps the original ids in its id map)")
 
 
-def _locate_id(path: str, plan: IngestPlan, config: IngestConfig, max_id: int) -> tuple[str, str]:
+def _locate_id(paths: list[str], plans: list[IngestPlan], config: IngestConfig, max_id: int) -> tuple[str, str]:
     """Where ``max_id`` first occurs ("file:line" or "file: row N") and its text: a second pass, on errors only."""
     try:
-        for _ in _blocks(path, plan, config.replace(num_nodes=max_id), None):
-            pass
+        for path, plan in zip(paths, plans, strict=True):
+            for _ in blocks(path, plan, config.replace(num_nodes=max_id), None):
+                pass
     except IdBeyondError as exc:  # the readers stop at the first id >= max_id, which is max_id
         return exc.where, exc.value
-    return path, str(max_id + config.id_offset)
+    return source_name(paths), str(max_id + config.id_offset)

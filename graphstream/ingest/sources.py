@@ -135,12 +135,18 @@ def _int_col(col, what: str) -> int:
     return i
 
 
-def iter_npy(path: str | os.PathLike, config: IngestConfig) -> Iterator[TextBlock]:
+def npy_rows(path: str | os.PathLike) -> int:
+    """The number of rows (edges) of a ``.npy`` edge array, from its header."""
+    return _npy_header(str(path))[0][0]
+
+
+def iter_npy(path: str | os.PathLike, config: IngestConfig, *, start: int = 0,
+             stop: int | None = None) -> Iterator[TextBlock]:
     """Blocks of an integer E x k ``.npy`` array (E x 2 is src, dst), ``config.rows_per_block`` rows each.
 
     C-ordered arrays are read block by block with plain reads (a memory map
     would count the whole file in the resident set); Fortran-ordered ones
-    through a memory map.
+    through a memory map. ``start``/``stop``: only rows [start, stop) (a task of a cluster).
     """
     src_column = _int_col(config.src_column, "src column")
     dst_column = _int_col(config.dst_column, "dst column")
@@ -156,28 +162,29 @@ def iter_npy(path: str | os.PathLike, config: IngestConfig) -> Iterator[TextBloc
     cols = [c for c in (src_column, dst_column, time_column, weight_column) if c >= 0]
     if max(cols) >= shape[1]:
         raise ParameterError(f"{name}: column {max(cols)} selected but the array has {shape[1]} columns")
-    num_rows, width = shape
+    width = shape[1]
+    num_rows = shape[0] if stop is None else min(stop, shape[0])
     mm = np.load(name, mmap_mode="r") if fortran else None
     with open(name, "rb") as f:
-        f.seek(offset)
-        for start in range(0, num_rows, rows):
-            count = min(rows, num_rows - start)
+        f.seek(offset + start * width * dtype.itemsize)
+        for row in range(start, num_rows, rows):
+            count = min(rows, num_rows - row)
             if mm is not None:
-                block = np.asarray(mm[start:start + count])
+                block = np.asarray(mm[row:row + count])
             else:
                 block = np.empty((count, width), dtype=dtype)
                 got = f.readinto(memoryview(block).cast("B"))
                 if got != block.nbytes:
-                    raise InputFormatError(f"{name}: file is truncated (expected {num_rows} rows)")
-            src = _int64_ids(name, block[:, src_column], "source", start + 1)
-            dst = _int64_ids(name, block[:, dst_column], "destination", start + 1)
-            src, dst = check_ids(name, src, dst, start + 1, config)
+                    raise InputFormatError(f"{name}: file is truncated (expected {shape[0]} rows)")
+            src = _int64_ids(name, block[:, src_column], "source", row + 1)
+            dst = _int64_ids(name, block[:, dst_column], "destination", row + 1)
+            src, dst = check_ids(name, src, dst, row + 1, config)
             yield TextBlock(src=np.ascontiguousarray(src), dst=np.ascontiguousarray(dst),
-                            time=time_values(name, block[:, time_column], start + 1, time_column)
+                            time=time_values(name, block[:, time_column], row + 1, time_column)
                             if time_column >= 0 else None,
-                            weight=weight_values(name, block[:, weight_column], start + 1, weight_column)
+                            weight=weight_values(name, block[:, weight_column], row + 1, weight_column)
                             if weight_column >= 0 else None,
-                            spans=None, buf=np.empty(0, np.uint8), first_line=start + 1)
+                            spans=None, buf=np.empty(0, np.uint8), first_line=row + 1)
 
 
 # ---------------------------------------------------------------------------
@@ -217,8 +224,23 @@ def parquet_string_ids(path: str | os.PathLike, src_column, dst_column) -> bool:
     return False
 
 
-def iter_parquet(path: str | os.PathLike, config: IngestConfig) -> Iterator[TextBlock]:
-    """Row batches of ``config.rows_per_block`` rows of a parquet file; string/binary id columns need ``relabel``."""
+def parquet_row_groups(path: str | os.PathLike) -> list[int]:
+    """The number of rows of each row group of a parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        meta = pq.read_metadata(path)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        raise InputFormatError(f"{path}: not a readable parquet file ({_one_line(exc)})") from exc
+    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+
+def iter_parquet(path: str | os.PathLike, config: IngestConfig, *,
+                 row_groups: tuple[int, int] | None = None) -> Iterator[TextBlock]:
+    """Row batches of ``config.rows_per_block`` rows of a parquet file; string/binary id columns need ``relabel``.
+
+    ``row_groups``: only row groups [a, b) (a task of a cluster); rows are still numbered in the whole file.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -237,8 +259,13 @@ def iter_parquet(path: str | os.PathLike, config: IngestConfig) -> Iterator[Text
             "weight": _parquet_column(names, config.weight_column, "weight column", name)}
     wanted = [c for c in cols.values() if c is not None]
     first = 1
+    groups = None
+    if row_groups is not None:
+        groups = list(range(*row_groups))
+        first += sum(pf.metadata.row_group(i).num_rows for i in range(row_groups[0]))
     try:
-        batches = pf.iter_batches(batch_size=config.rows_per_block, columns=list(dict.fromkeys(wanted)))
+        batches = pf.iter_batches(batch_size=config.rows_per_block, columns=list(dict.fromkeys(wanted)),
+                                  row_groups=groups)
         for batch in batches:
             for col in cols.values():
                 if col is not None and batch.column(col).null_count:

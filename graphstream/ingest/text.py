@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from ._text_kernels import (
     ParseOut,
     parse_lines,
 )
-from .blocks import DEFAULT_BLOCK_BYTES, LineTooLongError, iter_blocks
+from .blocks import DEFAULT_BLOCK_BYTES, LineTooLongError, count_lines, iter_blocks
 from .config import DEFAULT_ROWS_PER_BLOCK, IngestConfig
 from .sniff import TextLayout
 
@@ -74,6 +74,9 @@ class IdBeyondError(InvalidIdError):
         super().__init__(message)
         self.where = where
         self.value = value
+
+    def __reduce__(self):   # raised in a task of a cluster, it is pickled back to the client whole
+        return type(self), (str(self), self.where, self.value)
 
 
 # What a time or weight must be, said by every reader's error message.
@@ -140,32 +143,42 @@ def _outputs(rows: int, fmt: LineFormat, layout: TextLayout, state: np.ndarray) 
 
 
 def iter_text(path: str | os.PathLike, layout: TextLayout, config: IngestConfig, *, as_spans: bool = False,
-              on_bytes=None) -> Iterator[TextBlock]:
+              on_bytes=None, start: int = 0, stop: int | None = None) -> Iterator[TextBlock]:
     """Yield parsed rows in file order, at most ``config.rows_per_block`` at a time.
 
     Ids are int64 (``one_based`` subtracted, checked against ``num_nodes``)
     or, with ``as_spans``, byte spans into the block (valid until the next
     block is yielded). ``relabel`` allows negative and huge ids.
+
+    ``start``/``stop``: only the lines in bytes [start, stop) of a plain file
+    (:func:`.blocks.line_cuts`; a task of a cluster). A range after the first
+    holds no header (the header is within the sniffed head, inside the first
+    range); an error in it is still named by its line in the whole file.
     """
     name = str(path)
+    if start:
+        layout = replace(layout, header_line=0)
     fmt = line_format(layout, config, as_spans=as_spans)
     has_time = layout.time_column >= 0
     has_weight = layout.weight_column >= 0
     state = np.zeros(STATE_SLOTS, dtype=np.int64)
     line_base = 0
-    blocks = iter_blocks(path, config.block_bytes)
+    blocks = iter_blocks(path, config.block_bytes, start=start, stop=stop)
     while True:
         try:
             buf, raw_pos = next(blocks)
         except StopIteration:
             return
         except LineTooLongError as exc:  # the blocks before were parsed: the unfinished line is the next one
-            raise InputFormatError(f"{name}:{line_base + 1}: {exc.message}") from None
+            line = line_base + 1 + (count_lines(path, start) if start else 0)
+            raise InputFormatError(f"{name}:{line}: {exc.message}") from None
         pos, end = 0, len(buf)
         while pos < end:
             out = _outputs(config.rows_per_block, fmt, layout, state)
             rows = parse_lines(buf, pos, end, line_base, fmt, out)
             if state[S_ERR] != OK:
+                if start:   # lines were counted from the range's start: name the file's line
+                    state[S_ERR_LINE] += count_lines(path, start)
                 _raise(name, state, buf, layout, fmt.roles, config)
             first_line = line_base + 1
             pos = int(state[S_POS])

@@ -1,15 +1,25 @@
 """The degree pass: one streaming pass, O(num_nodes) memory."""
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
 from .._report import track
-from ..errors import InvalidIdError
-from .graph import GraphStore
+from ..errors import InvalidIdError, ParameterError
+from .graph import GraphStore, is_url, open_store
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+# Per-task degree vectors up to this size come back through the scheduler; larger ones are shards
+# in a work folder, summed by node ranges (the scheduler is not a data plane).
+RETURN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,21 +34,38 @@ class Degrees:
         return self.out_degree + self.in_degree
 
 
-def degree_pass(store: GraphStore, batch_size: int | None = None) -> Degrees:
+def degree_pass(store: GraphStore, batch_size: int | None = None, *, client: Client | None = None,
+                work_dir: str | os.PathLike | None = None) -> Degrees:
     """Count each node's edges as source and as destination.
 
     For an undirected store (each edge stored once) ``total`` is the degree.
     A self-loop adds 1 to out and 1 to in, as in the edge list.
+
+    With ``client`` (a ``distributed.Client``) the edge chunks are counted by
+    tasks of its cluster; their per-task vectors, O(num_nodes) each, are
+    shards in a scratch folder in ``work_dir`` (default: beside the store),
+    summed by tasks over node ranges. Same numbers.
     """
+    if client is not None:
+        return _degree_pass_on_cluster(client, store, batch_size, work_dir)
+    return _count_range(store, 0, store.num_edges, batch_size, progress=True)
+
+
+def _count_range(store: GraphStore, start: int, stop: int, batch_size: int | None, *,
+                 progress: bool = False) -> Degrees:
+    """The degrees of edges [start, stop) of ``store``."""
     n = store.num_nodes
     out_deg = np.zeros(n, dtype=np.int64)
     in_deg = np.zeros(n, dtype=np.int64)
     loops = 0
+    batches = store.stream(batch_size, start=start, stop=stop)
+    if progress:
+        batches = track(batches, store.num_edges, "degree pass", size=len)
     # The two columns are counted by two threads at once (the kernels release
     # the GIL); each owns its counter array, so there is nothing to lock and the
     # result does not depend on timing.
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphstream-degrees") as pool:
-        for batch in track(store.stream(batch_size), store.num_edges, "degree pass", size=len):
+        for batch in batches:
             f_out = pool.submit(_count_ids, batch.src, out_deg)
             f_in = pool.submit(_count_ids, batch.dst, in_deg)
             bad = [i for i in (f_out.result(), f_in.result()) if i >= 0]
@@ -64,6 +91,69 @@ def _count_ids(ids, deg):
     return -1
 
 
-def total_degree(store: GraphStore, batch_size: int | None = None) -> np.ndarray:
+def total_degree(store: GraphStore, batch_size: int | None = None, *, client: Client | None = None) -> np.ndarray:
     """Exact total degree (both endpoints), what the partitioners use."""
-    return degree_pass(store, batch_size).total
+    return degree_pass(store, batch_size, client=client).total
+
+
+# -- on a cluster -------------------------------------------------------------------------------
+
+def _degree_pass_on_cluster(client: Client, store: GraphStore, batch_size: int | None,
+                            work_dir: str | os.PathLike | None) -> Degrees:
+    """Map: tasks over chunk-aligned edge ranges count their degrees. Reduce: small vectors are summed
+    here; large ones were saved as (2, n) shards [out; in] and tasks over node ranges sum their slice."""
+    from .._atomic import scratch_dir
+    from ..cluster import check_visible, run_tasks, split_range, task_count
+
+    n = store.num_nodes
+    ranges = split_range(store.num_edges, task_count(client), align=store.chunk_size)
+    common = {"path": store.path, "batch_size": batch_size}
+    if 2 * 8 * n <= RETURN_BYTES or not ranges:
+        check_visible(client, store.path)
+        counted = run_tasks(client, "degree pass", _count_task, ranges, unit="edge", size=_edges, **common)
+        out_deg, in_deg = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        for d in counted:
+            out_deg += d.out_degree
+            in_deg += d.in_degree
+        return Degrees(out_deg, in_deg, sum(d.self_loops for d in counted))
+    if work_dir is None and is_url(store.path):
+        raise ParameterError(f"{store.path}: a store at a URL needs a work folder for the degree shards (work_dir)")
+    parent = Path(work_dir) if work_dir is not None else Path(store.path).resolve().parent
+    with scratch_dir(f".{Path(store.path).name}.scratch-degrees-", dir=parent) as work:
+        check_visible(client, store.path, work)
+        shards = [str(work / f"edges-{i:05d}.npy") for i in range(len(ranges))]
+        loops = run_tasks(client, "degree pass", _count_task, [(*r, s) for r, s in zip(ranges, shards, strict=True)],
+                          unit="edge", size=_edges, **common)
+        nodes = split_range(n, task_count(client))
+        sums = [str(work / f"nodes-{i:05d}.npy") for i in range(len(nodes))]
+        run_tasks(client, "degree sums", _sum_task, [(*r, s) for r, s in zip(nodes, sums, strict=True)],
+                  shards=shards)
+        both = np.concatenate([np.load(s) for s in sums], axis=1)
+    return Degrees(both[0], both[1], sum(loops))
+
+
+def _edges(task: tuple) -> int:
+    return task[1] - task[0]
+
+
+def _count_task(start: int, stop: int, shard: str | None = None, *, path: str, batch_size: int | None
+                ) -> Degrees | int:
+    """A task: the degrees of edges [start, stop); with ``shard``, saved there as a (2, n) array and
+    only the self-loop count returned."""
+    from ..cluster import save_shard
+
+    deg = _count_range(open_store(path), start, stop, batch_size)
+    if shard is None:
+        return deg
+    save_shard(shard, np.stack([deg.out_degree, deg.in_degree]))
+    return deg.self_loops
+
+
+def _sum_task(lo: int, hi: int, out: str, *, shards: list[str]) -> None:
+    """A task: nodes [lo, hi) of every (2, n) edge-range shard, summed into ``out``."""
+    from ..cluster import save_shard
+
+    total = np.zeros((2, hi - lo), dtype=np.int64)
+    for s in shards:
+        total += np.load(s, mmap_mode="r")[:, lo:hi]
+    save_shard(out, total)

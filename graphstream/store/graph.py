@@ -301,12 +301,19 @@ class GraphWriter:
     ``num_nodes``: declared node count (ids are checked against it); if
     omitted it is max id + 1 at close. ``id_dtype``: forced id dtype; by
     default int32, widened to int64 automatically if an id reaches 2**31.
+    ``atomic=False`` writes a local store in place, as URL stores are: for a
+    task of a cluster writing into the temporary sibling that its client
+    holds (:class:`graphstream._atomic.AtomicOutput`) and swaps in.
+
+    On a cluster the client instead sizes the columns with :meth:`preallocate`
+    and tasks write chunk-aligned ranges of :attr:`staging_path` with
+    :class:`EdgeRangeWriter`; :meth:`close` then seals the store as usual.
     """
 
     def __init__(self, path: str | os.PathLike, *, num_nodes: int | None = None, directed: bool = True,
                  id_dtype: str | np.dtype | None = None, with_time: bool = False, with_weight: bool = False,
                  chunk_size: int = DEFAULT_CHUNK, source: str = "", overwrite: bool = False,
-                 clevel: int = 3, attrs: dict[str, Any] | None = None):
+                 clevel: int = 3, attrs: dict[str, Any] | None = None, atomic: bool = True):
         if chunk_size < 1:
             raise ParameterError(f"chunk_size must be >= 1, got {chunk_size}")
         if num_nodes is not None and num_nodes < 0:
@@ -326,7 +333,7 @@ class GraphWriter:
         self._auto_dtype = id_dtype is None and num_nodes is None
         self._compressor = default_compressor(clevel)
         self._output: AtomicOutput | None = None   # local stores: the hidden sibling being written
-        self._group = self._create_group(overwrite)
+        self._group = self._create_group(overwrite, atomic)
         self._dtypes = {"src": self.id_dtype, "dst": self.id_dtype}
         if with_time:
             self._dtypes["time"] = np.dtype(np.int64)
@@ -344,8 +351,8 @@ class GraphWriter:
         self._closed = False
 
     # -- setup -----------------------------------------------------------
-    def _create_group(self, overwrite: bool) -> zarr.Group:
-        if is_url(self.path):
+    def _create_group(self, overwrite: bool, atomic: bool) -> zarr.Group:
+        if is_url(self.path) or not atomic:
             mode = "w" if overwrite else "w-"
             try:
                 group = zarr.open_group(self.path, mode=mode)
@@ -495,6 +502,23 @@ class GraphWriter:
     def num_written(self) -> int:
         return self._written + self._pending_len
 
+    @property
+    def staging_path(self) -> str:
+        """Where the store is being written: the hidden sibling of a local store, else the path itself."""
+        return str(self._output.tmp) if self._output is not None else self.path
+
+    def preallocate(self, num_edges: int) -> None:
+        """Size every column to ``num_edges`` edges that others write (the tasks of a cluster, through
+        :class:`EdgeRangeWriter` on :attr:`staging_path`); :meth:`close` then records them. Nothing may
+        have been appended: the two ways of writing do not mix."""
+        if self._closed or self.num_written:
+            raise StoreError(f"{self.path}: preallocate() needs a fresh writer (edges were appended)")
+        if num_edges < 0:
+            raise ParameterError(f"num_edges must be >= 0, got {num_edges}")
+        for arr in self._arrays.values():
+            arr.resize((num_edges,))
+        self._written = int(num_edges)
+
     def close(self, num_nodes: int | None = None, attrs: dict[str, Any] | None = None) -> GraphStore:
         """Flush, record the attributes and mark the store complete."""
         if self._closed:
@@ -551,3 +575,54 @@ class GraphWriter:
                                     "nothing was written, free space and run again") from exc
         elif not self._closed:
             self.close()
+
+
+
+class EdgeRangeWriter:
+    """Writes chunk-aligned edge ranges into a store being written at ``path`` (a
+    :meth:`GraphWriter.staging_path` whose columns were sized by :meth:`GraphWriter.preallocate`):
+    what a task of a cluster writes with.
+
+    Write-behind, as :class:`GraphWriter`: :meth:`write` hands a range to one
+    thread per column and returns, so the caller produces the next range while
+    this one is compressed (Blosc releases the GIL). A range must cover whole
+    chunks (its end may be the last edge): two tasks writing parts of one chunk
+    would each rewrite it with the other's part missing. Writing a range again
+    writes the same bytes, so a task rerun after its worker died is harmless.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self._group = zarr.open_group(path, mode="r+")
+        self._arrays: dict[str, zarr.Array] = {}
+        self._pool = ThreadPoolExecutor(max_workers=len(COLUMNS), thread_name_prefix="graphstream-range-writer")
+        self._inflight: list[Future] = []
+
+    def write(self, start: int, columns: dict[str, np.ndarray]) -> None:
+        """Write edges ``start .. start + len`` of the given columns (after the previous range is written)."""
+        self._wait()
+        for name, data in columns.items():
+            if name not in self._arrays:
+                self._arrays[name] = self._group[name]
+            arr = self._arrays[name]
+            stop, chunk = start + len(data), arr.chunks[0]
+            if start % chunk or (stop % chunk and stop != arr.shape[0]) or stop > arr.shape[0]:
+                raise ParameterError(f"{self.path}: edges [{start}, {stop}) of {name!r} are not whole chunks of "
+                                     f"{chunk} within its {arr.shape[0]} edges")
+            self._inflight.append(self._pool.submit(arr.__setitem__, slice(start, stop),
+                                                    np.asarray(data, dtype=arr.dtype)))
+
+    def _wait(self) -> None:
+        futures, self._inflight = self._inflight, []
+        for f in futures:
+            f.result()
+
+    def __enter__(self) -> EdgeRangeWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self._wait()
+        finally:
+            self._pool.shutdown()

@@ -1,0 +1,274 @@
+"""Ingest on a dask cluster: the same store as :func:`graphstream.ingest.ingest` in-process, bit for bit.
+
+1. Cut the input into pieces: byte ranges of plain text files (cut at line
+   ends), row ranges of ``.npy`` files, row-group ranges of parquet files; a
+   compressed text file is one piece (a gzip stream cannot be entered midway).
+2. Parse: one task per piece parses it with the in-process readers and saves
+   its columns as shards in a scratch folder beside the output; it returns
+   its edge count and largest id (and, with ``--relabel``, saves its
+   distinct ids in order of first appearance).
+3. The client adds up the counts (each piece's offset in the store), applies
+   the in-process checks (no edges, sparse ids), and with ``--relabel``
+   merges the pieces' distinct ids in piece order: the first appearances in
+   file order, so the id map is the in-process one.
+4. Write: tasks over chunk-aligned edge ranges gather their edges from the
+   shards (relabelled through the id map), and write whole chunks into the
+   store the client created (:meth:`GraphWriter.preallocate`); the client
+   seals it and swaps it into place.
+
+String ids with ``--relabel`` are read by one task on one worker (the
+in-process reader; their spans point into parse buffers, so there is no
+cheap per-piece id list to merge); the client still holds the output's
+temporary sibling and swaps it in.
+
+Errors name what in-process ingest names (``file:line`` of a bad line: a
+piece counts the lines before it when it fails). When several pieces hold
+bad lines, the first piece to fail is reported, not necessarily the
+earliest line.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._atomic import scratch_dir
+from ..cluster import check_visible, output_for_tasks, run_task, run_tasks, save_shard, split_range, task_count
+from ..errors import InputFormatError
+from ..store import GraphWriter, id_dtype_for, is_url
+from ..store.graph import EdgeRangeWriter
+from . import sources
+from .blocks import compression_of, line_cuts
+from .config import IngestConfig
+from .pipeline import (
+    IngestPlan,
+    blocks,
+    check_id_range,
+    relabelled_nodes,
+    source_name,
+    store_attrs,
+    write,
+    writer_columns,
+)
+from .relabel import IntRelabeler
+from .sniff import SNIFF_BYTES
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+# A piece is parsed whole into memory before it is saved: at most ~64 MB of text (~5M SNAP edges, ~80 MB
+# of int64 columns) or 8M rows; at least 4 MB of text or one read block (config.block_bytes) if smaller,
+# so small files are not cut at all, and never less than the sniffed head, which holds the header line
+# (only the first byte range may have one).
+PIECE_MAX_BYTES = 64 << 20
+PIECE_MIN_BYTES = 4 << 20
+PIECE_MAX_ROWS = 8 << 20
+COLUMNS = ("src", "dst", "time", "weight")
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One parse task's share: ``span`` is a byte range (text), a row range (npy), a row-group range
+    (parquet), or None for a whole file."""
+    file: int
+    span: tuple[int, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What a parse task returns: its edges, largest id (-1 with none or with relabel), the columns
+    it saved and, with relabel, how many distinct ids it saw."""
+    count: int
+    max_id: int
+    columns: tuple[str, ...]
+    distinct: int = 0
+
+
+def ingest_on_cluster(client: Client, paths: list[str], target: str, plans: list[IngestPlan],
+                      config: IngestConfig, work_dir: str | os.PathLike | None = None) -> None:
+    """Write the store ``target`` from ``paths`` with the tasks of ``client``'s cluster (module docstring).
+
+    ``work_dir``: where the scratch folder of shards goes (default: beside the output; for a URL
+    output, beside the first input). Every path must be visible to every worker.
+    """
+    if config.relabel and plans[0].string_ids:
+        return _ingest_as_one_task(client, paths, target, plans, config)
+    parent = Path(work_dir) if work_dir is not None else Path(paths[0] if is_url(target) else target).resolve().parent
+    # not ".NAME.scratch-": the writer created below clears those as leftovers of killed runs when it
+    # takes the output (scratch_dir itself clears the folders of dead runs of this prefix)
+    with scratch_dir(f".{Path(target).name}.shards-", dir=parent) as work:
+        check_visible(client, *paths, work)
+        pieces = _pieces(client, paths, plans, config)
+        # 2. parse
+        parsed = run_tasks(client, "ingest: parse", _parse_task,
+                           [(i, paths[p.file], p.span, str(work)) for i, p in enumerate(pieces)],
+                           plans=plans, files=[p.file for p in pieces], config=config)
+        # 3. counts, checks, id map
+        name = source_name(paths)
+        counts = np.array([p.count for p in parsed], dtype=np.int64)
+        total = int(counts.sum())
+        if total == 0:
+            raise InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
+        id_map = lookup = None
+        if config.relabel:
+            id_map = _merge_ids(work, parsed)
+            num_nodes = relabelled_nodes(name, len(id_map), config)
+            lookup = _save_lookup(work, id_map)
+        else:
+            max_id = max(p.max_id for p in parsed)
+            if config.num_nodes is None:
+                check_id_range(paths, plans, config, max_id, total)
+            num_nodes = config.num_nodes if config.num_nodes is not None else max_id + 1
+        with_time, with_weight = writer_columns(plans, config)
+        # the dtype the in-process writer ends with (int32, widened to int64 only for 2**31 nodes or more)
+        writer = GraphWriter(target, num_nodes=None if config.relabel else config.num_nodes,
+                             id_dtype=id_dtype_for(num_nodes), directed=not config.undirected,
+                             with_time=with_time, with_weight=with_weight, chunk_size=config.chunk_size,
+                             source=name, overwrite=config.overwrite, attrs=store_attrs(plans, config))
+        with writer:
+            # 4. write whole chunks from the shards
+            writer.preallocate(total)
+            check_visible(client, writer.staging_path)
+            offsets = np.concatenate([[0], np.cumsum(counts)]).tolist()
+            shards = [(offsets[i], p.count, str(work / f"piece-{i:05d}"), p.columns) for i, p in enumerate(parsed)
+                      if p.count]
+            ranges = split_range(total, task_count(client), align=config.chunk_size)
+            run_tasks(client, "ingest: write", _write_task, ranges, unit="edge", size=lambda r: r[1] - r[0],
+                      path=writer.staging_path, shards=shards, chunk_size=config.chunk_size, lookup=lookup)
+            if id_map is not None:
+                writer.write_array("id_map", id_map)
+            writer.close(num_nodes=num_nodes)
+    return None
+
+
+def _ingest_as_one_task(client: Client, paths: list[str], target: str, plans: list[IngestPlan],
+                        config: IngestConfig) -> None:
+    """The in-process ingest run by one task, into the temporary sibling that the client holds and swaps in."""
+    if is_url(target):
+        check_visible(client, *paths)
+        run_task(client, "ingest", write, paths, target, plans, config, overwrite=config.overwrite)
+        return
+    with output_for_tasks(client, target, config.overwrite, inputs=paths, mkdir=False) as tmp:
+        run_task(client, "ingest", write, paths, str(tmp), plans, config, overwrite=False, atomic=False)
+
+
+# -- 1. pieces --------------------------------------------------------------------------------------
+
+def _pieces(client: Client, paths: list[str], plans: list[IngestPlan], config: IngestConfig) -> list[Piece]:
+    """Every file cut into pieces: a few per worker thread over all the input, none too big to parse in memory."""
+    parts = task_count(client)
+    sizes = [os.path.getsize(p) for p in paths]
+    pieces = []
+    for i, (path, plan) in enumerate(zip(paths, plans, strict=True)):
+        share = max(1, round(parts * sizes[i] / max(1, sum(sizes))))
+        if plan.fmt == "npy":
+            rows = sources.npy_rows(path)
+            spans = split_range(rows, max(share, -(-rows // PIECE_MAX_ROWS)))
+        elif plan.fmt == "parquet":
+            groups = sources.parquet_row_groups(path)
+            spans = split_range(len(groups), max(share, -(-sum(groups) // PIECE_MAX_ROWS)))
+        elif compression_of(path) is not None:
+            spans = [None]
+        else:
+            spans = line_cuts(path, max(share, -(-sizes[i] // PIECE_MAX_BYTES)),
+                              min_bytes=max(SNIFF_BYTES, min(PIECE_MIN_BYTES, config.block_bytes)))
+        pieces += [Piece(i, span) for span in spans or [None]]
+    return pieces
+
+
+# -- 2. parse ---------------------------------------------------------------------------------------
+
+def _parse_task(index: int, path: str, span: tuple[int, int] | None, work: str, *, plans: list[IngestPlan],
+                files: list[int], config: IngestConfig) -> Parsed:
+    """A task: parse one piece and save its columns as ``piece-NNNNN.<column>.npy`` shards."""
+    plan = plans[files[index]]
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
+    for block in blocks(path, plan, config, piece=span):
+        for c in COLUMNS:
+            a = getattr(block, c)
+            if a is not None:
+                parts[c].append(a)
+    cols = {c: np.concatenate(a) for c, a in parts.items() if a}
+    count = len(cols["src"]) if "src" in cols else 0
+    if count == 0:
+        return Parsed(0, -1, ())
+    base = Path(work) / f"piece-{index:05d}"
+    distinct, max_id = 0, -1
+    if config.relabel:
+        ids = _first_seen(cols["src"], cols["dst"])
+        save_shard(f"{base}.ids.npy", ids)
+        distinct = len(ids)
+    else:
+        max_id = max(int(cols["src"].max()), int(cols["dst"].max()))
+        if max_id < 2**31:   # ids are >= 0 here (the readers refuse negative ones): half the shard bytes
+            cols["src"], cols["dst"] = cols["src"].astype(np.int32), cols["dst"].astype(np.int32)
+    for c, a in cols.items():
+        save_shard(f"{base}.{c}.npy", a)
+    return Parsed(count, max_id, tuple(cols), distinct)
+
+
+def _first_seen(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The distinct ids of the edges in order of first appearance (src before dst within an edge),
+    as the in-process relabeler numbers them."""
+    seq = np.empty(2 * len(src), dtype=np.int64)
+    seq[0::2], seq[1::2] = src, dst
+    ids, first = np.unique(seq, return_index=True)
+    return ids[np.argsort(first, kind="stable")]
+
+
+# -- 3. the id map ----------------------------------------------------------------------------------
+
+def _merge_ids(work: Path, parsed: list[Parsed]) -> np.ndarray:
+    """The pieces' first-seen ids fed in piece order to the in-process relabeler: the id map of a
+    whole-file read (an id's first appearance in the file is in the first piece that has it)."""
+    relabeler = IntRelabeler()
+    for i, p in enumerate(parsed):
+        if p.count:
+            ids = np.load(work / f"piece-{i:05d}.ids.npy")
+            relabeler.map(ids, ids)   # each id as both ends of an edge: inserted once, in order
+    return relabeler.id_map()
+
+
+def _save_lookup(work: Path, id_map: np.ndarray) -> tuple[str, str]:
+    """Shards the write tasks relabel through: the original ids sorted, and each one's local id."""
+    order = np.argsort(id_map, kind="stable")
+    keys, local = work / "ids-sorted.npy", work / "ids-local.npy"
+    save_shard(keys, id_map[order])
+    save_shard(local, order)
+    return str(keys), str(local)
+
+
+# -- 4. write ---------------------------------------------------------------------------------------
+
+def _write_task(start: int, stop: int, *, path: str, shards: list[tuple[int, int, str, tuple[str, ...]]],
+                chunk_size: int, lookup: tuple[str, str] | None) -> int:
+    """A task: edges [start, stop) of the store (whole chunks), gathered from the piece shards."""
+    firsts = np.array([s[0] for s in shards], dtype=np.int64)
+    keys = local = None
+    if lookup is not None:
+        keys, local = (np.load(p, mmap_mode="r") for p in lookup)
+    with EdgeRangeWriter(path) as out:   # chunk i is compressed while chunk i+1 is gathered
+        for a in range(start, stop, chunk_size):
+            _write_chunk(out, a, min(a + chunk_size, stop), shards, firsts, keys, local)
+    return stop - start
+
+
+def _write_chunk(out: EdgeRangeWriter, a: int, b: int, shards: list[tuple[int, int, str, tuple[str, ...]]],
+                 firsts: np.ndarray, keys: np.ndarray | None, local: np.ndarray | None) -> None:
+    """Edges [a, b) of the store: the overlapping slices of the piece shards, relabelled with a lookup."""
+    cols: dict[str, list[np.ndarray]] = {}
+    for j in range(int(np.searchsorted(firsts, a, side="right")) - 1, len(shards)):
+        first, count, base, names = shards[j]
+        if first >= b:
+            break
+        lo, hi = max(a, first) - first, min(b, first + count) - first
+        for c in names:
+            cols.setdefault(c, []).append(np.load(f"{base}.{c}.npy", mmap_mode="r")[lo:hi])
+    edges = {c: np.concatenate(parts) for c, parts in cols.items()}
+    if keys is not None:
+        for c in ("src", "dst"):
+            edges[c] = local[np.searchsorted(keys, edges[c])]
+    out.write(a, edges)

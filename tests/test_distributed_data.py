@@ -1,0 +1,209 @@
+"""The data-parallel stages on a real dask cluster (generate, ingest, degrees/info, snapshots, PGC):
+each one's output against the in-process run, file by file (specs/distributed.md: bit-identical)."""
+from __future__ import annotations
+
+import filecmp
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphstream.cluster import ClusterConfig, open_client
+from graphstream.errors import GraphStreamError
+from graphstream.ingest import ingest
+from graphstream.ingest.rmat import generate_rmat
+from graphstream.store import degree_pass, open_store
+from graphstream.store.verify import verify
+
+# Small read blocks: byte-range pieces are at least one block (and the sniffed head), so files of a
+# few hundred KB are cut into several pieces; small chunks give the write tasks several chunks each.
+SMALL = {"block_bytes": 1 << 16, "rows_per_block": 1 << 13, "chunk_size": 7000}
+
+
+def assert_same_files(a: Path, b: Path) -> None:
+    """Every file (chunks, zarr.json of the group and arrays) byte for byte."""
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert files_a == files_b
+    assert files_a, f"{a} holds no files"
+    differ = [str(f) for f in files_a if not filecmp.cmp(a / f, b / f, shallow=False)]
+    assert not differ, f"files differ: {differ}"
+
+
+def no_leftovers(folder: Path) -> list[str]:
+    """Hidden siblings (temporary stores, shard folders) left in ``folder``."""
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+@pytest.fixture(scope="module")
+def edges() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    n = 30_000
+    return (rng.integers(0, 3000, n), rng.integers(0, 3000, n), rng.integers(0, 10**6, n),
+            np.round(rng.random(n), 3))
+
+
+def _write_text(path: Path, src, dst, *, header: str = "# a comment\nsrc dst\n", sep: str = " ", extra=()) -> Path:
+    rows = zip(src, dst, *extra, strict=True)
+    path.write_text(header + "".join(sep.join(map(str, r)) + "\n" for r in rows))
+    return path
+
+
+# -- generate ---------------------------------------------------------------------------------------
+
+def test_generate_is_the_same_store_for_any_worker_count(dask_client, tmp_path):
+    args = {"scale": 12, "edge_factor": 8, "seed": 3, "chunk_size": 3000}
+    generate_rmat(tmp_path / "local.zarr", **args)
+    generate_rmat(tmp_path / "two.zarr", **args, client=dask_client)
+    with open_client(ClusterConfig(workers=1)) as one:
+        generate_rmat(tmp_path / "one.zarr", **args, client=one)
+    assert_same_files(tmp_path / "local.zarr", tmp_path / "two.zarr")
+    assert_same_files(tmp_path / "local.zarr", tmp_path / "one.zarr")
+    assert verify(tmp_path / "two.zarr").to_dict()["ok"]
+    assert no_leftovers(tmp_path) == []
+
+
+# -- ingest -----------------------------------------------------------------------------------------
+
+def _inputs(kind: str, folder: Path, edges) -> tuple[list[Path], dict]:
+    """Input files of one kind and the ingest options they need."""
+    src, dst, time, weight = edges
+    if kind == "text":
+        return [_write_text(folder / "e.txt", src, dst)], {}
+    if kind == "csv-time-weight":
+        return [_write_text(folder / "e.csv", src, dst, header="src,dst,time,weight\n", sep=",",
+                            extra=(time, weight))], {"time_column": "time", "weight_column": "weight"}
+    if kind == "gzip":
+        path = _write_text(folder / "e.txt", src, dst)
+        gz = folder / "e.txt.gz"
+        gz.write_bytes(gzip.compress(path.read_bytes()))
+        return [gz], {}
+    if kind == "npy":
+        np.save(folder / "e.npy", np.stack([src, dst], axis=1))
+        return [folder / "e.npy"], {}
+    if kind == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"s": src, "d": dst}), folder / "e.parquet", row_group_size=4000)
+        return [folder / "e.parquet"], {}
+    if kind == "multi-file":
+        half = len(src) // 2
+        return [_write_text(folder / "a.txt", src[:half], dst[:half]),
+                _write_text(folder / "b.txt", src[half:], dst[half:], header="")], {}
+    if kind == "relabel":   # sparse 64-bit and negative ids
+        return [_write_text(folder / "e.txt", src * 10**12 - 7, dst * -3)], {"relabel": True}
+    if kind == "relabel-strings":
+        return [_write_text(folder / "e.txt", [f"u{s}" for s in src], [f"v{d}" for d in dst])], {"relabel": True}
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["text", "csv-time-weight", "gzip", "npy", "parquet", "multi-file", "relabel",
+                                  "relabel-strings"])
+def test_ingest_is_the_same_store_on_a_cluster(dask_client, tmp_path, edges, kind):
+    files, options = _inputs(kind, tmp_path, edges)
+    source = [str(f) for f in files] if len(files) > 1 else files[0]
+    local = ingest(source, tmp_path / "local.zarr", **SMALL, **options)
+    ingest(source, tmp_path / "cluster.zarr", **SMALL, **options, client=dask_client)
+    assert_same_files(tmp_path / "local.zarr", tmp_path / "cluster.zarr")
+    assert local.num_edges == len(edges[0])
+    assert verify(tmp_path / "cluster.zarr").to_dict()["ok"]
+    assert no_leftovers(tmp_path) == []
+
+
+def test_text_is_cut_into_byte_ranges_at_line_ends(tmp_path, edges):
+    from graphstream.ingest.blocks import line_cuts
+    path = _write_text(tmp_path / "e.txt", edges[0], edges[1])
+    cuts = line_cuts(path, 8, min_bytes=1 << 16)
+    data = path.read_bytes()
+    assert len(cuts) > 2 and cuts[0][0] == 0 and cuts[-1][1] == len(data)
+    assert all(b == c for (_, b), (c, _) in zip(cuts, cuts[1:], strict=False))
+    assert all(data[a - 1:a] == b"\n" for a, _ in cuts[1:])
+
+
+def test_a_bad_line_in_a_later_byte_range_is_named_by_its_line(dask_client, tmp_path, edges):
+    src, dst = edges[0].tolist(), edges[1].tolist()
+    dst[25_000] = -5   # line 25_003 (a comment and a header first): deep in a later piece
+    path = _write_text(tmp_path / "bad.txt", src, dst)
+    with pytest.raises(GraphStreamError) as local:
+        ingest(path, tmp_path / "local.zarr", **SMALL)
+    with pytest.raises(GraphStreamError) as cluster:
+        ingest(path, tmp_path / "cluster.zarr", **SMALL, client=dask_client)
+    assert str(cluster.value) == str(local.value)
+    assert f"{path}:25003:" in str(cluster.value)
+    assert no_leftovers(tmp_path) == []
+
+
+# -- degrees, info ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("scale", [10, 17])   # degree vectors returned (small) / summed from shards (large)
+def test_degrees_and_info_equal_the_in_process_pass(dask_client, tmp_path, scale):
+    from graphstream.commands.info import store_stats
+    store = generate_rmat(tmp_path / "g.zarr", scale=scale, edge_factor=2, chunk_size=20_000)
+    local, cluster = degree_pass(store), degree_pass(store, client=dask_client)
+    src, dst = store.array("src")[:], store.array("dst")[:]
+    assert np.array_equal(cluster.out_degree, np.bincount(src, minlength=store.num_nodes))
+    assert np.array_equal(cluster.in_degree, np.bincount(dst, minlength=store.num_nodes))
+    assert np.array_equal(cluster.out_degree, local.out_degree) and np.array_equal(cluster.in_degree, local.in_degree)
+    assert cluster.self_loops == local.self_loops == int(np.count_nonzero(src == dst))
+    drop = ("seconds", "peak_rss_bytes")
+    a = {k: v for k, v in store_stats(str(tmp_path / "g.zarr")).items() if k not in drop}
+    b = {k: v for k, v in store_stats(str(tmp_path / "g.zarr"), client=dask_client).items() if k not in drop}
+    assert a == b
+    assert no_leftovers(tmp_path) == []
+
+
+# -- snapshots, PGC ---------------------------------------------------------------------------------
+
+def test_snapshots_and_pgc_are_the_same_on_a_cluster(dask_client, tmp_path, edges):
+    from graphstream.dynamic.partition import partition_snapshot_store
+    from graphstream.dynamic.pgc import PGCConfig
+    from graphstream.dynamic.snapshots import build_snapshots
+    path = _write_text(tmp_path / "e.csv", edges[0], edges[1], header="src,dst,time\n", sep=",", extra=(edges[2],))
+    ingest(path, tmp_path / "events.zarr", time_column=2)
+    args = {"num_snapshots": 12, "edge_life": 2, "keyframe_every": 4}
+    local = build_snapshots(tmp_path / "events.zarr", tmp_path / "local.zarr", **args)
+    cluster = build_snapshots(tmp_path / "events.zarr", tmp_path / "cluster.zarr", **args, client=dask_client)
+    assert_same_files(tmp_path / "local.zarr", tmp_path / "cluster.zarr")
+    assert cluster.path == str(tmp_path / "cluster.zarr") and cluster.totals == local.totals
+    config = PGCConfig(num_parts=3)
+    a = partition_snapshot_store(tmp_path / "local.zarr", config, out=tmp_path / "parts-local")
+    b = partition_snapshot_store(tmp_path / "local.zarr", config, out=tmp_path / "parts-cluster", client=dask_client)
+    timing = ("seconds", "peak_rss_bytes", "phases", "out")
+    assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
+    assert b["out"] == str(tmp_path / "parts-cluster")
+    parts = sorted(p.relative_to(tmp_path / "parts-local") for p in (tmp_path / "parts-local").rglob("*") if p.is_file())
+    differ = [str(f) for f in parts if not filecmp.cmp(tmp_path / "parts-local" / f, tmp_path / "parts-cluster" / f,
+                                                       shallow=False)]
+    assert differ == ["manifest.json"]   # its timings (and so its checksum) only:
+    ma, mb = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("parts-local", "parts-cluster"))
+    for m in (ma, mb):
+        m.pop("crc32c")
+        m["metrics"] = {k: v for k, v in m["metrics"].items() if k not in ("phases", "peak_rss_bytes")
+                        and "seconds" not in k}
+    assert ma == mb
+    assert no_leftovers(tmp_path) == []
+
+
+# -- the CLI ----------------------------------------------------------------------------------------
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphstream", *argv], capture_output=True, text=True,
+                          env={**__import__("os").environ, "GRAPHSTREAM_PROGRESS": "0"})
+
+
+def test_cli_generate_and_ingest_on_two_workers(tmp_path, edges):
+    run = _cli("generate", "rmat", str(tmp_path / "g.zarr"), "--scale", "10", "--workers", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["cluster"] == {"mode": "local", "workers": 2, "threads_per_worker": 1}
+    assert len(result["worker_peak_rss_bytes"]) == 2
+    assert open_store(tmp_path / "g.zarr").num_edges == 16 << 10
+    # a missing input: exit 2, one line naming it
+    run = _cli("ingest", str(tmp_path / "nowhere.txt"), str(tmp_path / "x.zarr"), "--workers", "1")
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == f"graphstream ingest: error: {tmp_path / 'nowhere.txt'}: no such file"
+    assert not (tmp_path / "x.zarr").exists()
