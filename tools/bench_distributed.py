@@ -1,0 +1,188 @@
+"""Benchmark of the dask.distributed path: every stage in-process, on 1 worker and on N workers, in one run.
+
+Prints ONE JSON object on stdout. On an R-MAT graph of scale S (default 22,
+edge factor 16), for each mode (``in-process``, then local clusters of 1, 2,
+... single-threaded worker processes, ``--workers``), each in its own
+process so that one mode's caches and memory do not help the next, it times:
+
+- ``generate``: ``generate_rmat`` (chunk ranges as tasks);
+- ``ingest_text``: ``ingest`` of the same edges as a SNAP text file (byte
+  ranges as tasks; the file is written once, untimed, before the modes run);
+- ``degrees``: ``degree_pass`` (edge chunks as tasks);
+- ``partition``: ``partition`` with ``--algo`` (default coarse-refine: its
+  rounds over node ranges as tasks) and its metrics pass;
+- ``build``: ``build_partitions`` of that plan (edges routed to shards by
+  chunk ranges, one task per part).
+
+Each stage's time excludes the cluster's start (reported apart as
+``cluster_start``); numba's compiled kernels are loaded (disk cache) by a
+scale-10 warm-up of every stage in the same workers first. Outputs are
+compared with the in-process run's (``identical``: the generated store, the
+ingested store and the built dataset, file by file; the partition's
+``replication_factor`` against in-process's). ``speedup`` is in-process-
+free: the N-worker time against the 1-worker time per stage;
+``overhead_1_worker`` is the 1-worker time against in-process.
+
+    .venv/bin/python tools/bench_distributed.py [--scale 22] [--workers 1 2] [--k 8]
+        [--algo coarse-refine] [--workdir /tmp/bench_distributed]
+
+Goals (specs/distributed.md): speedup >= 1.7 at 2 workers for generate,
+ingest, degrees, partition rounds and build on a 2-core machine; overhead of
+1 worker at most 15%.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))   # bench_store's text formatter
+
+STAGES = ("generate", "ingest_text", "degrees", "partition", "build")
+GOALS = {"speedup_2_workers": 1.7, "overhead_1_worker": 1.15}
+
+
+def _digest(path: Path) -> str:
+    """One digest of a folder's files (relative names and bytes), manifests' timing fields excluded."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path).as_posix()
+        data = f.read_bytes()
+        if f.name in ("manifest.json", "part.json"):
+            obj = json.loads(data)
+            data = json.dumps(_without_timings(obj), sort_keys=True).encode()
+        h.update(rel.encode() + b"\0" + data)
+    return h.hexdigest()
+
+
+def _without_timings(obj):
+    if isinstance(obj, dict):
+        return {k: _without_timings(v) for k, v in obj.items()
+                if not any(w in k for w in ("seconds", "rss", "created", "time_", "elapsed", "cluster"))}
+    if isinstance(obj, list):
+        return [_without_timings(v) for v in obj]
+    return obj
+
+
+def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path) -> dict:
+    """All stages in one mode (workers=0: in-process); run in a child process."""
+    os.environ["GRAPHSTREAM_PROGRESS"] = "0"
+    from graphstream._resources import peak_rss_bytes
+    from graphstream.assemble import build_partitions
+    from graphstream.cluster import ClusterConfig, open_client, worker_peak_rss
+    from graphstream.ingest import ingest
+    from graphstream.ingest.rmat import generate_rmat
+    from graphstream.partition import partition
+    from graphstream.store.degrees import degree_pass
+
+    config = ClusterConfig() if workers == 0 else ClusterConfig(workers=workers, threads_per_worker=1)
+    out = work / f"mode-{workers}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    result: dict = {"mode": "in-process" if workers == 0 else f"{workers} workers"}
+    t0 = time.perf_counter()
+    with open_client(config, local_directory=out / "dask") as client:
+        result["cluster_start"] = time.perf_counter() - t0
+
+        def stages(prefix: str, s: int, text_file: Path | None) -> dict:
+            times, keep = {}, {}
+            t = time.perf_counter()
+            store = generate_rmat(out / f"{prefix}g.zarr", scale=s, edge_factor=16, seed=1, client=client)
+            times["generate"] = time.perf_counter() - t
+            if text_file is not None:
+                t = time.perf_counter()
+                ingest(text_file, out / f"{prefix}t.zarr", client=client)
+                times["ingest_text"] = time.perf_counter() - t
+            t = time.perf_counter()
+            degree_pass(store, client=client, work_dir=out)
+            times["degrees"] = time.perf_counter() - t
+            t = time.perf_counter()
+            plan = partition(store, k, algo, seed=0, work_dir=out, client=client)
+            times["partition"] = time.perf_counter() - t
+            keep["replication_factor"] = plan.metrics.get("replication_factor") if plan.metrics else None
+            t = time.perf_counter()
+            build_partitions(store, plan, out / f"{prefix}parts", work_dir=out, client=client)
+            times["build"] = time.perf_counter() - t
+            return {"seconds": times, **keep}
+
+        stages("warm-", 10, None)   # numba's disk cache loaded in every process, tasks' code shipped
+        measured = stages("", scale, text)
+        result.update(measured)
+        if client is not None:
+            result["worker_peak_rss_bytes"] = worker_peak_rss(client)
+    result["client_peak_rss_bytes"] = peak_rss_bytes()
+    result["digests"] = {name: _digest(out / name) for name in ("g.zarr", "t.zarr", "parts")}
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", type=int, default=22)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--algo", default="coarse-refine")
+    ap.add_argument("--workdir", default="/tmp/bench_distributed")
+    ap.add_argument("--mode", type=int, help=argparse.SUPPRESS)   # internal: run one mode
+    args = ap.parse_args()
+    work = Path(args.workdir)
+    text = work / "edges.txt"
+    if args.mode is not None:
+        print(json.dumps(run_mode(args.mode, args.scale, args.k, args.algo, work, text)))
+        return
+
+    work.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    _write_text(work, args.scale, text)
+    setup = time.perf_counter() - t
+    modes = {}
+    for workers in [0, *args.workers]:
+        cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
+               "--algo", args.algo, "--workdir", str(work)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"mode {workers} failed:\n{done.stderr[-4000:]}")
+        modes[workers] = json.loads(done.stdout.strip().splitlines()[-1])
+    base, one = modes[0], modes[args.workers[0]]
+    report = {"scale": args.scale, "edges": 16 * 2**args.scale, "k": args.k, "algo": args.algo,
+              "cpu_count": os.cpu_count(), "text_setup_seconds": setup, "goals": GOALS, "modes": {}}
+    for workers, m in modes.items():
+        entry = {key: m[key] for key in ("cluster_start", "seconds", "replication_factor",
+                                         "client_peak_rss_bytes") if key in m}
+        entry["worker_peak_rss_bytes"] = m.get("worker_peak_rss_bytes")
+        entry["identical"] = {name: m["digests"][name] == base["digests"][name] for name in m["digests"]}
+        if workers:
+            entry["overhead_vs_in_process"] = {s: m["seconds"][s] / base["seconds"][s] for s in STAGES}
+            entry["speedup_vs_1_worker"] = {s: one["seconds"][s] / m["seconds"][s] for s in STAGES}
+            rf, rf0 = m.get("replication_factor"), base.get("replication_factor")
+            entry["rf_vs_in_process"] = rf / rf0 if rf and rf0 else None
+        report["modes"]["in-process" if not workers else f"{workers}_workers"] = entry
+    json.dump(report, sys.stdout, indent=1)
+    print()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_text(work: Path, scale: int, text: Path) -> None:
+    """The SNAP text file of the scale-S graph (seed 1), written once by the in-process path, untimed."""
+    os.environ["GRAPHSTREAM_PROGRESS"] = "0"
+    import numpy as np
+    from bench_store import _format_edges  # the one SNAP-text formatter of the benchmarks (numba)
+
+    from graphstream.ingest.rmat import generate_rmat
+
+    store = generate_rmat(work / "text-source.zarr", scale=scale, edge_factor=16, seed=1, overwrite=True)
+    with open(text, "wb") as f:
+        f.write(b"# R-MAT edges\n# FromNodeId\tToNodeId\n")
+        buf = np.empty(store.chunk_size * 24, dtype=np.uint8)
+        for batch in store.stream():
+            f.write(buf[:_format_edges(batch.src, batch.dst, buf)].tobytes())
+    shutil.rmtree(work / "text-source.zarr")
+
+
+if __name__ == "__main__":
+    main()
