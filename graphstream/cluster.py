@@ -18,8 +18,10 @@ a rerun is idempotent.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -276,6 +278,19 @@ def save_shard(path: str | os.PathLike, array: np.ndarray) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def publish_dir(tmp: Path, final: Path) -> bool:
+    """Rename a task's finished folder ``tmp`` to ``final``; False (``tmp`` removed) when an earlier
+    attempt of the same task got there first (a rerun after a lost worker: same content)."""
+    try:
+        os.rename(tmp, final)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and final.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        raise
 
 
 def split_range(stop: int, parts: int, *, start: int = 0, align: int = 1) -> list[tuple[int, int]]:

@@ -56,7 +56,7 @@ from dataclasses import asdict
 from pathlib import Path
 from queue import Queue
 from threading import Lock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -66,11 +66,20 @@ from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store.graph import GraphStore, is_url
 from ..store.nodedata import NodeData, open_node_data
-from ..store.partitions_manifest import PartitionsManifest, part_dir_name, recompute_metrics, write_manifest
+from ..store.partitions_manifest import (
+    PartitionsManifest,
+    metrics_of_parts,
+    part_dir_name,
+    recompute_metrics,
+    write_manifest,
+)
 from .config import BuildConfig
 from .csr import Scratch, build_part_csr
 from .features import gather_node_data
 from .spill import Spill, route_edges
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
 def _build_parts(spill: Spill, owner: np.ndarray, k: int, undirected: bool, degree: np.ndarray,
@@ -147,7 +156,7 @@ def _check_plan(store: GraphStore, plan) -> tuple[np.ndarray, int]:
 def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
                      nodes: str | os.PathLike | NodeData | None = None, overwrite: bool = False,
                      work_dir: str | os.PathLike | None = None,
-                     config: BuildConfig | None = None) -> dict[str, Any]:
+                     config: BuildConfig | None = None, client: Client | None = None) -> dict[str, Any]:
     """Write the partitioned dataset of ``plan`` (a :class:`PartitionPlan`) to ``out_dir``.
 
     Args:
@@ -160,6 +169,8 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
         work_dir: where the spill files go (default: inside the temporary
             output folder, so on the same disk as the result).
         config: buffer sizes.
+        client: a ``distributed.Client``: route edge ranges and build parts as tasks on its cluster
+            (:mod:`graphstream.assemble.distributed`; the same bytes). None: in this process.
 
     Returns the manifest (also written as ``out_dir/manifest.json``).
 
@@ -187,22 +198,38 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
         try:
             # 1. route the edges to one spill file per part
             log(f"build: routing {store.num_edges} edges to {k} parts")
-            spill, degree = route_edges(store, owner, k, spill_dir, config.batch_size)
-            watch.lap("route")
-            spill_bytes = int(spill.pairs.sum()) * 2 * store.id_dtype.itemsize
+            if client is None:
+                spill, degree = route_edges(store, owner, k, spill_dir, config.batch_size)
+                watch.lap("route")
+                spill_bytes = int(spill.pairs.sum()) * 2 * store.id_dtype.itemsize
 
-            # 2. and 3. per part: its CSR, then its node data rows
-            busy = _build_parts(spill, owner, k, undirected, degree, node_data, tmp, config,
-                                store.num_nodes, store.id_dtype)
-            watch.lap("parts")
-            del degree
+                # 2. and 3. per part: its CSR, then its node data rows
+                busy = _build_parts(spill, owner, k, undirected, degree, node_data, tmp, config,
+                                    store.num_nodes, store.id_dtype)
+                watch.lap("parts")
+                del degree
+                workers = config.workers
+            else:   # the same passes as tasks; the parts come back measured
+                from .distributed import build_parts_on_cluster, route_on_cluster
+
+                routed = route_on_cluster(client, store, owner, k, spill_dir, config.batch_size)
+                watch.lap("route")
+                spill_bytes = int(routed.pairs.sum()) * 2 * store.id_dtype.itemsize
+                measured_parts, busy = build_parts_on_cluster(client, routed, spill_dir, k, undirected,
+                                                              store.num_nodes, store.id_dtype, node_data, tmp,
+                                                              config)
+                watch.lap("parts")
+                workers = sum(client.nthreads().values())
         finally:
             shutil.rmtree(spill_dir, ignore_errors=True)
 
         # 4. metrics measured from the written parts, then the manifest, last
-        parts, measured = recompute_metrics(tmp, k, store.num_nodes)
+        if client is None:
+            parts, measured = recompute_metrics(tmp, k, store.num_nodes)
+        else:
+            parts, measured = measured_parts, metrics_of_parts(measured_parts, store.num_nodes)
         metrics = _merge_metrics(dict(getattr(plan, "metrics", {}) or {}), measured, watch, busy,
-                                 config.workers, spill_bytes)
+                                 workers, spill_bytes)
         manifest = PartitionsManifest(
             algorithm=str(getattr(plan, "algorithm", "unknown")),
             params=_jsonable(dict(getattr(plan, "params", {}) or {})),

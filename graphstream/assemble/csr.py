@@ -19,7 +19,7 @@ from numba import njit
 from ..store.partitions_manifest import write_part_meta
 from .config import BuildConfig
 from .features import NpyWriter
-from .spill import Spill
+from .spill import Spill, SpillSet
 
 
 @njit(cache=True, nogil=True)
@@ -107,7 +107,7 @@ class PartShape:
     num_edges: int
 
 
-def build_part_csr(spill: Spill, p: int, inner: np.ndarray, undirected: bool, scratch: Scratch,
+def build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirected: bool, scratch: Scratch,
                    part_dir: Path, degree: np.ndarray, config: BuildConfig) -> tuple[np.ndarray, PartShape]:
     """Write ``global_ids.npy``, ``indptr.npy``, ``indices.npy``, ``degree.npy`` of part ``p``.
 

@@ -106,6 +106,30 @@ class Spill:
         self.path(p).unlink(missing_ok=True)
 
 
+@dataclass
+class SpillSet:
+    """The spill folders of several routed edge ranges (a build on a cluster routes each range in a
+    task of its own): a part's pairs are those of every range. Same reading interface as
+    :class:`Spill`; the CSR does not depend on the order of a part's pairs (rows are sorted)."""
+    spills: tuple[Spill, ...]
+
+    @property
+    def id_dtype(self) -> np.dtype:
+        return self.spills[0].id_dtype
+
+    @property
+    def pairs(self) -> np.ndarray:
+        return np.sum([s.pairs for s in self.spills], axis=0, dtype=np.int64)
+
+    def read(self, p: int, chunk_pairs: int) -> Iterator[np.ndarray]:
+        for spill in self.spills:
+            yield from spill.read(p, chunk_pairs)
+
+    def remove(self, p: int) -> None:
+        for spill in self.spills:
+            spill.remove(p)
+
+
 def _raise_open_files_limit(need: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
@@ -116,8 +140,13 @@ def _raise_open_files_limit(need: int) -> None:
 
 
 def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Path,
-                batch_size: int | None = None) -> tuple[Spill, np.ndarray]:
-    """Pass 1: one spill file of (src, dst) pairs per part, plus every node's aggregation degree."""
+                batch_size: int | None = None, start: int = 0, stop: int | None = None,
+                ) -> tuple[Spill, np.ndarray]:
+    """Pass 1: one spill file of (src, dst) pairs per part, plus every node's aggregation degree.
+
+    ``start``/``stop``: route only the edges in that range (a task of a build on a cluster:
+    :mod:`graphstream.assemble.distributed`); the degree then counts those edges only.
+    """
     undirected = not store.directed
     id_dtype = store.id_dtype
     degree = np.zeros(store.num_nodes, dtype=np.int64)
@@ -129,8 +158,9 @@ def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Pa
         # Unbuffered: every write is one large slice, and a failure surfaces at the write.
         files = [stack.enter_context(open(spill.path(p), "wb", buffering=0)) for p in range(num_parts)]
         pairs = np.empty((0, 2), dtype=id_dtype)
-        with progress(store.num_edges, "build: route edges") as bar:
-            for batch in store.stream(batch_size):
+        stop = store.num_edges if stop is None else stop
+        with progress(stop - start, "build: route edges") as bar:
+            for batch in store.stream(batch_size, start=start, stop=stop):
                 need = len(batch) * (2 if undirected else 1)
                 if len(pairs) < need:
                     pairs = np.empty((need, 2), dtype=id_dtype)

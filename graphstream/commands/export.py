@@ -1,7 +1,7 @@
 """graphstream export PARTS_DIR --to dgl|pyg OUT [--overwrite] [--graph-name NAME] [--json]."""
 from __future__ import annotations
 
-from .flags import add_overwrite
+from .flags import add_cluster, add_overwrite
 
 
 def configure(p) -> None:
@@ -18,13 +18,20 @@ def configure(p) -> None:
     p.add_argument("--graph-name", default=None,
                    help="DGL: graph name in the config and for DistGraph (default: OUT's folder name)")
     add_overwrite(p, "an existing output")
+    add_cluster(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
+    from ..cluster import ClusterConfig, open_client, worker_peak_rss
     from ..export import export
 
-    with claim_outputs({"OUT": args.out}, {"partitioned dataset": args.parts}, args.overwrite):
-        return export(args.parts, args.out, args.target, overwrite=args.overwrite,
-                      graph_name=args.graph_name).to_dict()
+    cluster = ClusterConfig.from_args(args)
+    with claim_outputs({"OUT": args.out}, {"partitioned dataset": args.parts}, args.overwrite), \
+            open_client(cluster) as client:
+        result = export(args.parts, args.out, args.target, overwrite=args.overwrite,
+                        graph_name=args.graph_name, client=client).to_dict()
+        if client is not None:
+            result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)})
+    return result

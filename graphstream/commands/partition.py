@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 from ..errors import GraphStreamError, ParameterError, StoreError
-from .flags import add_overwrite
+from .flags import add_cluster, add_overwrite
 
 SNAPSHOT_FORMAT = "graphstream.snapshots"
 
@@ -63,6 +63,7 @@ def configure(p) -> None:
                    help="with --gpu-memory and no -k: choose K so that each part fits in a third of one GPU's "
                         "memory (K >= Q)")
     p.add_argument("--gpu-memory", type=int, default=None, metavar="BYTES", help="memory of one GPU, in bytes")
+    add_cluster(p)
     p.set_defaults(run=run)
 
 
@@ -93,25 +94,36 @@ def _algo_params(args) -> dict:
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
+    from ..cluster import ClusterConfig, open_client, worker_peak_rss
 
+    cluster = ClusterConfig.from_args(args)
     # Before anything is touched: --out apart from every input (--overwrite must not delete them),
     # locked for the whole run, leftovers of killed runs cleared, refused if it exists.
     inputs = {"input store": args.store, "--nodes folder": args.nodes, "--work-dir": args.work_dir}
-    with claim_outputs({"--out": args.out}, inputs, args.overwrite):
-        return _run(args)
+    with claim_outputs({"--out": args.out}, inputs, args.overwrite), open_client(cluster) as client:
+        result = _run(args, client)
+        if client is not None:
+            result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)})
+    return result
 
 
-def _run(args) -> dict:
+def _scratch_parent(args, client) -> str | None:
+    """Where the run's scratch folder goes: the system's temporary folder in-process; on a cluster
+    a folder every worker sees, beside --out (or the store), as a local /tmp is not shared."""
+    if client is None:
+        return None
+    near = args.out if args.out is not None else args.store
+    return None if "://" in str(near) else str(Path(near).resolve().parent)
+
+
+def _run(args, client) -> dict:
     from .. import _resources
     from .._atomic import scratch_dir
     from ..partition import partition
     from ..store import open_store
 
     if _is_snapshot_store(args.store):
-        dyn = _import("graphstream.dynamic.partition", "partitioning snapshot stores")
-        config = dyn.PGCConfig(num_parts=args.k, seed=args.seed, balance=args.balance, scratch_dir=args.work_dir)
-        return dyn.partition_snapshot_store(args.store, config, algo=args.algo, out=args.out,
-                                            overwrite=args.overwrite)
+        return _snapshot_store(args, client)
     if args.algo == "pgc":
         raise StoreError(f"{args.store}: --algo pgc needs a snapshot store (graphstream snapshots)")
     store = open_store(args.store)
@@ -129,18 +141,39 @@ def _run(args) -> dict:
         k = int(build.auto_num_parts(store, args.nodes, gpus=args.gpus, gpu_memory=args.gpu_memory))
     # part[e] of an edge partitioner is scratch unless --work-dir asks to keep it; the folder names
     # its pid, so one left by a killed run is removed by the next (scratch_dir)
-    with scratch_dir("graphstream-parts-") as tmp:
+    with scratch_dir("graphstream-parts-", _scratch_parent(args, client)) as tmp:
         work_dir = args.work_dir if args.work_dir is not None else tmp
         plan = partition(store, k, args.algo, seed=args.seed, balance=args.balance, work_dir=work_dir,
-                         **_algo_params(args))
+                         client=client, **_algo_params(args))
         result = dict(plan.metrics)
         result["params"] = plan.params
         if plan.edge_parts_path is not None and args.work_dir is not None:
             result["edge_parts_path"] = plan.edge_parts_path
         if args.out is not None:
             build = _import("graphstream.assemble", "building partitions (--out)")
-            manifest = build.build_partitions(store, plan, args.out, nodes=args.nodes, overwrite=args.overwrite)
+            manifest = build.build_partitions(store, plan, args.out, nodes=args.nodes, overwrite=args.overwrite,
+                                              client=client)
             if isinstance(manifest, dict):
                 result.update(manifest.get("metrics", {}))
             result["out"] = str(args.out)
     return result
+
+
+def _snapshot_store(args, client) -> dict:
+    """A snapshot store goes whole to graphstream.dynamic; on a cluster, its entry takes the client
+    when it has a ``client`` parameter, else it runs as one task on one worker (without --out: an
+    --out folder is locked by this process for the whole run, so it is then written here)."""
+    import inspect
+
+    from ..cluster import run_task
+
+    dyn = _import("graphstream.dynamic.partition", "partitioning snapshot stores")
+    config = dyn.PGCConfig(num_parts=args.k, seed=args.seed, balance=args.balance, scratch_dir=args.work_dir)
+    kwargs = {"algo": args.algo, "out": args.out, "overwrite": args.overwrite}
+    if client is not None and "client" in inspect.signature(dyn.partition_snapshot_store).parameters:
+        kwargs["client"] = client
+    elif client is not None and args.out is None:
+        return run_task(client, f"{args.algo}: partition (one worker)", dyn.partition_snapshot_store,
+                        str(Path(args.store).resolve()) if "://" not in args.store else args.store, config,
+                        **kwargs)
+    return dyn.partition_snapshot_store(args.store, config, **kwargs)

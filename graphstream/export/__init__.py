@@ -40,6 +40,8 @@ import numpy as np
 from ..errors import NodeDataError, ParameterError
 
 if TYPE_CHECKING:  # the loader is imported lazily: ``graphstream.export`` stays light
+    from distributed import Client
+
     from ..store.partitions import Part, PartitionedDataset
 
 TARGETS = ("dgl", "pyg")
@@ -171,15 +173,19 @@ def mask_names(part: Part) -> list[str]:
 
 
 def export(parts_dir: str | os.PathLike, out: str | os.PathLike, target: str, *,
-           overwrite: bool = False, graph_name: str | None = None) -> ExportResult:
-    """Write the partitioned dataset ``parts_dir`` to ``out`` in ``target``'s format ("dgl" or "pyg")."""
+           overwrite: bool = False, graph_name: str | None = None, client: Client | None = None) -> ExportResult:
+    """Write the partitioned dataset ``parts_dir`` to ``out`` in ``target``'s format ("dgl" or "pyg").
+
+    ``client``: a ``distributed.Client``; every part is then written by a task of its cluster (the
+    same bytes; ``parts_dir`` and ``out``'s folder must be visible to every worker).
+    """
     if target not in TARGETS:
         raise ParameterError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
     from .._atomic import check_output
 
     check_output(out, overwrite)  # fail before any work, not after it
     module = import_module(f"{__name__}.{target}")
-    kwargs: dict[str, Any] = {"overwrite": overwrite}
+    kwargs: dict[str, Any] = {"overwrite": overwrite, "client": client}
     if target == "dgl":
         kwargs["graph_name"] = graph_name
     return module.export(Path(parts_dir), Path(out), **kwargs)

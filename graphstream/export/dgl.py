@@ -29,14 +29,19 @@ Steps (as ``partition_graph`` does them, but from our parts instead of METIS):
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._atomic import atomic_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
+from ..cluster import check_visible, publish_dir, run_tasks, save_shard
 from ..errors import GraphStreamError
 from . import (
     ExportResult,
@@ -48,6 +53,11 @@ from . import (
     node_rows,
     open_for_export,
 )
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from ..store.partitions import Part
 
 NTYPE = "_N"
 ETYPE = "_N:_E:_N"
@@ -74,10 +84,14 @@ def _graph_name(name: str | None, out: Path) -> str:
     return name
 
 
-def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: str | None = None) -> ExportResult:
-    """Write ``parts_dir`` as a DistDGL partition folder ``out`` (config ``out/<graph_name>.json``)."""
+def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: str | None = None,
+           client: Client | None = None) -> ExportResult:
+    """Write ``parts_dir`` as a DistDGL partition folder ``out`` (config ``out/<graph_name>.json``).
+
+    ``client``: write the parts as tasks on its dask cluster (one per part; the same bytes).
+    """
     watch = Stopwatch()
-    dgl, torch, save_tensors = _import_dgl()
+    _import_dgl()
     dataset = open_for_export(parts_dir)
     name = _graph_name(graph_name, out)
     k = len(dataset)
@@ -96,45 +110,30 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
         "ntypes": {NTYPE: 0},
         "etypes": {ETYPE: 0},
     }
-    part_rows = []
-    with atomic_dir(out, overwrite) as tmp, progress(k, "export dgl", unit="part") as bar:
-        for p, part in enumerate(dataset):
-            part_dir = tmp / f"part{p}"
-            part_dir.mkdir()
-            ni, n_local = part.num_inner, part.num_nodes
-            gids = np.asarray(part.global_ids, dtype=np.int64)
-            # Step 2: the part's graph, local ids as in our CSR.
-            src, dst = inner_edges(part)
-            g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n_local, idtype=torch.int64)
-            g.ndata[dgl.NID] = torch.from_numpy(maps.new_id[gids])
-            inner = np.zeros(n_local, dtype=np.uint8)
-            inner[:ni] = 1
-            g.ndata["inner_node"] = torch.from_numpy(inner)
-            g.ndata["part_id"] = torch.from_numpy(maps.owner[gids].astype(np.int64))
-            ne = src.size
-            g.edata[dgl.EID] = torch.arange(int(maps.edge_offsets[p]), int(maps.edge_offsets[p]) + ne,
-                                            dtype=torch.int64)
-            g.edata["inner_edge"] = torch.ones(ne, dtype=torch.uint8)
-            dgl.save_graphs(str(part_dir / "graph.dgl"), [g])
-            del g, src, dst
-            # Step 3: node data of the inner nodes, then the original ids.
-            feats = {}
-            for key in names:
-                rows = node_rows(part, key, ni)
-                if key not in NDATA_NAMES:   # a mask
-                    rows = rows.astype(np.uint8)
-                feats[f"{NTYPE}/{NDATA_NAMES.get(key, key)}"] = torch.from_numpy(rows)
-            save_tensors(str(part_dir / "node_feat.dgl"), feats)
-            save_tensors(str(part_dir / "edge_feat.dgl"), {})
-            save_tensors(str(part_dir / "orig_nids.dgl"), {NTYPE: torch.from_numpy(gids[:ni].copy())})
-            del feats
+    with atomic_dir(out, overwrite) as tmp:
+        if client is None:
+            with progress(k, "export dgl", unit="part") as bar:
+                part_rows = []
+                for p, part in enumerate(dataset):
+                    part_rows.append(write_part(part, tmp, maps.new_id, maps.owner, int(maps.edge_offsets[p]),
+                                                names))
+                    bar.update(1)
+        else:   # the id maps go to the tasks as files (the scheduler is not a data plane)
+            check_visible(client, parts_dir, tmp)
+            new_id = str(save_shard(tmp / ".new_id.npy", maps.new_id))
+            owner = str(save_shard(tmp / ".owner.npy", maps.owner))
+            part_rows = run_tasks(client, "export dgl", export_part,
+                                  [(p, int(maps.edge_offsets[p])) for p in range(k)], unit="part",
+                                  parts_dir=str(parts_dir), folder=str(tmp), new_id_path=new_id,
+                                  owner_path=owner, names=names)
+            os.unlink(new_id)
+            os.unlink(owner)
+        for p in range(k):
             config[f"part-{p}"] = {
                 "node_feats": f"part{p}/node_feat.dgl",
                 "edge_feats": f"part{p}/edge_feat.dgl",
                 "part_graph": f"part{p}/graph.dgl",
             }
-            part_rows.append({"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)})
-            bar.update(1)
         # Step 4: the config, last.
         with open(tmp / f"{name}.json", "w", encoding="utf-8") as f:
             json.dump(config, f, indent=4)
@@ -146,6 +145,59 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
                         num_nodes=int(dataset.num_nodes), num_edges=int(maps.edge_offsets[-1]),
                         node_data=names, seconds=watch.seconds,
                         peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing)
+
+
+def write_part(part: Part, folder: Path, new_id: np.ndarray, owner: np.ndarray, edge_lo: int,
+               names: list[str]) -> dict[str, int]:
+    """Steps 2 and 3 for one part: ``folder/partN`` (graph, node data, original ids); its ``parts`` row.
+    ``new_id``, ``owner``: the id maps of step 1 (arrays or memory maps)."""
+    dgl, torch, save_tensors = _import_dgl()
+    p = part.index
+    part_dir = folder / f"part{p}"
+    part_dir.mkdir()
+    ni, n_local = part.num_inner, part.num_nodes
+    gids = np.asarray(part.global_ids, dtype=np.int64)
+    # Step 2: the part's graph, local ids as in our CSR.
+    src, dst = inner_edges(part)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n_local, idtype=torch.int64)
+    g.ndata[dgl.NID] = torch.from_numpy(np.asarray(new_id[gids]))
+    inner = np.zeros(n_local, dtype=np.uint8)
+    inner[:ni] = 1
+    g.ndata["inner_node"] = torch.from_numpy(inner)
+    g.ndata["part_id"] = torch.from_numpy(np.asarray(owner[gids]).astype(np.int64))
+    ne = src.size
+    g.edata[dgl.EID] = torch.arange(edge_lo, edge_lo + ne, dtype=torch.int64)
+    g.edata["inner_edge"] = torch.ones(ne, dtype=torch.uint8)
+    dgl.save_graphs(str(part_dir / "graph.dgl"), [g])
+    del g, src, dst
+    # Step 3: node data of the inner nodes, then the original ids.
+    feats = {}
+    for key in names:
+        rows = node_rows(part, key, ni)
+        if key not in NDATA_NAMES:   # a mask
+            rows = rows.astype(np.uint8)
+        feats[f"{NTYPE}/{NDATA_NAMES.get(key, key)}"] = torch.from_numpy(rows)
+    save_tensors(str(part_dir / "node_feat.dgl"), feats)
+    save_tensors(str(part_dir / "edge_feat.dgl"), {})
+    save_tensors(str(part_dir / "orig_nids.dgl"), {NTYPE: torch.from_numpy(gids[:ni].copy())})
+    return {"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)}
+
+
+def export_part(p: int, edge_lo: int, parts_dir: str, folder: str, new_id_path: str, owner_path: str,
+                names: list[str]) -> dict[str, int]:
+    """Task: :func:`write_part` of part ``p`` into a staging folder, renamed into ``folder`` (a rerun
+    after a lost worker finds the whole part or none of it)."""
+    part = open_for_export(parts_dir)[p]
+    out = Path(folder)
+    stage = out / f".part{p}.{uuid.uuid4().hex[:8]}"
+    stage.mkdir()
+    try:
+        row = write_part(part, stage, np.load(new_id_path, mmap_mode="r"), np.load(owner_path, mmap_mode="r"),
+                         edge_lo, names)
+        publish_dir(stage / f"part{p}", out / f"part{p}")
+        return row
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def part_to_dgl(part):

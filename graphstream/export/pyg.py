@@ -26,13 +26,18 @@ scratch file inside the output, so RAM stays O(num_nodes + one part).
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._atomic import allocated_memmap, atomic_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
+from ..cluster import check_visible, publish_dir, run_tasks
 from ..errors import GraphStreamError
 from . import (
     ExportResult,
@@ -44,6 +49,11 @@ from . import (
     node_rows,
     open_for_export,
 )
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from ..store.partitions import Part
 
 # graphstream node data name -> PyG attribute name (``Data.x``, ``Data.y``).
 ATTR_NAMES = {"features": "x", "labels": "y"}
@@ -57,8 +67,11 @@ def _import_torch():
     return torch
 
 
-def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResult:
-    """Write ``parts_dir`` as a PyG partition folder ``out`` (open it with ``LocalGraphStore.from_partition``)."""
+def export(parts_dir: Path, out: Path, *, overwrite: bool = False, client: Client | None = None) -> ExportResult:
+    """Write ``parts_dir`` as a PyG partition folder ``out`` (open it with ``LocalGraphStore.from_partition``).
+
+    ``client``: write the parts as tasks on its dask cluster (one per part; the same bytes).
+    """
     watch = Stopwatch()
     torch = _import_torch()
     dataset = open_for_export(parts_dir)
@@ -68,58 +81,39 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResu
     names, missing = node_data_names(dataset[0])
     masks = [name for name in names if name not in ATTR_NAMES]
     has_labels = "labels" in names
-    part_rows = []
-    with atomic_dir(out, overwrite) as tmp, progress(k, "export pyg", unit="part") as bar:
-        scratch = tmp / ".edge_map.scratch"
-        # allocated first: a full disk is an ENOSPC error (exit 2), not a SIGBUS at a store
-        edge_map = allocated_memmap(scratch, np.int64, (num_edges,))
-        labels = (allocated_memmap(tmp / ".label.scratch", np.int64, (n,) + tuple(dataset[0].labels.shape[1:]))
-                  if has_labels else None)
-        split_idx: dict[str, list] = {m: [] for m in masks}
-        for p, part in enumerate(dataset):
-            part_dir = tmp / f"part_{p}"
-            part_dir.mkdir()
-            ni = part.num_inner
-            gids = np.asarray(part.global_ids, dtype=np.int64)
-            lo, hi = int(maps.edge_offsets[p]), int(maps.edge_offsets[p + 1])
-            src, dst = inner_edges(part)
-            # CSR order is dst (= col) ascending, since inner local ids ascend with global ids.
-            torch.save({"edge_id": torch.arange(lo, hi, dtype=torch.int64),
-                        "row": torch.from_numpy(gids[src]),
-                        "col": torch.from_numpy(gids[dst]),
-                        "size": (n, n)}, part_dir / "graph.pt")
-            del src, dst
-            edge_map[lo:hi] = p
-            inner_ids = gids[:ni].copy()
-            feats = {}
-            for key in names:
-                rows = node_rows(part, key, ni)
-                if key in masks:
-                    rows = rows.astype(bool)
-                    split_idx[key].append(inner_ids[rows])
-                feats[ATTR_NAMES.get(key, key)] = torch.from_numpy(rows)
-            if has_labels:
-                labels[inner_ids] = feats["y"].numpy()
-            torch.save({"global_id": torch.from_numpy(inner_ids), "feats": feats}, part_dir / "node_feats.pt")
-            torch.save({}, part_dir / "edge_feats.pt")
-            del feats
-            part_rows.append({"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)})
-            bar.update(1)
+    edge_ranges = [(int(maps.edge_offsets[p]), int(maps.edge_offsets[p + 1])) for p in range(k)]
+    with atomic_dir(out, overwrite) as tmp:
+        for name in masks:
+            (tmp / _idx_folder(name)).mkdir()
+        if client is None:
+            with progress(k, "export pyg", unit="part") as bar:
+                part_rows = []
+                for p, part in enumerate(dataset):
+                    part_rows.append(write_part(torch, part, tmp, tmp, *edge_ranges[p], n, names, masks))
+                    bar.update(1)
+        else:
+            check_visible(client, parts_dir, tmp)
+            part_rows = run_tasks(client, "export pyg", export_part, [(p, *edge_ranges[p]) for p in range(k)],
+                                  unit="part", parts_dir=str(parts_dir), folder=str(tmp), num_nodes=n,
+                                  names=names, masks=masks)
         torch.save(torch.from_numpy(maps.owner.astype(np.int64)), tmp / "node_map.pt")
+        # allocated first: a full disk is an ENOSPC error (exit 2), not a SIGBUS at a store
+        edge_map = allocated_memmap(tmp / ".edge_map.scratch", np.int64, (num_edges,))
+        for p, (lo, hi) in enumerate(edge_ranges):
+            edge_map[lo:hi] = p
         edge_map.flush()
         torch.save(torch.from_numpy(edge_map), tmp / "edge_map.pt")
         del edge_map
         (tmp / ".edge_map.scratch").unlink()
         if has_labels:
+            labels = allocated_memmap(tmp / ".label.scratch", np.int64, (n,) + tuple(dataset[0].labels.shape[1:]))
+            for part in dataset:
+                labels[np.asarray(part.global_ids[: part.num_inner], dtype=np.int64)] = \
+                    node_rows(part, "labels", part.num_inner)
             labels.flush()
             torch.save(torch.from_numpy(labels), tmp / "label.pt")
             del labels
             (tmp / ".label.scratch").unlink()
-        for name, per_part in split_idx.items():
-            folder = tmp / f"{name[: -len('_mask')]}_idx"
-            folder.mkdir()
-            for p, ids in enumerate(per_part):
-                torch.save(torch.from_numpy(ids), folder / f"partition{p}.pt")
         meta = {"num_parts": k, "node_types": None, "edge_types": None, "node_offset": None,
                 "is_hetero": False, "is_sorted": True}
         with open(tmp / "META.json", "w", encoding="utf-8") as f:
@@ -131,6 +125,65 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False) -> ExportResu
     return ExportResult(target="pyg", out=str(out), entry=str(out), num_parts=k, num_nodes=int(n),
                         num_edges=num_edges, node_data=names, seconds=watch.seconds,
                         peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing)
+
+
+def _idx_folder(mask: str) -> str:
+    """``train_mask`` -> ``train_idx``: where PyG's examples keep each part's mask as global ids."""
+    return f"{mask[: -len('_mask')]}_idx"
+
+
+def write_part(torch, part: Part, folder: Path, idx_root: Path, lo: int, hi: int, num_nodes: int,
+               names: list[str], masks: list[str]) -> dict[str, int]:
+    """``folder/part_N`` (graph, node and edge features) and ``idx_root/<mask>_idx/partitionN.pt`` of
+    part N, whose edges get the ids [lo, hi); its row of the result's ``parts``.
+
+    The files are saved under their final names (torch.save records the file's name in the archive).
+    """
+    p = part.index
+    part_dir = folder / f"part_{p}"
+    part_dir.mkdir()
+    ni = part.num_inner
+    gids = np.asarray(part.global_ids, dtype=np.int64)
+    src, dst = inner_edges(part)
+    # CSR order is dst (= col) ascending, since inner local ids ascend with global ids.
+    torch.save({"edge_id": torch.arange(lo, hi, dtype=torch.int64),
+                "row": torch.from_numpy(gids[src]),
+                "col": torch.from_numpy(gids[dst]),
+                "size": (num_nodes, num_nodes)}, part_dir / "graph.pt")
+    del src, dst
+    inner_ids = gids[:ni].copy()
+    feats = {}
+    for key in names:
+        rows = node_rows(part, key, ni)
+        if key in masks:
+            rows = rows.astype(bool)
+            torch.save(torch.from_numpy(inner_ids[rows]), idx_root / _idx_folder(key) / f"partition{p}.pt")
+        feats[ATTR_NAMES.get(key, key)] = torch.from_numpy(rows)
+    torch.save({"global_id": torch.from_numpy(inner_ids), "feats": feats}, part_dir / "node_feats.pt")
+    torch.save({}, part_dir / "edge_feats.pt")
+    return {"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)}
+
+
+def export_part(p: int, lo: int, hi: int, parts_dir: str, folder: str, num_nodes: int, names: list[str],
+                masks: list[str]) -> dict[str, int]:
+    """Task: :func:`write_part` of part ``p`` into a staging folder, then moved into ``folder`` (a rerun
+    after a lost worker finds whole files or none)."""
+    torch = _import_torch()
+    part = open_for_export(parts_dir)[p]
+    out = Path(folder)
+    stage = out / f".part_{p}.{uuid.uuid4().hex[:8]}"
+    try:
+        for key in masks:
+            (stage / _idx_folder(key)).mkdir(parents=True)
+        stage.mkdir(exist_ok=True)
+        row = write_part(torch, part, stage, stage, lo, hi, num_nodes, names, masks)
+        for key in masks:   # the index files first: a published part folder means the part is whole
+            name = f"{_idx_folder(key)}/partition{p}.pt"
+            os.replace(stage / name, out / name)
+        publish_dir(stage / f"part_{p}", out / f"part_{p}")
+        return row
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def part_to_pyg(part):

@@ -11,6 +11,12 @@ Vertex partitioners: ``coarse-refine`` (the default, our best), ``spring``,
 ``hash`` (mode "vertex"). Edge partitioners (write ``part[e]`` to a Zarr
 array and derive ``owner[v]``): ``2ps-l``, ``hdrf``, ``dbh``, ``hash``
 (mode "edge").
+
+With ``client=`` (a ``distributed.Client``) an algorithm whose ``run`` takes
+``client`` gets it (coarse-refine's rounds are tasks); the others, whose
+greedy streaming pass is sequential by nature, run whole as one task on one
+worker (:func:`graphstream.partition._driver.run_on_cluster`); the metrics
+pass is tasks over edge chunks. Same plan as in-process.
 """
 from __future__ import annotations
 
@@ -18,12 +24,15 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import GraphStore, open_store
 from .plan import MAX_PARTS, PartitionPlan
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 DEFAULT_ALGORITHM = "coarse-refine"
 
@@ -129,7 +138,7 @@ def load_algorithm(algo: str):
 
 def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT_ALGORITHM, *,
               seed: int = 0, balance: float = 1.05, work_dir: str | os.PathLike | None = None,
-              metrics: bool = True, **params) -> PartitionPlan:
+              metrics: bool = True, client: Client | None = None, **params) -> PartitionPlan:
     """Partition ``store`` into ``k`` parts with ``algo``; return the plan with its metrics.
 
     Args:
@@ -140,6 +149,9 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
         balance: capacity factor over the mean part size (edge partitioners: edges).
         work_dir: where edge partitioners write ``part[e]`` (default: a temporary folder).
         metrics: compute the streamed quality metrics (one or more extra passes).
+        client: a ``distributed.Client``: run on its dask cluster (see the module's docstring);
+            ``work_dir`` must then be a folder every worker sees (default: a scratch folder beside
+            the store, removed at the end, and the plan's ``edge_parts_path`` with it).
         **params: the algorithm's own parameters (see :data:`PARAMS`).
 
     Raises:
@@ -149,14 +161,24 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
         store = open_store(store)
     check_parameters(store, k, algo, seed, balance, params)
     module = load_algorithm(algo)
+    if client is not None:
+        from ._driver import on_cluster
+        return on_cluster(client, store, k, algo, seed=seed, balance=balance, work_dir=work_dir,
+                          metrics=metrics, params=params)
     watch = Stopwatch()
     plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, **params)
-    seconds = watch.seconds
+    return finish_plan(plan, store, k, algo, watch.seconds, metrics)
+
+
+def finish_plan(plan: PartitionPlan, store: GraphStore, k: int, algo: str, seconds: float, metrics: bool,
+                client: Client | None = None, work_dir: str | os.PathLike | None = None) -> PartitionPlan:
+    """The shared metrics of a plan: the streamed quality figures unless the algorithm gave them, then
+    seconds, passes, peak RSS (of this process) and the run's identity."""
     m = plan.metrics
     if metrics and "replication_factor" not in m:
         from .metrics import vertex_partition_metrics
         mwatch = Stopwatch()
-        m.update(vertex_partition_metrics(store, plan.owner, k))
+        m.update(vertex_partition_metrics(store, plan.owner, k, client=client, work_dir=work_dir))
         m["metrics_seconds"] = mwatch.seconds
     m.setdefault("seconds", seconds)
     m.setdefault("passes", None)
@@ -166,4 +188,4 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
 
 
 __all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "MAX_PARTS", "PARAMS", "PartitionPlan", "check_parameters",
-           "load_algorithm", "partition"]
+           "finish_plan", "load_algorithm", "partition"]

@@ -1,16 +1,27 @@
-"""The common tail of every edge partitioner: part[e] on disk -> owner[v] and metrics."""
+"""The common tail of every edge partitioner (part[e] on disk -> owner[v] and metrics), and every
+partitioner's run on a dask cluster (:func:`on_cluster`)."""
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._atomic import scratch_dir
 from .._report import track
-from ..store import GraphStore
+from .._resources import Stopwatch
+from ..cluster import check_visible, run_task, save_shard
+from ..store import GraphStore, open_store
 from .edge_parts import EdgePartWriter, owner_from_edge_parts, parts_dir
 from .metrics import edge_load_balance
 from .plan import PartitionPlan
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 PARTS_NAME = "edge_parts.zarr"
 
@@ -52,3 +63,57 @@ def edge_plan(store: GraphStore, k: int, algorithm: str, part_path: str, loads: 
     }
     return PartitionPlan(algorithm=algorithm, num_parts=k, owner=owner, params=params, metrics=metrics,
                          edge_parts_path=part_path)
+
+
+# -- on a dask cluster -------------------------------------------------------------------------
+
+def on_cluster(client: Client, store: GraphStore, k: int, algo: str, *, seed: int, balance: float,
+               work_dir: str | os.PathLike | None, metrics: bool, params: dict[str, Any]) -> PartitionPlan:
+    """:func:`graphstream.partition.partition` on the cluster of ``client``.
+
+    An algorithm whose ``run`` takes ``client`` runs here and submits its own
+    tasks (coarse-refine's rounds). The others run whole as one task on one
+    worker (their greedy streaming pass is sequential by nature), which saves
+    ``owner`` to the work folder and returns the rest of the plan. The metrics
+    pass is then tasks over edge chunks.
+    """
+    from . import finish_plan, load_algorithm
+
+    module = load_algorithm(algo)
+    with ExitStack() as stack:
+        if work_dir is None:   # beside the store: every worker must see it (a local /tmp is not shared)
+            parent = Path(store.path).resolve().parent if "://" not in store.path else None
+            work_dir = stack.enter_context(scratch_dir("graphstream-partition-", parent))
+            keep_edge_parts = False
+        else:
+            Path(work_dir).mkdir(parents=True, exist_ok=True)
+            keep_edge_parts = True
+        check_visible(client, store.path, work_dir)
+        watch = Stopwatch()
+        if "client" in inspect.signature(module.run).parameters:
+            plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, client=client, **params)
+        else:
+            owner_path = Path(work_dir) / f"owner-{algo}-{os.getpid()}.npy"
+            try:
+                fields = run_task(client, f"{algo}: partition (one worker)", partition_task, store.path, k, algo,
+                                  seed, balance, str(work_dir), params, str(owner_path))
+                plan = PartitionPlan(owner=np.load(owner_path), **fields)
+            finally:
+                owner_path.unlink(missing_ok=True)
+        plan = finish_plan(plan, store, k, algo, watch.seconds, metrics, client=client, work_dir=work_dir)
+        if not keep_edge_parts:
+            plan.edge_parts_path = None   # it was in the scratch folder, removed now
+    return plan
+
+
+def partition_task(store_path: str, k: int, algo: str, seed: int, balance: float, work_dir: str,
+                   params: dict[str, Any], owner_path: str) -> dict[str, Any]:
+    """Task: run ``algo`` whole on this worker; ``owner`` saved to ``owner_path``, the plan's other
+    fields returned (small: parameters, metrics, the part[e] path)."""
+    from . import load_algorithm
+
+    plan = load_algorithm(algo).run(open_store(store_path), k, seed=seed, balance=balance, work_dir=work_dir,
+                                    **params)
+    save_shard(owner_path, np.asarray(plan.owner))
+    return {"algorithm": plan.algorithm, "num_parts": plan.num_parts, "params": plan.params,
+            "metrics": plan.metrics, "edge_parts_path": plan.edge_parts_path}

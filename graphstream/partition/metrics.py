@@ -19,17 +19,29 @@
 Memory: the k-bit sets are built for a group of parts at a time, as many as
 fit ``group_budget_bytes`` (32 bytes a node, at least 64 MiB), so any k up to
 MAX_PARTS costs O(num_nodes) memory and ceil(k / group) passes.
+
+On a dask cluster (``client=``), a group's pass is two stages of tasks: edge
+ranges mark their k-bit sets into shards in a work folder (and count part
+edges), then node ranges OR the shards' rows, mark the owned bits and count
+the columns. The counts are integers summed on the client: the same figures.
 """
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 
+from .._atomic import scratch_dir
+from ..cluster import check_visible, run_tasks, save_shard, split_range, task_count
 from ..kernels.bitsets import count_bits, popcount64
-from ..store import GraphStore
+from ..store import GraphStore, open_store
 from .edge_parts import open_edge_parts, part_groups, stream_with_parts
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
 @njit(cache=True, nogil=True)
@@ -89,28 +101,35 @@ def check_owner(owner: np.ndarray, num_nodes: int, k: int) -> np.ndarray:
 
 
 def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
-                             batch_size: int | None = None) -> dict:
+                             batch_size: int | None = None, *, client: Client | None = None,
+                             work_dir: str | os.PathLike | None = None) -> dict:
     """``replication_factor``, ``node_balance``, ``edge_balance`` of ``owner`` (by streaming).
 
     Also returns ``part_inner``, ``part_halo`` (lists of k ints: the builder's
     ``num_inner`` and ``num_halo`` of every part), ``part_edges`` (edges with
     an owned endpoint) and ``metrics_passes``.
+
+    ``client``: run the passes as tasks on its dask cluster, their shards in a
+    scratch folder inside ``work_dir`` (a folder every worker sees; default:
+    beside the store).
     """
     n = store.num_nodes
     owner = check_owner(owner, n, k)
     inner = np.bincount(owner, minlength=k).astype(np.int64)
-    edge_count = np.zeros(k, dtype=np.int64)
-    present = np.zeros(k, dtype=np.int64)       # |inner ∪ halo| per part
     groups = part_groups(n, k, 1 / 8, align=64)
-    total = 0
-    for lo, hi in groups:
-        bits = np.zeros((n, (hi - lo + 63) // 64), dtype=np.uint64)
-        _mark_owned(owner, bits, lo, hi)
-        for batch in store.stream(batch_size):
-            _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_count, store.directed)
-        present[lo:hi] = _column_counts(bits, hi - lo)
-        total += int(present[lo:hi].sum())
-        del bits
+    if client is not None:
+        edge_count, present = _counts_on_cluster(client, store, owner, k, groups, batch_size, work_dir)
+    else:
+        edge_count = np.zeros(k, dtype=np.int64)
+        present = np.zeros(k, dtype=np.int64)       # |inner ∪ halo| per part
+        for lo, hi in groups:
+            bits = np.zeros((n, (hi - lo + 63) // 64), dtype=np.uint64)
+            _mark_owned(owner, bits, lo, hi)
+            for batch in store.stream(batch_size):
+                _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_count, store.directed)
+            present[lo:hi] = _column_counts(bits, hi - lo)
+            del bits
+    total = int(present.sum())
     return {
         "replication_factor": total / n if n else 0.0,
         "node_balance": _ratio_max_mean(inner),
@@ -120,6 +139,56 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
         "part_edges": edge_count.tolist(),
         "metrics_passes": len(groups),
     }
+
+
+def _counts_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: int,
+                       groups: list[tuple[int, int]], batch_size: int | None,
+                       work_dir: str | os.PathLike | None) -> tuple[np.ndarray, np.ndarray]:
+    """(edges per part, |inner ∪ halo| per part) by tasks: the figures of the in-process loop."""
+    parent = Path(work_dir) if work_dir is not None else Path(store.path).resolve().parent
+    check_visible(client, store.path, parent)
+    edge_count = np.zeros(k, dtype=np.int64)
+    present = np.zeros(k, dtype=np.int64)
+    with scratch_dir("graphstream-metrics-", parent) as work:
+        owner_path = str(save_shard(work / "owner.npy", owner))
+        edge_ranges = split_range(store.num_edges, task_count(client), align=store.chunk_size)
+        node_ranges = split_range(store.num_nodes, task_count(client), align=64)
+        for g, (lo, hi) in enumerate(groups):
+            shards = [str(work / f"bits-{g:03d}-{i:05d}.npy") for i in range(len(edge_ranges))]
+            counts = run_tasks(client, "metrics: halo bits", halo_bits_range,
+                               [(a, b, shard) for (a, b), shard in zip(edge_ranges, shards, strict=True)],
+                               unit="edge", size=lambda t: t[1] - t[0], store_path=store.path,
+                               owner_path=owner_path, k=k, p_lo=lo, p_hi=hi, batch_size=batch_size)
+            if g == 0:   # every edge is counted in the first group's pass (as in-process)
+                edge_count += np.sum(counts, axis=0, dtype=np.int64)
+            columns = run_tasks(client, "metrics: replicas", present_range, node_ranges, shards=shards,
+                                owner_path=owner_path, p_lo=lo, p_hi=hi)
+            present[lo:hi] = np.sum(columns, axis=0, dtype=np.int64)
+    return edge_count, present
+
+
+def halo_bits_range(start: int, stop: int, shard: str, store_path: str, owner_path: str, k: int, p_lo: int,
+                    p_hi: int, batch_size: int | None) -> np.ndarray:
+    """Task: the k-bit sets of parts [p_lo, p_hi) marked by edges [start, stop), saved to ``shard``;
+    the edges per part (k ints; counted in the first group only)."""
+    store = open_store(store_path)
+    owner = np.load(owner_path)   # in RAM: read at random
+    bits = np.zeros((store.num_nodes, (p_hi - p_lo + 63) // 64), dtype=np.uint64)
+    edge_count = np.zeros(k, dtype=np.int64)
+    for batch in store.stream(batch_size, start=start, stop=stop):
+        _mark_halo(batch.src, batch.dst, owner, bits, p_lo, p_hi, edge_count, store.directed)
+    save_shard(shard, bits)
+    return edge_count
+
+
+def present_range(a: int, b: int, shards: list[str], owner_path: str, p_lo: int, p_hi: int) -> np.ndarray:
+    """Task: for nodes [a, b), the OR of the shards' k-bit sets plus the owned bits; the nodes per
+    part of the group that have their bit set (p_hi - p_lo ints)."""
+    bits = np.array(np.load(shards[0], mmap_mode="r")[a:b])
+    for shard in shards[1:]:
+        bits |= np.load(shard, mmap_mode="r")[a:b]
+    _mark_owned(np.load(owner_path, mmap_mode="r")[a:b], bits, p_lo, p_hi)
+    return _column_counts(bits, p_hi - p_lo)
 
 
 @njit(cache=True, nogil=True)

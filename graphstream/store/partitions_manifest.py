@@ -225,10 +225,14 @@ def npy_rows(path: Path) -> int:
     return shape[0] if shape else 0
 
 
-def measure_part(folder: Path, index: int) -> PartEntry:
-    """The manifest entry of one written part, measured from its files (and written as its ``part.json``)."""
+def measure_part(folder: Path, index: int, part_dir: Path | None = None) -> PartEntry:
+    """The manifest entry of one written part, measured from its files (and written as its ``part.json``).
+
+    ``part_dir``: where the part's files are now, when not yet at ``folder/part-NNNNN`` (a
+    build task measures its part before renaming it into place); the entry names the final path.
+    """
     name = part_dir_name(index)
-    part_dir = folder / name
+    part_dir = folder / name if part_dir is None else part_dir
     num_inner = int(read_part_meta(part_dir)["num_inner"])
     n_local = npy_rows(part_dir / "global_ids.npy")
     num_edges = npy_rows(part_dir / "indices.npy")
@@ -260,17 +264,22 @@ def recompute_metrics(folder: Path, num_parts: int, num_nodes: int) -> tuple[tup
     that they replace the partitioner's predictions in the manifest.
     """
     parts = tuple(measure_part(folder, i) for i in range(num_parts))
+    return parts, metrics_of_parts(parts, num_nodes)
+
+
+def metrics_of_parts(parts: tuple[PartEntry, ...], num_nodes: int) -> dict[str, Any]:
+    """The replication/balance metrics of measured part entries (see :func:`recompute_metrics`)."""
+    num_parts = len(parts)
     local = sum(p.num_nodes for p in parts)
     inner = [p.num_inner for p in parts]
     edges = [p.num_edges for p in parts]
-    metrics = {
+    return {
         "replication_factor": local / num_nodes if num_nodes else 1.0,
         "node_balance": balance(inner, num_nodes, num_parts),
         "edge_balance": balance(edges, sum(edges), num_parts),
         "part_inner": inner,
         "part_halo": [p.num_halo for p in parts],
     }
-    return parts, metrics
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -287,4 +296,5 @@ def write_manifest(folder: Path, manifest: PartitionsManifest) -> None:
 
 
 __all__ = ["FORMAT", "MANIFEST", "PART_META", "REQUIRED_FILES", "VERSION", "PartEntry", "PartitionsError",
-           "PartitionsManifest", "read_manifest", "recompute_metrics", "write_manifest", "write_part_meta"]
+           "PartitionsManifest", "measure_part", "metrics_of_parts", "read_manifest", "recompute_metrics",
+           "write_manifest", "write_part_meta"]

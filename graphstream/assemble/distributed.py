@@ -1,0 +1,158 @@
+"""The builder's passes as dask tasks (specs/distributed.md, "build"; graphstream.cluster).
+
+The same passes as the in-process builder, cut where they are independent:
+
+1. route: chunk-aligned edge ranges, one task each. A task routes its range
+   with :func:`route_edges` into a spill folder of its own (one file per
+   part, as in-process) plus that range's aggregation degree; the folder is
+   written under a temporary name and renamed whole, so a task rerun after its
+   worker died finds all of it or nothing.
+2. degree: node ranges, one task each, sum the ranges' degrees into one Zarr
+   array chunked by node range (each task writes whole chunks of its own).
+3. parts: one task per part. The part's CSR is read from every range's spill
+   file of the part (:class:`SpillSet`: the CSR does not depend on the order
+   of its pairs, its rows are sorted), then its node data rows, then it is
+   measured (``part.json``); the part folder is built under a temporary name
+   and renamed into place.
+
+The client keeps only small results (pair counts, part entries, seconds); the
+output is the in-process one byte for byte whatever the number of workers.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import zarr
+
+from .._atomic import save_npy
+from ..cluster import check_visible, publish_dir, run_tasks, save_shard, split_range, task_count
+from ..store.graph import GraphStore, open_store
+from ..store.nodedata import NodeData
+from ..store.partitions_manifest import PartEntry, measure_part, part_dir_name
+from .config import BuildConfig
+from .csr import Scratch, build_part_csr
+from .features import gather_node_data
+from .spill import Spill, SpillSet, route_edges
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+OWNER_FILE = "owner.npy"
+DEGREE_ARRAY = "degree.zarr"
+DEGREE_CHUNK = 1 << 20            # nodes per chunk of the summed degree (8 MiB)
+
+# A documented test hook: seconds every part task sleeps before it starts, so that a test can kill a worker
+# while parts are being built (tests/test_distributed_faults.py). Unset: no sleep.
+PART_DELAY_ENV = "GRAPHSTREAM_TEST_PART_DELAY"
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """What the route stage left in the work folder: one spill folder per edge range and the pairs it
+    holds per part (ranges x parts), and the summed aggregation degree."""
+    folders: tuple[str, ...]
+    pairs: np.ndarray
+    degree_path: str
+
+    def spill_set(self, id_dtype: np.dtype) -> SpillSet:
+        return SpillSet(tuple(Spill(Path(f), id_dtype, row) for f, row in zip(self.folders, self.pairs, strict=True)))
+
+
+# -- tasks (module level: pickled by reference) ---------------------------------------------------
+
+def route_range(index: int, start: int, stop: int, store_path: str, owner_path: str, k: int,
+                batch_size: int | None, work: str) -> np.ndarray:
+    """Route edges [start, stop) into ``work/route-NNNNN``; the pairs per part (k ints)."""
+    final = Path(work) / f"route-{index:05d}"
+    if not final.is_dir():
+        tmp = Path(work) / f".route-{index:05d}.{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            owner = np.load(owner_path)   # in RAM: the routing kernel reads it at random
+            spill, degree = route_edges(open_store(store_path), owner, k, tmp, batch_size, start, stop)
+            save_npy(tmp / "degree.npy", degree)
+            save_npy(tmp / "pairs.npy", spill.pairs)
+            publish_dir(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return np.load(final / "pairs.npy")
+
+
+def sum_degrees(lo: int, hi: int, folders: tuple[str, ...], degree_path: str) -> None:
+    """degree[lo:hi] = the sum of the ranges' degrees (whole chunks of the Zarr array: a rerun rewrites them)."""
+    total = np.zeros(hi - lo, dtype=np.int64)
+    for folder in folders:
+        total += np.load(Path(folder) / "degree.npy", mmap_mode="r")[lo:hi]
+    zarr.open_array(degree_path, mode="r+")[lo:hi] = total
+
+
+def build_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirected: bool, num_nodes: int,
+               node_data: NodeData | None, folder: str, config: BuildConfig) -> tuple[PartEntry, float, float]:
+    """Passes 2 and 3 of part ``p`` into ``folder/part-NNNNN``; its entry and the CSR and node data seconds."""
+    delay = os.environ.get(PART_DELAY_ENV)
+    if delay:
+        time.sleep(float(delay))
+    out = Path(folder)
+    final = out / part_dir_name(p)
+    if final.is_dir():   # an earlier attempt finished it (its result was lost with its worker)
+        return measure_part(out, p), 0.0, 0.0
+    tmp = out / f".{part_dir_name(p)}.{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        t0 = time.perf_counter()
+        dtype = np.dtype(id_dtype)
+        spill = routed.spill_set(dtype)
+        inner = np.flatnonzero(np.load(owner_path, mmap_mode="r") == p)
+        degree = zarr.open_array(routed.degree_path, mode="r")
+        build_part_csr(spill, p, inner, undirected, Scratch.create(num_nodes, dtype), tmp, degree, config)
+        t1 = time.perf_counter()
+        if node_data is not None:
+            gather_node_data(node_data, np.load(tmp / "global_ids.npy"), tmp, config.gather_bytes)
+        t2 = time.perf_counter()
+        entry = measure_part(out, p, tmp)
+        if publish_dir(tmp, final):
+            spill.remove(p)   # as in-process: a part's spill files go as soon as it is built
+        return entry, t1 - t0, t2 - t1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- the client's side ------------------------------------------------------------------------------
+
+def route_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: int, work: Path,
+                     batch_size: int | None) -> Routed:
+    """Stages 1 and 2: spill folders of every edge range, and the summed degree, in ``work``."""
+    check_visible(client, store.path, work)
+    owner_path = str(save_shard(work / OWNER_FILE, owner))
+    ranges = split_range(store.num_edges, task_count(client), align=store.chunk_size)
+    pairs = run_tasks(client, "build: route edges", route_range,
+                      [(i, a, b) for i, (a, b) in enumerate(ranges)], unit="edge", size=lambda t: t[2] - t[1],
+                      store_path=store.path, owner_path=owner_path, k=k, batch_size=batch_size, work=str(work))
+    folders = tuple(str(work / f"route-{i:05d}") for i in range(len(ranges)))
+    degree_path = str(work / DEGREE_ARRAY)
+    n = store.num_nodes
+    zarr.create_array(degree_path, shape=(n,), chunks=(min(DEGREE_CHUNK, max(1, n)),), dtype=np.int64,
+                      fill_value=0, overwrite=True)
+    run_tasks(client, "build: degrees", sum_degrees,
+              split_range(n, task_count(client), align=DEGREE_CHUNK), folders=folders, degree_path=degree_path)
+    return Routed(folders, np.asarray(pairs, dtype=np.int64).reshape(len(ranges), k), degree_path)
+
+
+def build_parts_on_cluster(client: Client, routed: Routed, work: Path, k: int, undirected: bool, num_nodes: int,
+                           id_dtype: np.dtype, node_data: NodeData | None, folder: Path, config: BuildConfig,
+                           ) -> tuple[tuple[PartEntry, ...], dict[str, float]]:
+    """Stage 3: every part built, renamed into ``folder`` and measured; the entries and the busy seconds."""
+    check_visible(client, folder, *([node_data.path] if node_data is not None else []))
+    results = run_tasks(client, "build: parts", build_part, [(p,) for p in range(k)], unit="part",
+                        routed=routed, owner_path=str(work / OWNER_FILE), id_dtype=np.dtype(id_dtype).str,
+                        undirected=undirected, num_nodes=num_nodes, node_data=node_data, folder=str(folder),
+                        config=config)
+    busy = {"csr": sum(r[1] for r in results), "node_data": sum(r[2] for r in results)}
+    return tuple(r[0] for r in results), busy

@@ -1,0 +1,167 @@
+"""Faults on a real cluster (issue 16): `dask scheduler` and `dask worker` processes on 127.0.0.1.
+
+(a) a worker killed (SIGKILL) while the parts are built: dask reruns its tasks, the command ends
+with exit 0 and the in-process output; (b) the scheduler killed mid-command: exit 2, one error
+line, no output; (c) a worker that cannot see the store (the store's folder hidden from it by a
+mount namespace): exit 2 naming the path.
+
+The build is slowed by the documented test hook GRAPHSTREAM_TEST_PART_DELAY (seconds each part task
+sleeps first; graphstream.assemble.distributed), set on the workers only, so that the kill lands
+while parts are being built.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_distributed_partition import assert_same_folders
+
+from graphstream.assemble.distributed import PART_DELAY_ENV
+
+BIN = Path(sys.executable).parent
+PART_COUNT = 8
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, GRAPHSTREAM_PROGRESS="0", **extra)
+    env.pop("GRAPHSTREAM_SCHEDULER", None)
+    return env
+
+
+class Cluster:
+    """A scheduler and workers as separate processes; every process stopped at the end."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.procs: list[subprocess.Popen] = []
+        file = root / "scheduler.json"
+        self.scheduler = self._start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                      "--no-dashboard", "--scheduler-file", str(file)])
+        self.address = json.loads(_wait_for(file).read_text())["address"]
+
+    def _start(self, cmd: list[str], **env: str) -> subprocess.Popen:
+        proc = subprocess.Popen(cmd, env=_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(proc)
+        return proc
+
+    def worker(self, name: str, *, hide: Path | None = None, **env: str) -> subprocess.Popen:
+        """One single-threaded worker with a local directory of its own (no nanny: a SIGKILL is final).
+        ``hide``: a folder this worker sees as empty (a tmpfs mounted over it in its own mount namespace)."""
+        local = self.root / f"worker-{name}"
+        local.mkdir()
+        cmd = [str(BIN / "dask"), "worker", self.address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+               "--name", name, "--local-directory", str(local)]
+        if hide is not None:
+            cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                   f'mount -t tmpfs none "{hide}" && exec "$@"', "sh", *cmd]
+        return self._start(cmd, **env)
+
+    def wait_for_workers(self, n: int) -> None:
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as client:
+            client.wait_for_workers(n, timeout=60)
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _wait_for(path: Path, timeout: float = 60) -> Path:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > end:
+            raise TimeoutError(f"{path} did not appear in {timeout} s")
+        time.sleep(0.05)
+    return path
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory) -> Path:
+    """An R-MAT graph of 2**14 nodes and 2**18 undirected edges, in a folder of its own."""
+    path = tmp_path_factory.mktemp("data") / "data" / "g.zarr"
+    path.parent.mkdir()
+    subprocess.run([sys.executable, "-m", "graphstream", "generate", "rmat", "--scale", "14", "--undirected",
+                    "--chunk-size", "32768", str(path)], env=_env(), check=True, capture_output=True)
+    return path
+
+
+def _partition(graph: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "graphstream", "partition", str(graph), "-k", str(PART_COUNT), "--algo", "hash",
+            "--out", str(out), *extra]
+
+
+def _when_parts_start(out: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until the first part folder is published in the build's temporary output folder."""
+    end = time.monotonic() + timeout
+    while not list(out.parent.glob(f".{out.name}*/part-*")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the build never reached its parts"
+        time.sleep(0.05)
+
+
+def test_killed_worker_is_survived(cluster, graph, tmp_path):
+    cluster.worker("a", **{PART_DELAY_ENV: "1"})
+    victim = cluster.worker("b", **{PART_DELAY_ENV: "1"})
+    cluster.wait_for_workers(2)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(_partition(graph, out, "--scheduler", cluster.address, "--json"), env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _when_parts_start(out, proc)
+    victim.send_signal(signal.SIGKILL)   # mid-task: both workers sleep in a part task at that moment
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert victim.poll() is not None
+    result = json.loads(stdout)
+    assert result["out"] == str(out)
+    ref = tmp_path / "ref"
+    subprocess.run(_partition(graph, ref), env=_env(), check=True, capture_output=True)
+    assert_same_folders(ref, out)
+
+
+def test_lost_scheduler_exits_2_without_output(cluster, graph, tmp_path):
+    cluster.worker("a", **{PART_DELAY_ENV: "2"})
+    cluster.wait_for_workers(1)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(_partition(graph, out, "--scheduler", cluster.address), env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _when_parts_start(out, proc)
+    cluster.scheduler.send_signal(signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "scheduler" in lines[0], stderr
+    assert not out.exists()
+    assert not list(out.parent.glob(f".{out.name}*"))   # the temporary output went with the run
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="hiding a folder from one worker needs root and unshare (a mount namespace)")
+def test_worker_that_cannot_see_the_store(cluster, graph, tmp_path):
+    cluster.worker("blind", hide=graph.parent)
+    cluster.wait_for_workers(1)
+    out = tmp_path / "out"
+    proc = subprocess.run(_partition(graph, out, "--scheduler", cluster.address), env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot see" in lines[0] and str(graph.resolve()) in lines[0], proc.stderr
+    assert not out.exists()

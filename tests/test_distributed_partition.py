@@ -1,0 +1,148 @@
+"""partition, metrics, build and export on a dask cluster give the in-process results (issue 16).
+
+Every test compares a run on the session's LocalCluster (``dask_client``: 2 worker processes x 1
+thread) with the in-process run of the same call: plans and metrics equal, output folders equal file
+by file (the manifests' timing fields masked), coarse-refine's replication factor within 1%.
+"""
+from __future__ import annotations
+
+import filecmp
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphstream.assemble import build_partitions
+from graphstream.cli import main as cli_main
+from graphstream.cluster import ClusterConfig, open_client
+from graphstream.export import export
+from graphstream.ingest.datasets import load_dataset
+from graphstream.partition import metrics as metrics_module
+from graphstream.partition import partition
+from graphstream.partition.edge_parts import part_groups
+from graphstream.partition.metrics import vertex_partition_metrics
+from graphstream.store import open_store
+
+ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+DATASETS = {"cora": ("planetoid", "ind.cora.graph"), "citeseer": ("planetoid", "ind.citeseer.graph"),
+            "facebook": ("musae-facebook", "facebook.json")}
+# (algorithm, parameters): every partitioner whose plan must equal the in-process one exactly
+EXACT = [("hash", {}), ("hash", {"mode": "edge"}), ("dbh", {}), ("hdrf", {}), ("2ps-l", {}), ("spring", {})]
+# figures that measure the run, not the result
+TIMING = ("seconds", "peak_rss_bytes", "build_passes")
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory) -> dict[str, Path]:
+    """name -> dataset folder (graph.zarr + node data) of the shared datasets present."""
+    out = {}
+    for name, parts in DATASETS.items():
+        if ROOT.joinpath(*parts).exists():
+            folder = tmp_path_factory.mktemp("ds") / name
+            load_dataset(name, folder, root=ROOT, seed=7)
+            out[name] = folder
+    if not out:
+        pytest.skip(f"no shared dataset under {ROOT}")
+    return out
+
+
+def _store(datasets, name):
+    if name not in datasets:
+        pytest.skip(f"shared dataset {name} not present")
+    return open_store(datasets[name] / "graph.zarr")
+
+
+def _untimed(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if not k.endswith(TIMING) and k != "phase_seconds"}
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+@pytest.mark.parametrize(("algo", "params"), EXACT, ids=lambda x: x if isinstance(x, str) else "-".join(x.values()))
+def test_partition_equals_in_process(datasets, dask_client, tmp_path, name, algo, params):
+    store = _store(datasets, name)
+    for k in (4, 32) if name == "facebook" else (4,):
+        ref = partition(store, k, algo, seed=3, work_dir=tmp_path / "a", **params)
+        got = partition(store, k, algo, seed=3, work_dir=tmp_path / "b", client=dask_client, **params)
+        assert np.array_equal(ref.owner, got.owner), (algo, k)
+        assert _untimed(ref.metrics) == _untimed(got.metrics)
+        assert ref.params == got.params
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_coarse_refine_rf_within_one_percent(datasets, dask_client, name):
+    store = _store(datasets, name)
+    ref = partition(store, 8, "coarse-refine", seed=1)
+    got = partition(store, 8, "coarse-refine", seed=1, client=dask_client)
+    assert got.owner.shape == ref.owner.shape and got.owner.max() < 8
+    assert got.metrics["replication_factor"] <= ref.metrics["replication_factor"] * 1.01
+    # the figures reported for the cluster's plan are its own (a recount in this process)
+    assert got.metrics["replication_factor"] == vertex_partition_metrics(store, got.owner, 8)["replication_factor"]
+
+
+def test_metrics_equal_over_several_part_groups(datasets, dask_client, monkeypatch):
+    """k = 130 in groups of 64 parts: three grouped passes, each two stages of tasks."""
+    store = _store(datasets, "facebook")
+    owner = np.random.default_rng(5).integers(0, 130, store.num_nodes).astype(np.int32)
+    monkeypatch.setattr(metrics_module, "part_groups", lambda n, k, b, align=1: part_groups(n, k, 1 << 20, 64))
+    ref = vertex_partition_metrics(store, owner, 130)
+    got = vertex_partition_metrics(store, owner, 130, client=dask_client)
+    assert ref["metrics_passes"] == got["metrics_passes"] == 3
+    assert ref == got
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def _manifest_untimed(path: Path) -> dict:
+    manifest = json.loads(path.read_text())
+    manifest.pop("crc32c", None)    # of the manifest's own text, timings included
+    manifest["metrics"] = _untimed(manifest["metrics"])
+    return manifest
+
+
+def assert_same_folders(a: Path, b: Path) -> None:
+    """Every file of ``a`` and ``b`` equal byte for byte, ``manifest.json`` up to its timing fields."""
+    assert _files(a) == _files(b)
+    for rel in _files(a):
+        if rel == "manifest.json":
+            assert _manifest_untimed(a / rel) == _manifest_untimed(b / rel)
+        else:
+            assert filecmp.cmp(a / rel, b / rel, shallow=False), rel
+
+
+def test_build_and_export_identical_for_any_worker_count(datasets, dask_client, tmp_path):
+    folder = datasets.get("cora")
+    if folder is None:
+        pytest.skip("shared dataset cora not present")
+    store = open_store(folder / "graph.zarr")
+    plan = partition(store, 5, "hdrf", seed=2)
+    build_partitions(store, plan, tmp_path / "in-process", nodes=folder)
+    export(tmp_path / "in-process", tmp_path / "pyg-in-process", "pyg")
+    build_partitions(store, plan, tmp_path / "two", nodes=folder, client=dask_client)
+    export(tmp_path / "two", tmp_path / "pyg-two", "pyg", client=dask_client)
+    with open_client(ClusterConfig(workers=1)) as one:
+        build_partitions(store, plan, tmp_path / "one", nodes=folder, client=one)
+        export(tmp_path / "one", tmp_path / "pyg-one", "pyg", client=one)
+    for n in ("one", "two"):
+        assert_same_folders(tmp_path / "in-process", tmp_path / n)
+        assert_same_folders(tmp_path / "pyg-in-process", tmp_path / f"pyg-{n}")
+    assert not [p for p in tmp_path.rglob(".*") if p.name != ".lock"]   # no staging folder or shard left
+
+
+def test_cli_partition_out_on_a_cluster(datasets, dask_client, tmp_path, capsys):
+    """The CLI path (on the session's cluster through --scheduler, rather than a cluster of its own):
+    --json reports the cluster and the workers' peak RSS."""
+    folder = datasets.get("citeseer") or next(iter(datasets.values()))
+    args = ["partition", str(folder / "graph.zarr"), "-k", "4", "--algo", "dbh", "--nodes", str(folder), "--json"]
+    assert cli_main([*args, "--out", str(tmp_path / "ref")]) == 0
+    ref = json.loads(capsys.readouterr().out)
+    assert "cluster" not in ref and "worker_peak_rss_bytes" not in ref
+    address = dask_client.scheduler.address
+    assert cli_main([*args, "--out", str(tmp_path / "got"), "--scheduler", address]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["cluster"] == {"mode": "scheduler", "scheduler": address}
+    assert len(got["worker_peak_rss_bytes"]) == 2 and min(got["worker_peak_rss_bytes"].values()) > 0
+    assert got["replication_factor"] == ref["replication_factor"]
+    assert_same_folders(tmp_path / "ref", tmp_path / "got")
