@@ -293,6 +293,21 @@ def publish_dir(tmp: Path, final: Path) -> bool:
         raise
 
 
+def task_staging_dir(parent: str | os.PathLike, name: str) -> Path:
+    """A new folder ``parent/.NAME.XXXXXXXX.task`` for a task to build ``name`` in before
+    :func:`publish_dir` renames it; :func:`clear_task_staging` removes those of killed workers."""
+    path = Path(parent) / f".{name}.{uuid.uuid4().hex[:8]}.task"
+    path.mkdir()
+    return path
+
+
+def clear_task_staging(parent: str | os.PathLike) -> None:
+    """Remove the staging folders that tasks of workers killed mid-task left in ``parent`` (their reruns
+    published the same content elsewhere); call it after the stage's tasks have all finished."""
+    for leftover in Path(parent).glob(".*.task"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
 def split_range(stop: int, parts: int, *, start: int = 0, align: int = 1) -> list[tuple[int, int]]:
     """``[start, stop)`` cut into at most ``parts`` contiguous ranges whose inner bounds are multiples of
     ``align`` (a chunk size, say); empty ranges dropped."""

@@ -32,7 +32,16 @@ import numpy as np
 import zarr
 
 from .._atomic import save_npy
-from ..cluster import check_visible, publish_dir, run_tasks, save_shard, split_range, task_count
+from ..cluster import (
+    check_visible,
+    clear_task_staging,
+    publish_dir,
+    run_tasks,
+    save_shard,
+    split_range,
+    task_count,
+    task_staging_dir,
+)
 from ..store.graph import GraphStore, open_store
 from ..store.nodedata import NodeData
 from ..store.partitions_manifest import PartEntry, measure_part, part_dir_name
@@ -103,8 +112,7 @@ def build_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirecte
     final = out / part_dir_name(p)
     if final.is_dir():   # an earlier attempt finished it (its result was lost with its worker)
         return measure_part(out, p), 0.0, 0.0
-    tmp = out / f".{part_dir_name(p)}.{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    tmp = task_staging_dir(out, part_dir_name(p))
     try:
         t0 = time.perf_counter()
         dtype = np.dtype(id_dtype)
@@ -154,5 +162,6 @@ def build_parts_on_cluster(client: Client, routed: Routed, work: Path, k: int, u
                         routed=routed, owner_path=str(work / OWNER_FILE), id_dtype=np.dtype(id_dtype).str,
                         undirected=undirected, num_nodes=num_nodes, node_data=node_data, folder=str(folder),
                         config=config)
+    clear_task_staging(folder)   # what the part tasks of a killed worker had begun
     busy = {"csr": sum(r[1] for r in results), "node_data": sum(r[2] for r in results)}
     return tuple(r[0] for r in results), busy

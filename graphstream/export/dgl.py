@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +40,7 @@ import numpy as np
 from .._atomic import atomic_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
-from ..cluster import check_visible, publish_dir, run_tasks, save_shard
+from ..cluster import check_visible, clear_task_staging, publish_dir, run_tasks, save_shard, task_staging_dir
 from ..errors import GraphStreamError
 from . import (
     ExportResult,
@@ -126,6 +125,7 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
                                   [(p, int(maps.edge_offsets[p])) for p in range(k)], unit="part",
                                   parts_dir=str(parts_dir), folder=str(tmp), new_id_path=new_id,
                                   owner_path=owner, names=names)
+            clear_task_staging(tmp)   # what the tasks of a killed worker had begun
             os.unlink(new_id)
             os.unlink(owner)
         for p in range(k):
@@ -189,8 +189,7 @@ def export_part(p: int, edge_lo: int, parts_dir: str, folder: str, new_id_path: 
     after a lost worker finds the whole part or none of it)."""
     part = open_for_export(parts_dir)[p]
     out = Path(folder)
-    stage = out / f".part{p}.{uuid.uuid4().hex[:8]}"
-    stage.mkdir()
+    stage = task_staging_dir(out, f"part{p}")
     try:
         row = write_part(part, stage, np.load(new_id_path, mmap_mode="r"), np.load(owner_path, mmap_mode="r"),
                          edge_lo, names)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +36,7 @@ import numpy as np
 from .._atomic import allocated_memmap, atomic_dir
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
-from ..cluster import check_visible, publish_dir, run_tasks
+from ..cluster import check_visible, clear_task_staging, publish_dir, run_tasks, task_staging_dir
 from ..errors import GraphStreamError
 from . import (
     ExportResult,
@@ -96,6 +95,7 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, client: Clien
             part_rows = run_tasks(client, "export pyg", export_part, [(p, *edge_ranges[p]) for p in range(k)],
                                   unit="part", parts_dir=str(parts_dir), folder=str(tmp), num_nodes=n,
                                   names=names, masks=masks)
+            clear_task_staging(tmp)   # what the tasks of a killed worker had begun
         torch.save(torch.from_numpy(maps.owner.astype(np.int64)), tmp / "node_map.pt")
         # allocated first: a full disk is an ENOSPC error (exit 2), not a SIGBUS at a store
         edge_map = allocated_memmap(tmp / ".edge_map.scratch", np.int64, (num_edges,))
@@ -171,7 +171,7 @@ def export_part(p: int, lo: int, hi: int, parts_dir: str, folder: str, num_nodes
     torch = _import_torch()
     part = open_for_export(parts_dir)[p]
     out = Path(folder)
-    stage = out / f".part_{p}.{uuid.uuid4().hex[:8]}"
+    stage = task_staging_dir(out, f"part_{p}")
     try:
         for key in masks:
             (stage / _idx_folder(key)).mkdir(parents=True)
