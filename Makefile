@@ -6,7 +6,7 @@ PIP    := $(VENV)/bin/pip
 WORK   ?= work
 DATASETS ?= ../shared/datasets
 
-.PHONY: setup test test-dgl demo clean lint
+.PHONY: setup browser test test-dgl demo clean lint
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,18 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 setup: $(VENV)/.installed
 
+# Headless Chromium for the service's page test (tests/test_serve_page.py): Debian's chromium and
+# chromium-driver, installed by apt-get as root when missing (nothing to do when they are there).
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver >/dev/null; \
+	else echo "make browser: chromium and chromium-driver are missing; install them as root" \
+	  "(apt-get install chromium chromium-driver); the page test skips without them unless CI is set"; fi
+
 # Runs the whole test suite (GPU tests skip without a GPU).
-test: setup
+test: setup browser
 	$(PY) -m pytest -q tests
 
 # The DGL export tests, in their own environment (DGL 2.1 needs torch<=2.2.1, numpy<2).

@@ -50,6 +50,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("graphstream.commands.ingest",
                "read an edge file (SNAP/CSV/TSV[.gz|.bz2|.xz], npy, parquet) into a graph store"),
     "partition": ("graphstream.commands.partition", "partition a graph store by streaming its edges"),
+    "report": ("graphstream.commands.report",
+               "report a partitioned dataset: part sizes, edges, balance, RF (and RF against k), as JSON or HTML "
+               "with plots"),
+    "serve": ("graphstream.serve.command",
+              "run the preprocessing service (HTTP job API and web page over a dask cluster); manage its tokens"),
     "snapshots": ("graphstream.commands.snapshots",
                   "cut a timestamped graph store into snapshots (keyframes + deltas)"),
     "verify": ("graphstream.commands.verify",

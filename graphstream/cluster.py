@@ -212,6 +212,7 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
         raise
     except BaseException:   # SIGINT/SIGTERM: stop the stage's tasks before the outputs are unwound
         _cancel(client, futures)
+        _wait_until_stopped(client, f"{stage}-{run_id}-")
         raise
     return results
 
@@ -219,6 +220,28 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
 def run_task(client: Client, stage: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """One task on one worker (a sequential pass, e.g. a greedy streaming partitioner); its result."""
     return run_tasks(client, stage, fn, [args], **kwargs)[0]
+
+
+def _wait_until_stopped(client: Client, prefix: str, timeout: float = 20.0) -> None:
+    """Wait (bounded) until no worker still runs a task of this stage: a cancelled task's thread runs
+    to its end, and one that wrote after the command removed its temporary output would leave it back."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            running = client.run(_running_tasks, prefix)
+        except Exception:   # the scheduler or the workers are gone: nothing left to wait for
+            return
+        if not any(running.values()):
+            return
+        time.sleep(0.2)
+
+
+def _running_tasks(prefix: str, dask_worker=None) -> int:
+    """Tasks of the stage ``prefix`` that a worker still executes (cancelled ones included)."""
+    return sum(1 for ts in dask_worker.state.tasks.values()
+               if str(ts.key).startswith(prefix) and ts.state in ("executing", "long-running", "cancelled"))
 
 
 def _cancel(client: Client, futures: list) -> None:

@@ -126,3 +126,33 @@ def test_an_unreachable_scheduler_is_one_error():
     with pytest.raises(ClusterError, match="cannot reach the dask scheduler at tcp://127.0.0.1:9"):
         with open_client(ClusterConfig(scheduler="tcp://127.0.0.1:9")):
             pass
+
+
+def test_relative_paths_work_on_workers_started_elsewhere(tmp_path):
+    """A worker started in another folder resolves paths against its own working folder: the command
+    makes its path arguments absolute before they reach the tasks."""
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(sched_file)], stderr=subprocess.DEVNULL, cwd=elsewhere)]
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
+                                      stderr=subprocess.DEVNULL, cwd=elsewhere))
+        env = dict(os.environ, GRAPHSTREAM_PROGRESS="0")
+        done = subprocess.run([sys.executable, "-m", "graphstream", "generate", "rmat", "g.zarr", "--scale", "8",
+                               "--scheduler", address, "--json"], cwd=here, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert (here / "g.zarr").is_dir() and not (elsewhere / "g.zarr").exists()
+        done = subprocess.run([sys.executable, "-m", "graphstream", "verify", "g.zarr"], cwd=here, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    finally:
+        for p in reversed(procs):
+            p.kill()
+            p.wait()

@@ -1,7 +1,7 @@
 """graphstream export PARTS_DIR --to dgl|pyg OUT [--overwrite] [--graph-name NAME] [--json]."""
 from __future__ import annotations
 
-from .flags import add_cluster, add_overwrite
+from .flags import add_cluster, add_overwrite, cluster_config
 
 
 def configure(p) -> None:
@@ -24,10 +24,10 @@ def configure(p) -> None:
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
-    from ..cluster import ClusterConfig, open_client, worker_peak_rss
+    from ..cluster import open_client, worker_peak_rss
     from ..export import export
 
-    cluster = ClusterConfig.from_args(args)
+    cluster = cluster_config(args, "parts", "out")
     with claim_outputs({"OUT": args.out}, {"partitioned dataset": args.parts}, args.overwrite), \
             open_client(cluster) as client:
         result = export(args.parts, args.out, args.target, overwrite=args.overwrite,

@@ -46,3 +46,20 @@ def add_cluster(parser: argparse.ArgumentParser) -> None:
                             "default $GRAPHSTREAM_SCHEDULER; every path must be visible to every worker")
     group.add_argument("--threads-per-worker", type=int, default=None, metavar="T",
                        help="threads of each local worker (default 1)")
+
+
+def cluster_config(args: argparse.Namespace, *paths: str):
+    """The command's :class:`graphstream.cluster.ClusterConfig`; on a cluster, the path arguments named in
+    ``paths`` made absolute (a worker would resolve a relative path against its own working folder)."""
+    import os
+
+    from ..cluster import ClusterConfig
+
+    config = ClusterConfig.from_args(args)
+    if not config.in_process:
+        def absolute(value):
+            return value if value is None or "://" in str(value) else os.path.abspath(value)
+        for name in paths:
+            value = getattr(args, name, None)
+            setattr(args, name, [absolute(v) for v in value] if isinstance(value, list) else absolute(value))
+    return config

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
-from ..cluster import ClusterConfig, open_client, worker_peak_rss
+from ..cluster import open_client, worker_peak_rss
 from ..store import DEFAULT_CHUNK
-from .flags import add_cluster, add_overwrite, json_flag, verbose_flag
+from .flags import add_cluster, add_overwrite, cluster_config, json_flag, verbose_flag
 
 # What the human summary shows (graphstream.cli; --verbose and --json show every key).
 SUMMARY = ("path", "num_nodes", "num_edges", "directed", "source", "seconds", "edges_per_second", "peak_rss_bytes")
@@ -37,7 +37,7 @@ def run(args) -> dict:
     # refuse before writing what the disk cannot hold (scale 40: ~140 TB)
     check_free_disk(args.out, store_bytes(args.edge_factor * 2**args.scale, num_nodes=2**args.scale),
                     f"generate rmat --scale {args.scale}")
-    cluster = ClusterConfig.from_args(args)
+    cluster = cluster_config(args, "out")
     watch = Stopwatch()
     with claim_outputs({"OUT": args.out}, {}, args.overwrite), open_client(cluster) as client:
         store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,

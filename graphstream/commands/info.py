@@ -9,9 +9,9 @@ import numpy as np
 
 from .._report import format_bytes, phase_logger
 from .._resources import INFO_BYTES_PER_NODE, Stopwatch, check_node_state_fits, peak_rss_bytes
-from ..cluster import ClusterConfig, open_client, worker_peak_rss
+from ..cluster import open_client, worker_peak_rss
 from ..store import open_store
-from .flags import add_cluster
+from .flags import add_cluster, cluster_config
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -174,7 +174,7 @@ def run(args) -> dict:
     if kind != "graph":   # the other kinds are described from their manifests: nothing to distribute
         describe = {"partitions": partitions_info, "snapshots": snapshots_info, "dynamic_partitions": dynamic_info}
         return describe[kind](args.store)
-    cluster = ClusterConfig.from_args(args)
+    cluster = cluster_config(args, "store")
     with open_client(cluster) as client:
         result = store_stats(args.store, client)
         if client is not None:

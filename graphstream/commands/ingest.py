@@ -5,10 +5,10 @@ import os
 
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
-from ..cluster import ClusterConfig, open_client, worker_peak_rss
+from ..cluster import open_client, worker_peak_rss
 from ..errors import GraphStreamError, ParameterError
 from ..store import DEFAULT_CHUNK
-from .flags import add_cluster, add_overwrite
+from .flags import add_cluster, add_overwrite, cluster_config
 
 # What the human summary shows (graphstream.cli; --verbose and --json show every key).
 SUMMARY = ("path", "format", "header", "num_nodes", "num_edges", "directed", "has_time", "has_weight", "has_id_map",
@@ -62,7 +62,7 @@ def run(args) -> dict:
                           src_column=args.src_column, dst_column=args.dst_column, time_column=args.time_column,
                           weight_column=args.weight_column, delimiter=args.delimiter, header=args.header,
                           num_nodes=args.num_nodes, chunk_size=args.chunk_size, overwrite=args.overwrite)
-    cluster = ClusterConfig.from_args(args)
+    cluster = cluster_config(args, "source", "out")
     sources = args.source
     _check_disk(args)
     # before anything is touched: OUT apart from the inputs, locked, leftovers of killed runs cleared

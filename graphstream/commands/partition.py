@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 from ..errors import GraphStreamError, ParameterError, StoreError
-from .flags import add_cluster, add_overwrite
+from .flags import add_cluster, add_overwrite, cluster_config
 
 SNAPSHOT_FORMAT = "graphstream.snapshots"
 
@@ -94,9 +94,9 @@ def _algo_params(args) -> dict:
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
-    from ..cluster import ClusterConfig, open_client, worker_peak_rss
+    from ..cluster import open_client, worker_peak_rss
 
-    cluster = ClusterConfig.from_args(args)
+    cluster = cluster_config(args, "store", "out", "nodes", "work_dir")
     # Before anything is touched: --out apart from every input (--overwrite must not delete them),
     # locked for the whole run, leftovers of killed runs cleared, refused if it exists.
     inputs = {"input store": args.store, "--nodes folder": args.nodes, "--work-dir": args.work_dir}

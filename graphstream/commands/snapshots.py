@@ -1,7 +1,7 @@
 """graphstream snapshots STORE OUT.zarr --window SECONDS | --num-snapshots T: build a snapshot store."""
 from __future__ import annotations
 
-from .flags import add_cluster, add_overwrite
+from .flags import add_cluster, add_overwrite, cluster_config
 
 
 def configure(p) -> None:
@@ -29,9 +29,9 @@ def configure(p) -> None:
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
-    from ..cluster import ClusterConfig, open_client, worker_peak_rss
+    from ..cluster import open_client, worker_peak_rss
     from ..dynamic.snapshots import build_snapshots
-    cluster = ClusterConfig.from_args(args)
+    cluster = cluster_config(args, "store", "out")
     with claim_outputs({"OUT": args.out}, {"input store": args.store}, args.overwrite), \
             open_client(cluster) as client:
         result = build_snapshots(args.store, args.out, window=args.window, num_snapshots=args.num_snapshots,

@@ -1,0 +1,163 @@
+"""graphstream serve --root DIR ...: the preprocessing service; graphstream serve token ...: its tokens.
+
+``serve`` binds its socket first (a taken port fails before anything
+starts), opens the dask cluster (``--workers N`` starts a local one of N
+workers, ``--scheduler ADDR`` joins a running one, neither: a local one of
+1 worker; graphstream.cluster), starts the dispatcher and serves the app on
+uvicorn until SIGINT or SIGTERM. It prints its address on stderr, always
+(a script started with ``--port 0`` reads the port there).
+
+``serve token create NAME [--admin]`` prints the new token once, alone on
+the last line of stdout (``--json``: in the object); ``token list`` and
+``token revoke NAME`` manage the rest. The store is ``--db`` or
+ROOT/.graphstream/jobs.sqlite, as for ``serve``.
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+
+from ..errors import ParameterError
+from .jobargs import SERVICE_DIR
+
+DEFAULT_PORT = 8765
+
+
+def configure(p) -> None:
+    from ..commands.flags import add_cluster, json_flag
+
+    p.description = ("Run the preprocessing service: an HTTP job API and a web page in front of a dask "
+                     "cluster (docs/service.md). `serve token ...` manages its bearer tokens.")
+    _add_store(p, None)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; put a TLS reverse proxy in front for more)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+    p.add_argument("--max-running", type=int, default=2, metavar="M", help="jobs running at once (default 2)")
+    p.add_argument("--max-attempts", type=int, default=3, metavar="A",
+                   help="runs a job may start: a job interrupted by a server restart or a lost worker is queued "
+                        "again until then (default 3)")
+    p.add_argument("--max-body-bytes", type=int, default=256 * 1024, metavar="BYTES",
+                   help="largest request body accepted (default 256 KiB)")
+    add_cluster(p)
+    sub = p.add_subparsers(dest="serve_command", metavar="{token}")
+    token = sub.add_parser("token", help="create, list or revoke the service's bearer tokens")
+    actions = token.add_subparsers(dest="token_command", required=True, metavar="{create,list,revoke}")
+    # --root/--db given after the sub-command; SUPPRESS keeps one given before it
+    create = actions.add_parser("create", parents=[json_flag()], help="create a token; printed once")
+    create.add_argument("name", help="the token's name: the owner of the jobs it submits")
+    create.add_argument("--admin", action="store_true", help="an admin token: sees and cancels every job")
+    _add_store(create, argparse.SUPPRESS)
+    listing = actions.add_parser("list", parents=[json_flag()], help="list the tokens (names, never the tokens)")
+    _add_store(listing, argparse.SUPPRESS)
+    revoke = actions.add_parser("revoke", parents=[json_flag()], help="revoke a token (its jobs stay)")
+    revoke.add_argument("name", help="the token to revoke")
+    _add_store(revoke, argparse.SUPPRESS)
+    p.set_defaults(run=run)
+
+
+def _add_store(p, default) -> None:
+    p.add_argument("--root", default=default, metavar="DIR",
+                   help="the data folder: every job path is relative to it and stays inside it")
+    p.add_argument("--db", default=default, metavar="FILE",
+                   help=f"job and token store (SQLite; default ROOT/{SERVICE_DIR}/jobs.sqlite)")
+
+
+def _paths(args) -> tuple[Path, Path]:
+    root = getattr(args, "root", None)
+    if root is None:
+        raise ParameterError("--root DIR is required (the data folder the service works in)")
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise ParameterError(f"--root {root}: no such folder")
+    db = getattr(args, "db", None)
+    return root, Path(db).resolve() if db is not None else root / SERVICE_DIR / "jobs.sqlite"
+
+
+def run(args) -> dict | None:
+    if getattr(args, "token_command", None) is not None:
+        return _token(args)
+    return _serve(args)
+
+
+def _token(args) -> dict | None:
+    from .jobs import JobStore
+
+    _, db = _paths(args)
+    store = JobStore(db)
+    if args.token_command == "create":
+        token = store.create_token(args.name, admin=args.admin)
+        if args.json:
+            return {"name": args.name, "admin": args.admin, "token": token}
+        print(f"created {'admin ' if args.admin else ''}token {args.name!r}; it is shown once, keep it:")
+        print(token)
+        return None
+    if args.token_command == "revoke":
+        store.revoke_token(args.name)
+        if args.json:
+            return {"revoked": args.name}
+        print(f"revoked token {args.name!r}")
+        return None
+    tokens = store.list_tokens()
+    if args.json:
+        return {"tokens": tokens}
+    for t in tokens:
+        print(f"{t['name']:<24} {'admin' if t['admin'] else 'user ':<6} created {t['created_at']}")
+    return None
+
+
+def _serve(args) -> None:
+    import uvicorn
+
+    from ..cluster import ClusterConfig, open_client
+    from .app import ServiceConfig, create_app
+    from .dispatcher import Dispatcher
+    from .jobs import JobStore
+
+    root, db = _paths(args)
+    for name, value in (("--max-running", args.max_running), ("--max-attempts", args.max_attempts),
+                        ("--max-body-bytes", args.max_body_bytes)):
+        if value < 1:
+            raise ParameterError(f"{name} must be at least 1, got {value}")
+    cluster = ClusterConfig.from_args(args)
+    if cluster.in_process:   # jobs never run in the web process: a local cluster of one worker by default
+        cluster = ClusterConfig(workers=1, threads_per_worker=cluster.threads_per_worker)
+    store = JobStore(db)
+    sock = _bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    with open_client(cluster) as client:
+        scheduler = client.scheduler.address
+        config = ServiceConfig(root=root, max_running=args.max_running, max_attempts=args.max_attempts,
+                               max_body_bytes=args.max_body_bytes,
+                               cluster={**cluster.to_dict(), "scheduler": scheduler,
+                                        "dashboard": client.dashboard_link})
+        dispatcher = Dispatcher(store, client, root=root, jobs_dir=root / SERVICE_DIR / "jobs",
+                                max_running=args.max_running, scheduler=scheduler)
+        dispatcher.start()
+        try:
+            app = create_app(config, store, dispatcher)
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                                   timeout_graceful_shutdown=5))
+            print(f"graphstream serve: listening on http://{host}:{port} (root {root}, "
+                  f"dask scheduler {scheduler})", file=sys.stderr, flush=True)
+            server.run(sockets=[sock])
+        finally:
+            dispatcher.stop()
+    return None
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and without it
+    # every keep-alive reply waits ~40 ms for the client's delayed ACK (Nagle)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ParameterError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(2048)   # from now on connections wait in the backlog until uvicorn accepts them
+    sock.set_inheritable(False)
+    return sock

@@ -1,0 +1,272 @@
+"""What runs a job: a dask task that runs each step as a ``graphstream`` child process.
+
+The task (:func:`run_job`) runs on a worker of the service's cluster, never
+in the web process. It secedes from the worker's thread pool at once (a job
+mostly waits for its child; the thread is free for the child's own dask
+tasks), then runs every step as ``python -m graphstream KIND ARGV --json``
+(no shell; the working directory is the service root, so the checked
+relative paths mean what they meant at submission):
+
+* stdout is the step's result (the CLI prints one JSON object);
+* stderr goes to the job's ``log`` file, less the progress bars, which
+  become the job's stage and progress (``GRAPHSTREAM_PROGRESS=1`` forces
+  the bars; a bar update ends with ``\\r``, a log line with ``\\n``);
+* the child gets SIGTERM when the worker dies (``PR_SET_PDEATHSIG``), and
+  when the job's ``cancel`` file appears: the CLI unwinds its atomic outputs
+  and exits 143, nothing half-written.
+
+Everything the server needs from a run is a file in the job's folder (on
+the root, which every worker sees): ``status.json`` (stage, progress and a
+heartbeat every :data:`HEARTBEAT_SECONDS`), ``step-N.json`` (a finished
+step's result: a rerun after a crash skips it), ``result.json`` (the
+outcome). A server that restarts finds a live run by its heartbeat and a
+finished one by its ``result.json``, so a run never needs the server that
+started it.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+LOG = "log"
+STATUS = "status.json"
+RESULT = "result.json"
+CANCEL = "cancel"
+HEARTBEAT_SECONDS = 0.5
+# How long a cancelled child may take to unwind its outputs before it is killed (the next run on the
+# same output clears what a kill leaves: graphstream._atomic.recover_leftovers).
+KILL_AFTER_SECONDS = 60.0
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# tqdm's bar: "DESC:  45%|####      | 450/1000 [...]", or without a total "DESC: 1.2Medge [00:01, ...]"
+_BAR = re.compile(r"^(?P<desc>[^|]*?):\s+(?:(?P<pct>\d{1,3})%\||[\d.]+[kMGTPE]?\w*\s+\[\d)")
+_ERROR = re.compile(r"^graphstream [\w -]+: (error|terminated|interrupted)")
+
+
+def run_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run a job's steps in order; the outcome ``{"state", "result", "error", "attempt"}``, also
+    written as ``result.json``. ``spec``: job_id, attempt, root, job_dir, steps, scheduler."""
+    with contextlib.suppress(ValueError):   # not on a worker (called directly): nothing to leave
+        from distributed import secede
+        secede()
+    job_dir = Path(spec["job_dir"])
+    done = _read_json(job_dir / RESULT)
+    if done is not None:   # an earlier attempt finished; the server that ran it died before recording it
+        return done
+    steps = spec["steps"]
+    results = []
+    with open(job_dir / LOG, "a", encoding="utf-8") as log, _Status(job_dir, spec["attempt"]) as status:
+        _log(log, f"attempt {spec['attempt']} on {socket.gethostname()} (worker pid {os.getpid()})")
+        for i, step in enumerate(steps):
+            name = step["kind"] if len(steps) == 1 else f"step {i + 1}/{len(steps)} {step['kind']}"
+            previous = _read_json(job_dir / f"step-{i}.json")
+            if previous is not None:
+                _log(log, f"{name}: done by an earlier attempt, skipped")
+                results.append(previous)
+                continue
+            if (job_dir / CANCEL).exists():
+                return _outcome(job_dir, spec, "cancelled", error=f"cancelled before {name}")
+            status.start_step(name)
+            state, result, error = _run_step(step, spec, job_dir, log, status, name)
+            if state != "succeeded":
+                return _outcome(job_dir, spec, state, error=error if len(steps) == 1 else f"{name}: {error}")
+            _write_json(job_dir / f"step-{i}.json", result)
+            results.append(result)
+    return _outcome(job_dir, spec, "succeeded", result=results[0] if len(steps) == 1 else {"steps": results})
+
+
+def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, status: _Status,
+              name: str) -> tuple[str, Any, str | None]:
+    """One child process; (state, result, error)."""
+    argv = list(step["argv"])
+    if step.get("cluster") and spec.get("scheduler"):
+        argv += ["--scheduler", spec["scheduler"]]   # the command's own tasks run on the service's cluster
+    cmd = [sys.executable, "-m", "graphstream", step["kind"], *argv, "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHSTREAM_SCHEDULER"}
+    env.update(GRAPHSTREAM_PROGRESS="1", PYTHONUNBUFFERED="1")
+    _log(log, f"{name}: graphstream {' '.join([step['kind'], *argv])}")
+    start = time.monotonic()
+    out_path = job_dir / f".stdout-{uuid.uuid4().hex[:8]}"
+    try:
+        with open(out_path, "w+b") as out:
+            child = subprocess.Popen(cmd, cwd=spec["root"], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.PIPE, close_fds=True,
+                                     preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+            pump = threading.Thread(target=_pump, args=(child.stderr, log, status), daemon=True)
+            pump.start()
+            cancelled = _wait(child, job_dir / CANCEL)
+            pump.join()
+            out.seek(0)
+            stdout = out.read().decode("utf-8", "replace")
+    finally:
+        out_path.unlink(missing_ok=True)
+    rc = child.returncode
+    _log(log, f"{name}: exit status {rc} after {time.monotonic() - start:.1f} s")
+    if cancelled and rc != 0:   # (a command that ended before the signal took effect succeeded)
+        return "cancelled", None, "cancelled"
+    if rc != 0:
+        # the CLI's one-line error; else the last line (a traceback's last line names the exception)
+        return "failed", None, status.error_line or status.last_line or f"exit status {rc}"
+    try:
+        return "succeeded", json.loads(stdout) if stdout.strip() else None, None
+    except json.JSONDecodeError:
+        return "failed", None, f"the command printed no JSON result (exit status 0): {stdout[:200]!r}"
+
+
+def _wait(child: subprocess.Popen, cancel_file: Path) -> bool:
+    """Wait for the child; SIGTERM it when the cancel file appears (SIGKILL after KILL_AFTER_SECONDS).
+    Whether it was cancelled."""
+    signalled_at = None
+    while True:
+        try:
+            child.wait(timeout=0.2)
+            return signalled_at is not None
+        except subprocess.TimeoutExpired:
+            pass
+        if signalled_at is None and cancel_file.exists():
+            child.send_signal(signal.SIGTERM)
+            signalled_at = time.monotonic()
+        elif signalled_at is not None and time.monotonic() - signalled_at > KILL_AFTER_SECONDS:
+            child.kill()
+
+
+# prctl(2), looked up here so that the child, between fork and exec, only calls it (Linux only).
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """In the child, before exec: SIGTERM when the worker that started it dies, so that a killed
+    server's worker leaves no orphan writing an output that the next attempt will write again."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if os.getppid() != parent_pid:   # the worker died before the prctl took effect
+        os._exit(143)
+
+
+def _pump(stream, log, status: _Status) -> None:
+    """Copy the child's stderr into the log, line by line; bar updates go to ``status`` instead."""
+    pending = ""
+    while True:
+        chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+        if not chunk:
+            break
+        pending += chunk.decode("utf-8", "replace")
+        *segments, pending = re.split(r"[\r\n]", pending)
+        for segment in segments:
+            _segment(segment, log, status)
+    _segment(pending, log, status)
+    stream.close()
+
+
+def _segment(text: str, log, status: _Status) -> None:
+    text = _ANSI.sub("", text).rstrip()
+    if not text.strip():
+        return
+    bar = _BAR.match(text)
+    if bar is not None:
+        status.bar(bar["desc"].strip(), None if bar["pct"] is None else min(int(bar["pct"]), 100) / 100)
+        return
+    log.write(text + "\n")
+    log.flush()
+    status.last_line = text
+    if _ERROR.match(text):
+        status.error_line = text
+
+
+def _log(log, message: str) -> None:
+    log.write(f"graphstream serve: {message}\n")
+    log.flush()
+
+
+class _Status:
+    """``status.json``: the run's stage, progress and heartbeat, rewritten by a thread every
+    :data:`HEARTBEAT_SECONDS` while the run lives (the server reads it; a stale one means a dead run)."""
+
+    def __init__(self, job_dir: Path, attempt: int):
+        self.path = job_dir / STATUS
+        self.doc = {"attempt": attempt, "stage": None, "progress": None, "host": socket.gethostname(),
+                    "pid": os.getpid(), "heartbeat": time.time()}
+        self.error_line: str | None = None   # the step's last "graphstream CMD: error: ..." line
+        self.last_line: str | None = None    # the step's last log line
+        self.step = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def start_step(self, name: str) -> None:
+        self.error_line = self.last_line = None
+        self.step = name
+        self.doc = {**self.doc, "stage": name, "progress": None}
+
+    def bar(self, desc: str, progress: float | None) -> None:
+        """A progress bar's update: the stage is the step and the bar (``partition: build: parts``)."""
+        self.doc = {**self.doc, "stage": f"{self.step}: {desc}", "progress": progress}
+
+    def _beat(self) -> None:
+        while not self._stop.is_set():
+            self.doc = {**self.doc, "heartbeat": time.time()}
+            _write_json(self.path, self.doc)
+            self._stop.wait(HEARTBEAT_SECONDS)
+
+    def __enter__(self) -> _Status:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _outcome(job_dir: Path, spec: dict[str, Any], state: str, *, result: Any = None,
+             error: str | None = None) -> dict[str, Any]:
+    if error is not None:   # paths in the argv are absolute; callers know them relative to the root
+        error = error.replace(spec["root"].rstrip("/") + "/", "")
+    outcome = {"state": state, "result": result, "error": error, "attempt": spec["attempt"]}
+    _write_json(job_dir / RESULT, outcome)
+    return outcome
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    """Whole or not at all (a temporary sibling renamed into place): readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def read_status(job_dir: Path) -> dict[str, Any] | None:
+    """The last ``status.json`` of a job's run (None: no run started)."""
+    try:
+        return _read_json(job_dir / STATUS)
+    except (json.JSONDecodeError, OSError):
+        return None
+
+
+def read_outcome(job_dir: Path) -> dict[str, Any] | None:
+    """The ``result.json`` of a finished run (None: not finished)."""
+    try:
+        return _read_json(job_dir / RESULT)
+    except (json.JSONDecodeError, OSError):
+        return None
