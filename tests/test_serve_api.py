@@ -237,7 +237,7 @@ def test_restart_after_sigkill(tmp_path):
     server = Server(root)
     try:
         with server.client(token) as alice:
-            job = submit(alice, "generate", {"generator": "rmat", "out": "g.zarr", "scale": 20, "edge_factor": 8})
+            job = submit(alice, "generate", {"generator": "rmat", "out": "g.zarr", "scale": 22, "edge_factor": 8})
             wait(alice, job["id"], until=lambda j: (j["stage"] or "").startswith("generate:"))
         server.kill()
     finally:
@@ -252,6 +252,6 @@ def test_restart_after_sigkill(tmp_path):
         server.stop()
     assert done["state"] == "succeeded", (done, log)
     assert done["attempts"] == 2 and "queued again" in log and "attempt 2" in log
-    assert done["result"]["num_edges"] == 8 * 2**20
+    assert done["result"]["num_edges"] == 8 * 2**22
     verify = graphstream("verify", str(root / "g.zarr"), "--json")
     assert json.loads(verify.stdout)["ok"] is True

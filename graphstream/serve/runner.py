@@ -49,6 +49,11 @@ HEARTBEAT_SECONDS = 0.5
 # How long a cancelled child may take to unwind its outputs before it is killed (the next run on the
 # same output clears what a kill leaves: graphstream._atomic.recover_leftovers).
 KILL_AFTER_SECONDS = 60.0
+# A rerun after a server died may start while the previous attempt's command still unwinds (it got
+# SIGTERM with its worker and removes its temporary output, holding the output's lock until it ends):
+# the rerun's command then fails at once with the lock error, and is started again for this long.
+LOCKED_RETRY_SECONDS = 120.0
+_LOCKED = "wait for that run to end"   # graphstream._atomic's OutputLockedError message
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # tqdm's bar: "DESC:  45%|####      | 450/1000 [...]", or without a total "DESC: 1.2Medge [00:01, ...]"
@@ -80,7 +85,14 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
             if (job_dir / CANCEL).exists():
                 return _outcome(job_dir, spec, "cancelled", error=f"cancelled before {name}")
             status.start_step(name)
-            state, result, error = _run_step(step, spec, job_dir, log, status, name)
+            retry_until = time.monotonic() + (LOCKED_RETRY_SECONDS if spec["attempt"] > 1 else 0.0)
+            while True:
+                state, result, error = _run_step(step, spec, job_dir, log, status, name)
+                if state != "failed" or _LOCKED not in (error or "") or time.monotonic() > retry_until:
+                    break
+                _log(log, f"{name}: the output is still locked by the previous attempt's command; retrying")
+                status.error_line = None
+                time.sleep(1.0)
             if state != "succeeded":
                 return _outcome(job_dir, spec, state, error=error if len(steps) == 1 else f"{name}: {error}")
             _write_json(job_dir / f"step-{i}.json", result)
