@@ -115,3 +115,21 @@ def test_property_chunk_and_bucket_independent(tmp_path_factory, data):
     off, nbr, _ = _read_all(vs, data.draw(st.integers(1, 100)))
     np.testing.assert_array_equal(off, ref_off)
     np.testing.assert_array_equal(nbr, ref_nbr)
+
+
+def test_aligned_ranges_read_the_same_lists(tmp_path):
+    """ranges() over aligned_bounds() (memory-mapped offsets, as a task opens the stream) reads every
+    list of the range, and the bounds are multiples of the alignment whatever the block size."""
+    rng = np.random.default_rng(3)
+    n, m = 1000, 6000
+    src, dst = _random_graph(rng, n, m)
+    store = _store(tmp_path / "g.zarr", src, dst, n)
+    build_vertex_stream(store, tmp_path / "vs")
+    vs = open_vertex_stream(tmp_path / "vs", mmap=True)
+    ref_off, ref_nbr = _reference(src, dst, n)
+    for start, stop, block_entries, align in [(0, n, 100, 64), (128, 900, 7, 32), (0, n, 1 << 22, 1000)]:
+        bounds = vs.aligned_bounds(start, stop, block_entries, align)
+        assert bounds[0][0] == start and bounds[-1][1] == stop
+        assert all(b % align == 0 for _, b in bounds[:-1])
+        got = np.concatenate([blk.neighbours.astype(np.int64) for blk in vs.ranges(bounds)])
+        np.testing.assert_array_equal(got, ref_nbr[ref_off[start]:ref_off[stop]])

@@ -15,6 +15,18 @@ passes; the quality-metric passes are timed apart, or skipped with
 plain streaming pass over the store (the degree pass): the I/O +
 decompression ceiling every pass shares.
 
+--compare: coarse-refine (the default partitioner) against KaMinPar (PyPI
+``kaminpar``, in memory, default context, 2 threads) and METIS (pymetis, in
+memory, k-way, ufactor 50) side by side on R-MAT and the shared graphs, each
+run in a fresh subprocess; the in-memory solvers' time counts the partitioner
+call, their graph loading (stream, dedup, CSR) is reported apart, and all
+three are judged by the same metrics pass (GNN replication factor, node
+balance):
+
+    .venv/bin/python tools/bench_partition_speed.py --compare \
+        [--graphs rmat20,rmat21,web-NotreDame,facebook] [--ks 8,32] \
+        [--solvers coarse-refine,coarse-refine+kaminpar,kaminpar,metis]
+
 Reference: when the authors' 2PS-L binary exists, our 2ps-l (fresh
 subprocess, no metrics) and the reference run on the same R-MAT graph
 (--ref-scale, the stream as stored; the text edge list for the reference is
@@ -65,6 +77,104 @@ def child(algo: str, store_path: str, k: int, work: str, metrics: bool = True) -
         "replication_factor": m.get("replication_factor"), "vertex_cut_rf": m.get("vertex_cut_rf"),
         "node_balance": m.get("node_balance"), "edge_balance": m.get("edge_balance"),
     }))
+
+
+def simple_csr(store):
+    """The store's undirected simple graph (no self-loops, no duplicates) as CSR (xadj, adjncy), in memory."""
+    import numpy as np
+    n = store.num_nodes
+    batches = list(store.stream())
+    src = np.concatenate([b.src for b in batches]).astype(np.int64)
+    dst = np.concatenate([b.dst for b in batches]).astype(np.int64)
+    del batches
+    keys = np.concatenate([src * n + dst, dst * n + src])
+    del src, dst
+    keys = np.unique(keys)
+    keys = keys[keys // n != keys % n]
+    xadj = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys // n, minlength=n), out=xadj[1:])
+    return xadj, keys % n
+
+
+def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
+    """Runs in the subprocess of --compare: one partitioner on one graph, judged by the shared metrics pass."""
+    import numpy as np
+
+    from graphstream._resources import peak_rss_bytes
+    from graphstream.partition.metrics import vertex_partition_metrics
+    from graphstream.store import open_store
+    store = open_store(store_path)
+    out: dict = {}
+    if solver.startswith("coarse-refine"):   # "coarse-refine+kaminpar": KaMinPar on the coarse graph
+        from graphstream.partition import coarse_refine
+        params = {"coarse_solver": "kaminpar"} if solver.endswith("+kaminpar") else {}
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            plan = coarse_refine.run(store, k, seed=0, work_dir=tmp, **params)
+        owner = plan.owner
+        out["seconds"] = sum(plan.metrics["phase_seconds"].values())   # its phases; not its closing metrics pass
+        out["phase_seconds"] = plan.metrics["phase_seconds"]
+        out["num_clusters"] = plan.metrics["num_clusters"]
+        out["coarse_edges_dropped_weight"] = plan.metrics["coarse_edges_dropped_weight"]
+        out["replication_factor_before_refine"] = plan.metrics["replication_factor_before_refine"]
+    else:
+        t = time.perf_counter()
+        xadj, adj = simple_csr(store)
+        out["load_seconds"] = time.perf_counter() - t
+        if solver == "metis":
+            import pymetis
+            t = time.perf_counter()
+            _, parts = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(xadj, adj),
+                                          options=pymetis.Options(ufactor=50, seed=0))
+            out["seconds"] = time.perf_counter() - t
+            owner = np.asarray(parts, dtype=np.int32)
+        else:
+            import importlib.metadata
+
+            from graphstream.partition import kaminpar_solver
+            with tempfile.TemporaryDirectory(dir=work) as tmp:
+                path = kaminpar_solver.write_parhip(Path(tmp) / "g.parhip", xadj, adj)
+                del xadj, adj
+                t = time.perf_counter()
+                owner = kaminpar_solver.partition(path, k, 1.05, 0, threads=os.cpu_count() or 1)
+                out["seconds"] = time.perf_counter() - t
+            out["version"] = importlib.metadata.version("kaminpar")
+            out["threads"] = os.cpu_count()
+    out["peak_rss_bytes"] = peak_rss_bytes()
+    m = vertex_partition_metrics(store, owner, k)
+    out["replication_factor"] = m["replication_factor"]
+    out["node_balance"] = float(np.bincount(owner, minlength=k).max() / (store.num_nodes / k))
+    print(json.dumps(out))
+
+
+def compare(args, work: Path) -> dict:
+    """--compare: every solver on every graph and k, each in a fresh subprocess."""
+    from graphstream.store import open_store
+    shared = None
+    result = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpu_count": os.cpu_count(),
+              "load_average_before": os.getloadavg(), "graphs": {}}
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1", "GRAPHSTREAM_PROGRESS": "0"}
+    for name in args.graphs.split(","):
+        if name.startswith("rmat"):
+            path = ensure_store(work, int(name[4:]), 16)
+        else:
+            shared = shared or _shared_graphs(work)
+            path = shared[name].path
+        store = open_store(path)
+        g = result["graphs"][name] = {"path": str(path), "num_nodes": store.num_nodes, "num_edges": store.num_edges}
+        for k in (int(x) for x in args.ks.split(",")):
+            row = g[f"k={k}"] = {}
+            for solver in args.solvers.split(","):
+                cmd = [sys.executable, __file__, "--compare-child", solver, str(path), str(k), str(work)]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                row[solver] = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
+                               else {"error": proc.stderr.strip().splitlines()[-3:]})
+                print(name, k, solver, json.dumps(row[solver]), file=sys.stderr, flush=True)
+            if "metis" in row and "replication_factor" in row["metis"]:
+                for r in row.values():
+                    if "replication_factor" in r:
+                        r["rf_vs_metis"] = r["replication_factor"] / row["metis"]["replication_factor"] - 1
+    result["load_average_after"] = os.getloadavg()
+    return result
 
 
 def baseline_pass(store_path: str) -> dict:
@@ -230,14 +340,28 @@ def main() -> None:
     ap.add_argument("--ref-scale", type=int, default=21, help="R-MAT scale of the 2PS-L comparison (0: skip)")
     ap.add_argument("--ref-work", default="/tmp/bench_partition",
                     help="where the comparison's store and text edge list live (reused when present)")
+    ap.add_argument("--compare", action="store_true",
+                    help="instead: coarse-refine vs KaMinPar vs METIS (time, RF, balance, peak RSS)")
+    ap.add_argument("--graphs", default="rmat20,rmat21,web-NotreDame,facebook",
+                    help="--compare: rmatS (R-MAT scale S, edge factor 16, undirected) or shared graph names")
+    ap.add_argument("--ks", default="8,32", help="--compare: part counts")
+    ap.add_argument("--solvers", default="coarse-refine,kaminpar,metis", help="--compare: partitioners")
     ap.add_argument("--child", nargs=4, metavar=("ALGO", "STORE", "K", "WORK"), help=argparse.SUPPRESS)
+    ap.add_argument("--compare-child", nargs=4, metavar=("SOLVER", "STORE", "K", "WORK"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         algo, store, k, work = args.child
         child(algo, store, int(k), work, not args.no_metrics)
         return
+    if args.compare_child:
+        solver, store, k, work = args.compare_child
+        child_compare(solver, store, int(k), work)
+        return
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.compare:
+        print(json.dumps(compare(args, work), indent=1))
+        return
     if args.tau_scan:
         print(json.dumps(tau_scan(work), indent=1))
         return

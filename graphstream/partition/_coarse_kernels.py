@@ -8,13 +8,19 @@ neither attract a node nor add a replica.
 Refinement keeps, for every node y and part p, a 2-bit saturating count
 c_y(p) of y's neighbours owned by p (0, 1, 2, 3 = "3 or more"), packed four
 parts a byte: ``counters[y, p >> 2]``, k/4 bytes a node.
+
+Label propagation and refinement run as synchronous rounds (coarse_rounds.py):
+the ``*_propose`` kernels compute every node's move against the state at the
+round's start, in parallel (``prange`` over segments of ``seg`` nodes; a
+block's ``first`` is a multiple of ``seg``, so segments are the same whatever
+the blocks), and write proposals only; the ``*_accept`` kernels then take them
+one by one in a fixed order under the size caps. So the result does not depend
+on the thread count or on how a round is cut into blocks or tasks.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..kernels.hashing import hash_node
 from ..kernels.pairs import pair_key, pairs_to_csr
@@ -40,41 +46,96 @@ def count_neighbour_labels(u, start, stop, nbrs, label, cnt, touched):
         cnt[lab] += 1
     return nt
 
-@njit(cache=True)
-def lp_block(first, offs, nbrs, label, size, cap, cnt, touched, seed):
-    """One label-propagation sweep over a block; returns the number of nodes that changed label.
+@njit(cache=True, inline="always")
+def _table_slot(keys, lab, mask):
+    """Open-addressing slot of ``lab`` in ``keys`` (-1 = empty): its own or the empty one to take."""
+    h = np.int64((np.uint64(lab) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+    while keys[h] != -1 and keys[h] != lab:
+        h = (h + 1) & mask
+    return h
+
+
+@njit(cache=True, parallel=True)
+def lp_propose(first, offs, nbrs, label, size, cap, seed, seg, prop, gain):
+    """Label-propagation proposals for the block's nodes: ``prop[i]``, ``gain[i]`` for node first + i.
 
     A node takes the label most frequent among its neighbours, among labels
-    whose cluster has room (size < cap) or its own; ties keep the current
-    label, else go to the smallest seeded hash. ``cnt`` (one int32 per label,
-    zero on entry and exit) and ``touched`` are scratch.
+    whose cluster has room (size < cap at the round's start) or its own; ties
+    keep the current label, else go to the smallest seeded hash; ``gain`` is
+    the count of the new label minus that of the old. Inside a segment the
+    nodes go in order and see the proposals of the segment's earlier nodes
+    (Gauss-Seidel: two neighbours do not swap labels); other nodes' labels
+    are those of the round's start.
     """
+    nloc = offs.shape[0] - 1
+    for s in prange((nloc + seg - 1) // seg):
+        lo = s * seg
+        hi = min(lo + seg, nloc)
+        maxd = 1
+        for i in range(lo, hi):
+            maxd = max(maxd, offs[i + 1] - offs[i])
+        tsize = 2
+        while tsize < 2 * maxd:
+            tsize *= 2
+        mask = tsize - 1
+        keys = np.full(tsize, -1, dtype=np.int64)
+        vals = np.zeros(tsize, dtype=np.int32)
+        used = np.empty(maxd, dtype=np.int64)
+        glo = first + lo
+        for i in range(lo, hi):
+            u = first + i
+            cur = label[u]
+            nt = 0
+            for j in range(offs[i], offs[i + 1]):
+                v = nbrs[j]
+                if v == u:
+                    continue
+                lab = prop[v - first] if glo <= v < u else label[v]
+                h = _table_slot(keys, lab, mask)
+                if keys[h] == -1:
+                    keys[h] = lab
+                    used[nt] = h
+                    nt += 1
+                vals[h] += 1
+            cur_c = 0
+            if nt > 0:
+                h = _table_slot(keys, cur, mask)
+                if keys[h] == cur:
+                    cur_c = vals[h]
+            best = cur
+            best_c = cur_c
+            best_h = hash_node(cur ^ seed, 0)
+            for t in range(nt):
+                h = used[t]
+                lab = keys[h]
+                if lab == cur or size[lab] >= cap:
+                    continue
+                c = vals[h]
+                hh = hash_node(lab ^ seed, 0)
+                if c > best_c or (c == best_c and best != cur and hh < best_h):
+                    best = lab
+                    best_c = c
+                    best_h = hh
+            for t in range(nt):
+                keys[used[t]] = -1
+                vals[used[t]] = 0
+            prop[i] = best
+            gain[i] = best_c - cur_c
+
+
+@njit(cache=True)
+def lp_accept(nodes, targets, label, size, cap):
+    """Apply proposals in the given order while the target cluster has room (size < cap, sizes kept
+    up to date by every move, departures included); returns how many moved."""
     moved = 0
-    for i in range(offs.shape[0] - 1):
-        u = first + i
-        nt = count_neighbour_labels(u, offs[i], offs[i + 1], nbrs, label, cnt, touched)
-        if nt == 0:
-            continue
-        cur = label[u]
-        best = cur
-        best_c = cnt[cur]
-        best_h = hash_node(cur ^ seed, 0)
-        for t in range(nt):
-            lab = touched[t]
-            if lab == cur or size[lab] >= cap:
-                continue
-            c = cnt[lab]
-            h = hash_node(lab ^ seed, 0)
-            if c > best_c or (c == best_c and best != cur and h < best_h):
-                best = lab
-                best_c = c
-                best_h = h
-        for t in range(nt):
-            cnt[touched[t]] = 0
-        if best != cur:
-            size[cur] -= 1
-            size[best] += 1
-            label[u] = best
+    for t in range(nodes.shape[0]):
+        u = nodes[t]
+        b = targets[t]
+        a = label[u]
+        if a != b and size[b] < cap:
+            size[a] -= 1
+            size[b] += 1
+            label[u] = b
             moved += 1
     return moved
 
@@ -159,6 +220,41 @@ def project_parts(cl, cpart, owner):
             owner[v] = cpart[cl[v]]
 
 
+# -- step 4b: whole clusters moved on the full graph ---------------------------------------------
+
+@njit(cache=True)
+def cluster_part_entries(first, offs, nbrs, cl, cpart, conn):
+    """``conn[c, p]`` += entries from the block's nodes of cluster c to nodes of part p."""
+    for i in range(offs.shape[0] - 1):
+        c = cl[first + i]
+        if c < 0:
+            continue
+        for j in range(offs[i], offs[i + 1]):
+            d = cl[nbrs[j]]
+            if d >= 0:
+                conn[c, cpart[d]] += 1
+
+
+@njit(cache=True)
+def cluster_moves(order, conn, cpart, csizes, size, cap):
+    """Move clusters (in ``order``) to the part holding most of their entries when that cuts fewer
+    entries and the part has room; returns how many moved."""
+    k = conn.shape[1]
+    moved = 0
+    for c in order:
+        a = cpart[c]
+        best = a
+        for p in range(k):
+            if p != a and conn[c, p] > conn[c, best] and size[p] + csizes[c] <= cap:
+                best = p
+        if best != a:
+            cpart[c] = best
+            size[a] -= csizes[c]
+            size[best] += csizes[c]
+            moved += 1
+    return moved
+
+
 # -- step 5: refinement for the replication factor ----------------------------------------------
 
 @njit(cache=True)
@@ -173,33 +269,22 @@ def _put(counters, y, p, val):
     counters[y, p >> 2] = np.uint8((old & ~(3 << s)) | (val << s))
 
 
-class RefineState(NamedTuple):
-    """What the refinement changes in place (owner, size, counters) and its scratch.
-
-    ``counters[y]``: c_y(p), the number of y's neighbours in part p saturated
-    at 3, two bits per part; ``cnt``/``touched``: per-part neighbour counts of
-    the node at hand and which parts they touch; ``cand``: candidate parts.
-    """
-    owner: np.ndarray
-    size: np.ndarray
-    counters: np.ndarray
-    cnt: np.ndarray
-    touched: np.ndarray
-    cand: np.ndarray
-
-
-@njit(cache=True)
-def summary_block(first, offs, nbrs, state):
+@njit(cache=True, parallel=True)
+def refine_summary(first, offs, nbrs, owner, counters, seg):
     """Fresh counters c_y(p) for the block's nodes (counts of neighbours per part, saturated at 3)."""
-    owner, counters, cnt, touched = state.owner, state.counters, state.cnt, state.touched
-    for i in range(offs.shape[0] - 1):
-        y = first + i
-        counters[y, :] = 0
-        nt = count_neighbour_labels(y, offs[i], offs[i + 1], nbrs, owner, cnt, touched)
-        for t in range(nt):
-            p = touched[t]
-            _put(counters, y, p, min(cnt[p], 3))
-            cnt[p] = 0
+    k = counters.shape[1] * 4
+    nloc = offs.shape[0] - 1
+    for s in prange((nloc + seg - 1) // seg):
+        cnt = np.zeros(k, dtype=np.int32)
+        touched = np.empty(k, dtype=np.int32)
+        for i in range(s * seg, min(s * seg + seg, nloc)):
+            y = first + i
+            counters[y, :] = 0
+            nt = count_neighbour_labels(y, offs[i], offs[i + 1], nbrs, owner, cnt, touched)
+            for t in range(nt):
+                p = touched[t]
+                _put(counters, y, p, min(cnt[p], 3))
+                cnt[p] = 0
 
 
 @njit(cache=True)
@@ -233,40 +318,17 @@ def _candidates(a, nt, touched, cnt, size, cap, cand):
     return nc
 
 
-@njit(cache=True)
-def _neighbours_counting(u, lo, hi, nbrs, owner, counters, p, count):
-    """#{y ~ u : owner[y] != p and c_y(p) = count}: with count 0 the neighbours that moving u
-    into p makes halo of p (A_b), with count 1 those that leave p's halo when u leaves p (R_a)."""
-    total = 0
-    for j in range(lo, hi):
-        y = nbrs[j]
-        if y != u and owner[y] != p and _get(counters, y, p) == count:
-            total += 1
-    return total
+# Kinds of refinement proposals, in the order they are accepted (coarse_rounds.refine_round).
+GAIN = 0      # fewer replicas (delta < 0), or as many and more of u's neighbours in b
+BALANCE = 1   # as many replicas and neighbours, from a fuller part to an emptier one: room for later gains
+SHED = 2      # u's part is above the cap: the best candidate at delta <= 0 (any delta when forced)
+FORCED = 3    # u's part is above the cap, no candidate: the least loaded part, chosen when accepted
 
 
-@njit(cache=True)
-def _move(u, a, b, lo, hi, nbrs, state):
-    """Move u from part a to part b and update its neighbours' counters."""
-    owner, size, counters = state.owner, state.size, state.counters
-    owner[u] = b
-    size[a] -= 1
-    size[b] += 1
-    for j in range(lo, hi):
-        y = nbrs[j]
-        if y == u:
-            continue
-        ca = _get(counters, y, a)
-        if ca == 1 or ca == 2:     # 3 means "3 or more": after one removal still >= 2, keep 3
-            _put(counters, y, a, ca - 1)
-        cb = _get(counters, y, b)
-        if cb < 3:
-            _put(counters, y, b, cb + 1)
-
-
-@njit(cache=True)
-def refine_block(first, offs, nbrs, state, cap, force):
-    """One greedy refinement sweep over a block; returns (moves, change in sum of replicas).
+@njit(cache=True, parallel=True)
+def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, max_candidates, seg,
+                   target, delta, kind):
+    """Refinement proposals for the block's nodes, against the round's start (owner, size, counters).
 
     Moving u from part a to part b changes the number of replicas (the sum
     over parts of |inner ∪ halo|) by
@@ -275,86 +337,154 @@ def refine_block(first, offs, nbrs, state, cap, force):
     become halo of b) and R_a = #{y ~ u : owner[y] != a and c_y(a) = 1}
     (neighbours that leave the halo of a, u being their only neighbour
     there). Candidates are the parts of u's neighbours that have room
-    (size < cap), at most ``len(cand)`` of them, those holding most of u's
-    neighbours (so a sweep costs at most len(cand) x the stream). A move is
-    taken when delta < 0, or delta = 0 and u has more neighbours in b than
-    in a (edge cut as the second objective). A node of an overloaded part
-    (size > cap) takes its best candidate when delta <= 0, and any (or the
-    least loaded part) when ``force``.
+    (size < cap), at most ``max_candidates`` of them, those holding most of
+    u's neighbours (so a sweep costs at most that many times the stream).
+    ``kind[i]`` is -1 (stay) or one of GAIN, BALANCE, SHED, FORCED (see
+    above); ``target[i]`` and ``delta[i]`` the part and the change.
     """
-    owner, size, counters = state.owner, state.size, state.counters
-    cnt, touched, cand = state.cnt, state.touched, state.cand
-    moves = 0
-    change = 0
-    for i in range(offs.shape[0] - 1):
-        u = first + i
-        lo, hi = offs[i], offs[i + 1]
-        a = owner[u]
-        over = size[a] > cap
-        nt = count_neighbour_labels(u, lo, hi, nbrs, owner, cnt, touched)
-        if nt == 0 or (nt == 1 and touched[0] == a and not over):
+    k = size.shape[0]
+    nloc = offs.shape[0] - 1
+    for s in prange((nloc + seg - 1) // seg):
+        cnt = np.zeros(k, dtype=np.int32)
+        touched = np.empty(k, dtype=np.int32)
+        cand = np.empty(max_candidates, dtype=np.int32)
+        added = np.empty(max_candidates, dtype=np.int64)
+        for i in range(s * seg, min(s * seg + seg, nloc)):
+            u = first + i
+            lo, hi = offs[i], offs[i + 1]
+            a = owner[u]
+            over = size[a] > cap
+            kind[i] = -1
+            target[i] = a
+            delta[i] = 0
+            nt = count_neighbour_labels(u, lo, hi, nbrs, owner, cnt, touched)
+            if nt == 0 or (nt == 1 and touched[0] == a and not over):
+                for t in range(nt):
+                    cnt[touched[t]] = 0
+                if nt == 0 and over and force:
+                    kind[i] = FORCED
+                continue
+            nc = _candidates(a, nt, touched, cnt, size, cap, cand)
+            own = 1 if cnt[a] == 0 else 0
+            # R_a and every candidate's A_b in one scan of u's list (one look at each neighbour's counters)
+            r_a = 0
+            for c in range(nc):
+                added[c] = 0
+            if nc > 0:
+                for j in range(lo, hi):
+                    y = nbrs[j]
+                    if y == u:
+                        continue
+                    o = owner[y]
+                    if o != a and _get(counters, y, a) == 1:
+                        r_a += 1
+                    for c in range(nc):
+                        if o != cand[c] and _get(counters, y, cand[c]) == 0:
+                            added[c] += 1
+            best = -1
+            best_d = 0
+            best_c = 0
+            for c in range(nc):
+                b = cand[c]
+                d = added[c] - r_a - own
+                cb = cnt[b]
+                if (best < 0 or d < best_d or (d == best_d and (cb > best_c or (cb == best_c and (
+                        size[b] < size[best] or (size[b] == size[best] and b < best)))))):
+                    best = b
+                    best_d = d
+                    best_c = cb
+            if best >= 0:
+                if best_d < 0 or (best_d == 0 and best_c > cnt[a]):
+                    kind[i] = GAIN
+                elif best_d == 0 and best_c == cnt[a] and size[best] + 1 < size[a]:
+                    kind[i] = BALANCE
+                elif over and (best_d <= 0 or force):
+                    kind[i] = SHED
+                if kind[i] >= 0:
+                    target[i] = best
+                    delta[i] = best_d
+            elif over and force:
+                kind[i] = FORCED
             for t in range(nt):
                 cnt[touched[t]] = 0
-            if nt == 0 and over and force:
-                b = _least_loaded(size)
-                if size[b] < cap:
-                    owner[u] = b
-                    size[a] -= 1
-                    size[b] += 1
-                    moves += 1
-            continue
-        nc = _candidates(a, nt, touched, cnt, size, cap, cand)
-        own = 1 if cnt[a] == 0 else 0
-        r_a = _neighbours_counting(u, lo, hi, nbrs, owner, counters, a, 1) if nc > 0 else 0
-        best = -1
-        best_d = 0
-        best_c = 0
-        for c in range(nc):
-            b = cand[c]
-            d = _neighbours_counting(u, lo, hi, nbrs, owner, counters, b, 0) - r_a - own
-            cb = cnt[b]
-            if (best < 0 or d < best_d or (d == best_d and (cb > best_c or (cb == best_c and (
-                    size[b] < size[best] or (size[b] == size[best] and b < best)))))):
-                best = b
-                best_d = d
-                best_c = cb
-        take = False
-        if best >= 0:
-            if best_d < 0 or (best_d == 0 and best_c > cnt[a]):
-                take = True
-            elif best_d == 0 and best_c == cnt[a] and size[best] + 1 < size[a]:
-                take = True    # free room in a fuller part at no cost: later gains may need it
-            elif over and (best_d <= 0 or force):
-                take = True
-        if best < 0 and over and force:
-            b = _least_loaded(size)
-            if size[b] < cap:
-                best = b
-                take = True
-                best_d = 0   # unknown here; the caller recomputes the exact figure
-        for t in range(nt):
-            cnt[touched[t]] = 0
-        if not take:
-            continue
-        _move(u, a, best, lo, hi, nbrs, state)
-        moves += 1
-        change += best_d
-    return moves, change
 
 
 @njit(cache=True)
-def replicas_block(first, offs, nbrs, owner, stamp):
-    """Sum over the block's nodes of |{owner[v]} ∪ {owner[u] : u ~ v}| (stamp: k int64, scratch)."""
-    total = 0
+def refine_accept(nodes, targets, kinds, owner, size, cap, moved_from, moved_to):
+    """Apply proposals in the given order under the cap, sizes kept up to date by every move.
+
+    GAIN needs room in b; BALANCE also needs b to stay emptier than a; SHED
+    and FORCED only while a is still above the cap. The accepted moves, m of
+    them, end up in ``nodes[:m]`` (overwritten in place), ``moved_from[:m]``
+    and ``moved_to[:m]``, in order; returns m.
+    """
+    m = 0
+    for t in range(nodes.shape[0]):
+        u = nodes[t]
+        b = targets[t]
+        kd = kinds[t]
+        a = owner[u]
+        if kd == FORCED:
+            b = _least_loaded(size)
+        if b == a or size[b] >= cap:
+            continue
+        if kd == BALANCE and size[b] + 1 >= size[a]:
+            continue
+        if (kd == SHED or kd == FORCED) and size[a] <= cap:
+            continue
+        owner[u] = b
+        size[a] -= 1
+        size[b] += 1
+        nodes[m] = u
+        moved_from[m] = a
+        moved_to[m] = b
+        m += 1
+    return m
+
+
+@njit(cache=True)
+def refine_apply(first, offs, nbrs, local, moved_from, moved_to, counters):
+    """Update the counters of the neighbours of the block's moved nodes (``local[i]`` >= 0: node
+    first + i moved from ``moved_from[local[i]]`` to ``moved_to[local[i]]``). Sequential: moves of
+    different nodes touch the same neighbours."""
     for i in range(offs.shape[0] - 1):
-        v = first + i
-        tag = v + 1
-        stamp[owner[v]] = tag
-        r = 1
+        m = local[i]
+        if m < 0:
+            continue
+        u = first + i
+        a = moved_from[m]
+        b = moved_to[m]
         for j in range(offs[i], offs[i + 1]):
-            p = owner[nbrs[j]]
-            if stamp[p] != tag:
-                stamp[p] = tag
-                r += 1
-        total += r
-    return total
+            y = nbrs[j]
+            if y == u:
+                continue
+            ca = _get(counters, y, a)
+            if ca == 1 or ca == 2:     # 3 means "3 or more": after one removal still >= 2, keep 3
+                _put(counters, y, a, ca - 1)
+            cb = _get(counters, y, b)
+            if cb < 3:
+                _put(counters, y, b, cb + 1)
+
+
+@njit(cache=True, parallel=True)
+def replicas_range(first, offs, nbrs, owner, k, seg):
+    """Sum over the block's nodes of |{owner[v]} ∪ {owner[u] : u ~ v}|."""
+    nloc = offs.shape[0] - 1
+    nseg = (nloc + seg - 1) // seg
+    part = np.zeros(nseg, dtype=np.int64)
+    for s in prange(nseg):
+        stamp = np.zeros(k, dtype=np.int64)
+        total = 0
+        for i in range(s * seg, min(s * seg + seg, nloc)):
+            v = first + i
+            tag = v + 1
+            stamp[owner[v]] = tag
+            r = 1
+            for j in range(offs[i], offs[i + 1]):
+                p = owner[nbrs[j]]
+                if stamp[p] != tag:
+                    stamp[p] = tag
+                    r += 1
+            total += r
+        part[s] = total
+    return part.sum()

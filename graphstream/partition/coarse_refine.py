@@ -8,47 +8,63 @@ reported apart as ``undirected_halo_rf``):
 
 1. vertex stream: the edges sorted by node once on disk (external counting
    sort, :mod:`.vertex_stream`), so each node's neighbours arrive together;
-2. size-capped label propagation over that stream (``lp_passes`` sweeps,
-   cluster size cap ``n / (cluster_cap_factor * k)``): O(num_nodes) labels
-   and sizes;
+2. size-capped label propagation over that stream (``lp_passes`` sweeps of
+   ``lp_rounds`` synchronous rounds, :mod:`.coarse_rounds`; cluster size cap
+   ``n / (cluster_cap_factor * k)``): O(num_nodes) labels and sizes;
 3. the coarse graph: clusters as nodes (weight = size), inter-cluster edges
    summed, aggregated by streaming in sorted runs and kept to at most
    ``max_coarse_edges`` edges (past that, the lightest are dropped: the
    coarse graph only seeds the partition, refinement sees the full graph);
 4. the coarse graph partitioned in memory by METIS (pymetis, node weights =
-   cluster sizes); isolated nodes fill the least loaded parts;
-5. ``refine_passes`` re-streaming refinement sweeps under the hard cap
-   ``balance * n / k`` owned nodes a part: a node moves to the neighbouring
-   part where (halo it adds) - (halo it removes) is most negative, from
-   per-node counts of neighbours per part (2-bit saturating, k/4 bytes a
-   node) refreshed at the start of each sweep and kept up to date by every
-   move.
+   cluster sizes; or KaMinPar, ``coarse_solver``), then ``cluster_passes``
+   stream passes moving whole clusters to the part holding most of their
+   neighbours in the full graph (the coarse graph may have lost most of its
+   edges to the bound: on R-MAT this pass is worth 6% of RF); isolated nodes
+   fill the least loaded parts;
+5. ``refine_passes`` re-streaming refinement sweeps of ``refine_rounds``
+   synchronous rounds under the hard cap ``balance * n / k`` owned nodes a
+   part: a node moves to the neighbouring part where (halo it adds) - (halo
+   it removes) is most negative, from per-node counts of neighbours per part
+   (2-bit saturating, k/4 bytes a node) refreshed at the start of each sweep
+   and brought up to date at the end of every round.
+
+Steps 2 and 5 run their rounds with numba threads here, or as dask tasks
+over node ranges with ``client=``; the partition is the same for a seed
+either way and whatever the thread or worker count.
 
 Time: O(E log) for the sort-free disk pass plus O(E) per sweep (refinement
-O(sum of deg(u) x parts around u)). Memory: offsets (8 bytes/node), labels,
-sizes and label counts (12), owner (4), counters (k/4), the coarse graph
-(bounded), one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
+O(sum of deg(u) x candidate parts of u)). Memory: offsets (8 bytes/node),
+labels and sizes (8, plus the proposals of one round), owner (4), counters
+(k/4), the coarse graph (bounded), cluster x part counters (4 bytes each, at
+most ``MAX_CLUSTER_PART_ENTRIES``), one vertex-stream block and one edge
+chunk. Disk: 2 x edges ids.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._atomic import scratch_dir
-from .._report import log, phase_logger, track
+from .._report import log, phase_logger
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..kernels.merge import collapse_sorted, merge_sorted
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
+from .coarse_rounds import Rounds, label_propagation, refine, replicas
 from .plan import MAX_PARTS, PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
 
+if TYPE_CHECKING:
+    from distributed import Client
+
 ALGORITHM = "coarse-refine"
+MAX_CLUSTER_PART_ENTRIES = 1 << 26   # step 4's cluster x part counters: at most 256 MiB of int32
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,27 +72,36 @@ class CoarseRefineParams:
     """Parameters (defaults measured on the shared graphs, see docs/partition-quality.md).
 
     lp_passes: label-propagation sweeps (step 2).
+    lp_rounds: synchronous rounds a label-propagation sweep is cut into (coarse_rounds.py).
     cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2); on small
         graphs (num_nodes < factor * k * 2) the cap is 1 and the coarse graph is the graph.
     max_coarse_edges: bound on the coarse graph's edges (step 3).
     coarse_weights: "halo" (cluster pair weight = nodes of each with a neighbour in the
         other: the halo entries a cut creates) or "edges" (edge count) (step 3).
+    coarse_solver: "metis" (pymetis) or "kaminpar" (the optional ``kaminpar`` package, one
+        thread; pymetis when it is not installed) on the coarse graph (step 4).
     coarse_metis: "kway" (multilevel k-way, edge-cut objective), "recursive"
         (recursive bisection) or "kway-vol" (k-way, communication-volume objective) (step 4).
     coarse_trials: METIS runs on the coarse graph (seeds seed, seed+1, ...); the one whose
         projection has the lowest replication factor is refined (one stream pass each) (step 4).
+    cluster_passes: passes moving whole clusters on the full graph after the solver (step 4).
     refine_passes: refinement sweeps (step 5); stops early when a sweep moves nothing.
+    refine_rounds: synchronous rounds a refinement sweep is cut into.
     block_entries: neighbour entries read per vertex-stream block.
     bucket_entries: bucket buffer of the external sort (entries).
     batch_size: edges per store batch (default: the store's chunk).
     """
     lp_passes: int = 5
+    lp_rounds: int = 8
     cluster_cap_factor: float = 200.0
     max_coarse_edges: int = 1 << 18
     refine_passes: int = 8
+    refine_rounds: int = 16
     max_candidates: int = 8
     coarse_trials: int = 3
+    cluster_passes: int = 4
     coarse_weights: str = "halo"
+    coarse_solver: str = "metis"
     coarse_metis: str = "kway"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
     bucket_entries: int = DEFAULT_BUCKET_ENTRIES
@@ -85,16 +110,20 @@ class CoarseRefineParams:
     def __post_init__(self) -> None:
         checks = {
             "lp_passes": self.lp_passes >= 0,
+            "lp_rounds": self.lp_rounds >= 1,
+            "refine_rounds": self.refine_rounds >= 1,
             "cluster_cap_factor": self.cluster_cap_factor > 0,
             "max_coarse_edges": self.max_coarse_edges >= 1,
             "refine_passes": self.refine_passes >= 0,
             "max_candidates": self.max_candidates >= 1,
             "coarse_trials": self.coarse_trials >= 1,
+            "cluster_passes": self.cluster_passes >= 0,
             "block_entries": self.block_entries >= 1,
             "bucket_entries": self.bucket_entries >= 1,
             "batch_size": self.batch_size is None or self.batch_size >= 1,
             "coarse_weights": self.coarse_weights in ("edges", "halo"),
             "coarse_metis": self.coarse_metis in ("kway", "recursive", "kway-vol"),
+            "coarse_solver": self.coarse_solver in ("metis", "kaminpar"),
         }
         for name, ok in checks.items():
             if not ok:
@@ -102,11 +131,13 @@ class CoarseRefineParams:
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
-        work_dir: str | os.PathLike | None = None, **params) -> PartitionPlan:
+        work_dir: str | os.PathLike | None = None, client: Client | None = None, **params) -> PartitionPlan:
     """Partition ``store``'s nodes into ``k`` parts; see the module docstring for the steps.
 
     ``work_dir`` holds the vertex stream (2 x edges ids); a temporary folder
-    (removed at the end) when None. ``params``: fields of
+    (removed at the end) when None. ``client``: a dask client whose tasks
+    compute the rounds of steps 2 and 5 (the work folder must be visible to
+    its workers); the result is the same as without. ``params``: fields of
     :class:`CoarseRefineParams`.
     """
     if "passes" in params:   # the CLI's --passes: the refinement sweeps
@@ -125,11 +156,12 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
     if work_dir is None:
         # pid-named: a folder left by a killed run is removed by the next one
         with scratch_dir("graphstream-cr-") as tmp:
-            return _run(store, k, seed, balance, Path(tmp), cfg)
-    return _run(store, k, seed, balance, Path(work_dir), cfg)
+            return _run(store, k, seed, balance, Path(tmp), cfg, client)
+    return _run(store, k, seed, balance, Path(work_dir), cfg, client)
 
 
-def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: CoarseRefineParams) -> PartitionPlan:
+def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: CoarseRefineParams,
+         client: Client | None) -> PartitionPlan:
     watch = Stopwatch(on_lap=phase_logger("coarse-refine"))  # one progress line per phase
     n = store.num_nodes
     # 1. vertex stream on disk
@@ -138,57 +170,62 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     watch.lap("vertex_stream")
     passes = 2   # degree pass + sort pass over the edge store
 
-    # 2. size-capped label propagation
-    cap_cluster = max(1, int(n // (cfg.cluster_cap_factor * k)))
-    label, lp_sweeps = label_propagation(vs, cap_cluster, cfg.lp_passes, seed, cfg.block_entries)
-    watch.lap("label_propagation")
+    with Rounds.make(vs, cfg.block_entries, client) as rounds:   # the state files of a cluster run go at the end
+        # 2. size-capped label propagation
+        cap_cluster = max(1, int(n // (cfg.cluster_cap_factor * k)))
+        label, lp_sweeps = label_propagation(rounds, cap_cluster, cfg.lp_passes, cfg.lp_rounds, seed)
+        watch.lap("label_propagation")
 
-    # 3. coarse graph (bounded)
-    cl, num_clusters = K.compact_labels(label, vs.offsets)
-    del label
-    csizes = np.bincount(cl[cl >= 0], minlength=num_clusters).astype(np.int64)
-    keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges,
-                                          min(cfg.block_entries, cfg.max_coarse_edges),
-                                           halo=cfg.coarse_weights == "halo")
-    watch.lap("coarse_graph")
+        # 3. coarse graph (bounded)
+        cl, num_clusters = K.compact_labels(label, vs.offsets)
+        del label
+        csizes = np.bincount(cl[cl >= 0], minlength=num_clusters).astype(np.int64)
+        keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges,
+                                              min(cfg.block_entries, cfg.max_coarse_edges),
+                                              halo=cfg.coarse_weights == "halo")
+        watch.lap("coarse_graph")
 
-    num_coarse_edges = len(keys)
-    xadj, adjncy, eweights = K.symmetric_csr(keys, weights, num_clusters)
-    del keys, weights
+        num_coarse_edges = len(keys)
+        xadj, adjncy, eweights = K.symmetric_csr(keys, weights, num_clusters)
+        del keys, weights
 
-    # 4. coarse graph partitioned in memory (best of `coarse_trials` METIS seeds, judged by the
-    #    replication factor they give on the full graph); isolated nodes fill the least loaded parts
-    isolated = np.flatnonzero(cl < 0)
-    owner, size, best = None, None, None
-    for t in range(cfg.coarse_trials):
-        cpart = partition_coarse(xadj, adjncy, eweights, csizes, k, seed + t, balance, cfg.coarse_metis)
-        trial = np.zeros(n, dtype=np.int32)
-        K.project_parts(cl, cpart, trial)
-        tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
-        trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
-        r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
-        if best is None or r < best:
-            owner, size, best = trial, tsize, r
-        del trial, cpart
-    del xadj, adjncy, eweights, cl, isolated
-    watch.lap("metis")
+        # 4. coarse graph partitioned in memory (best of `coarse_trials` METIS seeds, judged by the
+        #    replication factor they give on the full graph); isolated nodes fill the least loaded parts
+        isolated = np.flatnonzero(cl < 0)
+        owner, size, best = None, None, None
+        cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
+        solve = _coarse_solver(cfg, xadj, adjncy, eweights, csizes, k, balance, work)
+        for t in range(cfg.coarse_trials):
+            cpart = solve(seed + t)
+            if cfg.cluster_passes:
+                cluster_refine(vs, cl, cpart, csizes, k, cap, cfg.cluster_passes, cfg.block_entries)
+            trial = np.zeros(n, dtype=np.int32)
+            K.project_parts(cl, cpart, trial)
+            tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
+            trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
+            r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
+            if best is None or r < best:
+                owner, size, best = trial, tsize, r
+            del trial, cpart
+        del xadj, adjncy, eweights, cl, isolated
+        watch.lap("metis")
 
-    # 5. refinement for the replication factor under the hard cap
-    cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
-    # The refinement's objective counts the halo in both directions (the vertex stream holds in- and
-    # out-neighbours); on a directed store the builder's halo is the in-neighbours only, so there the
-    # replication factor proper is measured by the metrics pass (once before, once after refining).
-    objective_before = replicas(vs, owner, k, cfg.block_entries) / n
-    rf_before = _builder_rf(store, owner, k) if store.directed else objective_before
-    sweeps, moves = refine(vs, owner, size, k, cap, cfg.refine_passes, cfg.block_entries,
-                           cfg.max_candidates)
-    watch.lap("refine")
+        # 5. refinement for the replication factor under the hard cap
+        # The refinement's objective counts the halo in both directions (the vertex stream holds in- and
+        # out-neighbours); on a directed store the builder's halo is the in-neighbours only, so there the
+        # replication factor proper is measured by the metrics pass (once before, once after refining).
+        objective_before = replicas(vs, owner, k, cfg.block_entries) / n
+        rf_before = _builder_rf(store, owner, k, client) if store.directed else objective_before
+        sweeps, moves = refine(rounds, owner, size, k, cap, cfg.refine_passes, cfg.refine_rounds,
+                               cfg.max_candidates)
+        watch.lap("refine")
 
     objective = replicas(vs, owner, k, cfg.block_entries) / n
-    metrics = _metrics(store, owner, k)
+    metrics = _metrics(store, owner, k, client)
     rf = metrics["replication_factor"]
     trials = cfg.coarse_trials if cfg.coarse_trials > 1 else 0
-    passes_vs = lp_sweeps + 1 + trials + 1 + 2 * sweeps + 1   # LP, coarse edges, trials, rf_before, refine, rf
+    # LP, coarse edges, trials, rf_before, refine (counters, proposals, the moved nodes' lists), rf
+    passes_vs = lp_sweeps + 1 + trials + 1 + 3 * sweeps + 1
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,
@@ -211,27 +248,6 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         f"({moves} moves in {sweeps} sweeps), {watch.seconds:.1f}s")
     params = {"seed": seed, "balance": balance, **asdict(cfg)}
     return PartitionPlan(algorithm=ALGORITHM, num_parts=k, owner=owner, params=params, metrics=metrics)
-
-
-# -- step 2 ---------------------------------------------------------------------------------------
-
-def label_propagation(vs: VertexStream, cap: int, sweeps: int, seed: int,
-                      block_entries: int = DEFAULT_BLOCK_ENTRIES) -> tuple[np.ndarray, int]:
-    """Labels after up to ``sweeps`` size-capped sweeps (stops early when nothing moves)."""
-    n = vs.num_nodes
-    label = np.arange(n, dtype=np.int32)
-    size = np.ones(n, dtype=np.int32)
-    cnt = np.zeros(n, dtype=np.int32)
-    touched = np.empty(max(1, int(vs.degree().max()) if n else 1), dtype=np.int32)
-    done = 0
-    for _ in track(range(sweeps), sweeps, "coarse-refine: label propagation", unit="sweep"):
-        moved = 0
-        for blk in vs.blocks(block_entries):
-            moved += K.lp_block(blk.first, blk.offsets, blk.neighbours, label, size, cap, cnt, touched, seed)
-        done += 1
-        if moved == 0:
-            break
-    return label, done
 
 
 # -- step 3 ---------------------------------------------------------------------------------------
@@ -273,6 +289,42 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
 
 # -- step 4 ---------------------------------------------------------------------------------------
 
+def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: np.ndarray, k: int, cap: int,
+                   passes: int, block_entries: int) -> int:
+    """Whole clusters moved to the part holding most of their neighbours on the full graph (the coarse
+    graph the solver saw may have lost edges), ``passes`` stream passes; returns the moves."""
+    if len(csizes) * k > MAX_CLUSTER_PART_ENTRIES:
+        log(f"coarse-refine: {len(csizes)} clusters x {k} parts is too many counters to move whole clusters; "
+            "skipped")
+        return 0
+    size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
+    total = 0
+    for _ in range(passes):
+        conn = np.zeros((len(csizes), k), dtype=np.int32)
+        for blk in vs.blocks(block_entries):
+            K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, cpart, conn)
+        gain = conn.max(axis=1) - conn[np.arange(len(cpart)), cpart]
+        order = np.lexsort((np.arange(len(cpart)), -gain))
+        order = order[gain[order] > 0]
+        moved = K.cluster_moves(order, conn, cpart, csizes, size, cap)
+        total += moved
+        if moved == 0:
+            break
+    return total
+
+
+def _coarse_solver(cfg: CoarseRefineParams, xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray,
+                   csizes: np.ndarray, k: int, balance: float, work: Path):
+    """``seed -> part of every cluster`` by the configured in-memory solver."""
+    if cfg.coarse_solver == "kaminpar" and k > 1 and len(adjncy) > 0 and len(csizes) > k:
+        from . import kaminpar_solver
+        if kaminpar_solver.available():
+            path = kaminpar_solver.write_parhip(work / "coarse.parhip", xadj, adjncy, csizes, ew)
+            return lambda seed: kaminpar_solver.partition(path, k, balance, seed)
+        log("coarse-refine: the kaminpar package is not installed; METIS (pymetis) partitions the coarse graph")
+    return lambda seed: partition_coarse(xadj, adjncy, ew, csizes, k, seed, balance, cfg.coarse_metis)
+
+
 def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csizes: np.ndarray,
                      k: int, seed: int, balance: float, method: str = "kway") -> np.ndarray:
     """Part of every cluster: METIS on the weighted coarse graph (LPT packing when it is trivial).
@@ -310,66 +362,17 @@ def _lpt(order, weights, part, size) -> None:
         size[p] += weights[c]
 
 
-# -- step 5 ---------------------------------------------------------------------------------------
-
-def refine(vs: VertexStream, owner: np.ndarray, size: np.ndarray, k: int, cap: int, sweeps: int,
-           block_entries: int = DEFAULT_BLOCK_ENTRIES, max_candidates: int = 8) -> tuple[int, int]:
-    """Greedy replication-factor refinement (in place); returns (sweeps run, moves).
-
-    Each sweep: one pass refreshing the neighbour-per-part counters, one pass
-    of moves. Parts above ``cap`` shed nodes first at no loss, then, in the
-    closing sweeps, at any cost, so the cap holds at the end.
-    """
-    n = vs.num_nodes
-    counters = np.zeros((n, (k + 3) // 4), dtype=np.uint8)
-    cnt = np.zeros(k, dtype=np.int32)
-    touched = np.empty(k, dtype=np.int32)
-    cand = np.empty(max_candidates, dtype=np.int32)
-    state = K.RefineState(owner, size, counters, cnt, touched, cand)
-    total_moves = 0
-    done = 0
-    s = 0
-    while True:
-        over = bool(size.max() > cap)
-        if s >= sweeps and not over:
-            break
-        force = s >= sweeps - 1
-        for blk in vs.blocks(block_entries):
-            K.summary_block(blk.first, blk.offsets, blk.neighbours, state)
-        moves = 0
-        for blk in track(vs.blocks(block_entries), None, f"coarse-refine: refine sweep {s + 1}", unit="block"):
-            m, _ = K.refine_block(blk.first, blk.offsets, blk.neighbours, state, cap, force)
-            moves += m
-        total_moves += moves
-        done += 1
-        s += 1
-        if moves == 0 and not over:
-            break
-        if s > sweeps + 3:   # forced sweeps always make room; guard against a bug looping forever
-            break
-    return done, total_moves
-
-
-def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int = DEFAULT_BLOCK_ENTRIES) -> int:
-    """Sum over nodes of the number of parts holding them (owned or halo): RF x num_nodes."""
-    stamp = np.zeros(k, dtype=np.int64)
-    total = 0
-    for blk in vs.blocks(block_entries):
-        total += K.replicas_block(blk.first, blk.offsets, blk.neighbours, owner, stamp)
-    return int(total)
-
-
-def _builder_rf(store: GraphStore, owner: np.ndarray, k: int) -> float:
+def _builder_rf(store: GraphStore, owner: np.ndarray, k: int, client: Client | None) -> float:
     """The replication factor of the parts the builder would write (the metrics pass's halo)."""
     from .metrics import vertex_partition_metrics
-    return vertex_partition_metrics(store, owner, k)["replication_factor"]
+    return vertex_partition_metrics(store, owner, k, client=client)["replication_factor"]
 
 
-def _metrics(store: GraphStore, owner: np.ndarray, k: int) -> dict:
+def _metrics(store: GraphStore, owner: np.ndarray, k: int, client: Client | None) -> dict:
     """The shared metrics pass (its ``replication_factor`` counts the builder's halo), plus node balance."""
     from .metrics import vertex_partition_metrics
     inner = np.bincount(owner, minlength=k)
-    m = vertex_partition_metrics(store, owner, k)
+    m = vertex_partition_metrics(store, owner, k, client=client)
     out = {key: m[key] for key in ("replication_factor", "edge_balance", "part_inner", "part_halo", "part_edges")}
     out["node_balance"] = float(inner.max() / (owner.shape[0] / k))
     if store.directed:   # the key earlier versions wrote when the two differed; now the same figure

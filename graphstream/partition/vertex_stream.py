@@ -95,6 +95,20 @@ class VertexStream:
             raise ParameterError(f"block_entries must be >= 1, got {block_entries}")
         return _cut_ranges(self.offsets, block_entries)
 
+    def aligned_bounds(self, start: int, stop: int, block_entries: int, align: int) -> list[tuple[int, int]]:
+        """Node ranges covering ``[start, stop)`` whose inner bounds are multiples of ``align``, each
+        holding at most ``block_entries`` entries (or one ``align`` step whose lists are longer)."""
+        if block_entries < 1 or align < 1:
+            raise ParameterError(f"block_entries and align must be >= 1, got {block_entries}, {align}")
+        out = []
+        a = start
+        while a < stop:
+            b = int(np.searchsorted(self.offsets, self.offsets[a] + block_entries, side="right")) - 1
+            b = min(max(b // align * align, a - a % align + align), stop)
+            out.append((a, b))
+            a = b
+        return out
+
     def blocks(self, block_entries: int = DEFAULT_BLOCK_ENTRIES, prefetch: int = 1) -> Iterator[VertexBlock]:
         """Yield :class:`VertexBlock` s in node order; the next ones are read in a background thread.
 
@@ -103,7 +117,10 @@ class VertexStream:
         ``neighbours`` stay valid until ``prefetch + 1`` further blocks have
         been requested; copy them to keep them longer.
         """
-        bounds = self.block_bounds(block_entries)
+        return self.ranges(self.block_bounds(block_entries), prefetch)
+
+    def ranges(self, bounds: list[tuple[int, int]], prefetch: int = 1) -> Iterator[VertexBlock]:
+        """Like :meth:`blocks`, over the given node ranges (in the given order)."""
         want = max(prefetch, 0) + 2
         # One ring per stream, reused by successive sweeps (refinement makes dozens); an
         # iteration started while another is open gets its own.
@@ -215,14 +232,15 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     return VertexStream(work, offsets, id_dtype)
 
 
-def open_vertex_stream(work_dir: str | os.PathLike) -> VertexStream:
-    """Open a complete vertex stream built earlier."""
+def open_vertex_stream(work_dir: str | os.PathLike, *, mmap: bool = False) -> VertexStream:
+    """Open a complete vertex stream built earlier (``mmap``: the offsets memory-mapped, not read, as a
+    task reading a few node ranges wants)."""
     work = Path(work_dir)
     meta_path = work / META
     if not meta_path.exists():
         raise StoreError(f"{work}: no complete vertex stream here (missing {META})")
     meta = json.loads(meta_path.read_text())
-    offsets = np.load(work / "offsets.npy")
+    offsets = np.load(work / "offsets.npy", mmap_mode="r" if mmap else None)
     return VertexStream(work, offsets, np.dtype(meta["id_dtype"]))
 
 

@@ -1,0 +1,308 @@
+"""coarse-refine's label propagation and refinement as batched synchronous rounds over node ranges.
+
+A sweep over the nodes is cut into ``rounds`` node ranges of about equal
+entries (the batches of dKaMinPar: a node sees the moves of the earlier
+rounds of the sweep, so labels do not oscillate as in one synchronous
+sweep). In a round every node's move is computed against the state at the
+round's start (label propagation also sees the earlier nodes of its own
+segment of :data:`SEGMENT` nodes), in parallel, and only proposed; the round
+ends by accepting the proposals one by one in a fixed order (gain, then node
+id) under the size caps, on the driver. Ranges, segments and the order of
+acceptance depend on the graph and the parameters only, so the result is the
+same for a seed whatever the thread count (numba ``prange`` over segments)
+and whether the proposals come from this process or from dask tasks over
+sub-ranges of the round (``client=``).
+
+On a cluster the O(num_nodes) state lives in ``.npy`` files of the work
+folder (memory-mapped by the driver, which alone writes them between rounds;
+tasks read them), the vertex stream is read by the tasks from the same
+folder, and each task writes its proposals as one shard
+(:func:`graphstream.cluster.save_shard`) and returns its path.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._atomic import allocated_memmap
+from .._report import track
+from . import _coarse_kernels as K
+from .vertex_stream import VertexStream, open_vertex_stream
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+SEGMENT = 1024   # nodes: the Gauss-Seidel unit of label propagation; every range bound is a multiple of it
+
+
+def round_bounds(offsets: np.ndarray, rounds: int) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into at most ``rounds`` node ranges of about equal entries, bounds multiples of SEGMENT."""
+    n = len(offsets) - 1
+    if n == 0:
+        return []
+    total = int(offsets[-1])
+    cuts = {0, n}
+    for r in range(1, rounds):
+        b = int(np.searchsorted(offsets, total * r // rounds, side="left"))
+        cuts.add(min(n, -(-b // SEGMENT) * SEGMENT))
+    cuts = sorted(cuts)
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+@dataclass
+class Rounds:
+    """Where the proposals of a round are computed: here (``client`` None), or by dask tasks.
+
+    ``block_entries`` bounds the neighbour entries read at once (here, and in
+    every task); ``work`` holds the state files and shards on a cluster.
+    """
+    vs: VertexStream
+    block_entries: int
+    client: Client | None = None
+    work: Path | None = None
+    tasks_per_round: int = 1
+
+    @classmethod
+    def make(cls, vs: VertexStream, block_entries: int, client: Client | None) -> Rounds:
+        if client is None:
+            return cls(vs, block_entries)
+        from ..cluster import check_visible, task_count
+        work = vs.path.parent / "rounds"
+        work.mkdir(exist_ok=True)
+        check_visible(client, vs.path, work)
+        return cls(vs, block_entries, client, work, task_count(client))
+
+    def state(self, name: str, init: np.ndarray) -> np.ndarray:
+        """A state array the tasks read: ``init`` itself in-process, a memory-mapped copy on a cluster."""
+        if self.client is None:
+            return init
+        mm = allocated_memmap(self.work / f"{name}.npy", init.dtype, init.shape)
+        mm[...] = init
+        mm.flush()
+        return mm
+
+    def __enter__(self) -> Rounds:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Remove the cluster's state files (the vertex stream stays with its work folder)."""
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def sync(self, *arrays: np.ndarray) -> None:
+        """Make the driver's writes to state arrays visible to the next round's tasks."""
+        for a in arrays:
+            if isinstance(a, np.memmap):
+                a.flush()
+
+    def _pieces(self, a: int, b: int) -> list[tuple[int, int]]:
+        from ..cluster import split_range
+        return split_range(b, self.tasks_per_round, start=a, align=SEGMENT)
+
+    def _run(self, stage: str, fn, a: int, b: int, **common) -> list:
+        from ..cluster import run_tasks
+        tasks = [(lo, hi) for lo, hi in self._pieces(a, b)]
+        return run_tasks(self.client, stage, fn, tasks, vs_dir=str(self.vs.path),
+                         block_entries=self.block_entries, **common)
+
+    # -- label propagation ----------------------------------------------------------------------
+
+    def lp_proposals(self, a: int, b: int, label: np.ndarray, size: np.ndarray, cap: int, seed: int,
+                     sweep: int) -> np.ndarray:
+        """(3, m) int64: node, label, gain of the nodes of ``[a, b)`` that propose a new label."""
+        if self.client is None:
+            return _lp_range(self.vs, a, b, label, size, cap, seed, self.block_entries)
+        shard = str(self.work / f"lp-{sweep}-{a}")
+        paths = self._run("coarse-refine: label propagation", _lp_task, a, b, label_path=label.filename,
+                          size_path=size.filename, cap=cap, seed=seed, shard=shard)
+        return _gather(paths, 3)
+
+    # -- refinement -----------------------------------------------------------------------------
+
+    def summary(self, owner: np.ndarray, counters: np.ndarray) -> None:
+        """Fresh counters for every node (node-local: ranges in parallel, each writing its own rows)."""
+        n = self.vs.num_nodes
+        if self.client is None:
+            _summary_range(self.vs, 0, n, owner, counters, self.block_entries)
+            return
+        self.sync(owner, counters)
+        self._run("coarse-refine: refine summary", _summary_task, 0, n, owner_path=owner.filename,
+                  counters_path=counters.filename)
+
+    def refine_proposals(self, a: int, b: int, owner: np.ndarray, size: np.ndarray, counters: np.ndarray,
+                         cap: int, force: bool, max_candidates: int, sweep: int) -> np.ndarray:
+        """(4, m) int64: node, part, delta, kind of the nodes of ``[a, b)`` that propose a move."""
+        if self.client is None:
+            return _refine_range(self.vs, a, b, owner, size, counters, cap, force, max_candidates,
+                                 self.block_entries)
+        shard = str(self.work / f"refine-{sweep}-{a}")
+        paths = self._run("coarse-refine: refine", _refine_task, a, b, owner_path=owner.filename,
+                          part_size=size, counters_path=counters.filename, cap=cap, force=force,
+                          max_candidates=max_candidates, shard=shard)
+        return _gather(paths, 4)
+
+
+# -- the two algorithms ------------------------------------------------------------------------
+
+def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, seed: int
+                      ) -> tuple[np.ndarray, int]:
+    """Labels after up to ``sweeps`` size-capped sweeps (stops early when nothing moves); sweeps run."""
+    vs = rounds.vs
+    n = vs.num_nodes
+    label = rounds.state("lp_label", np.arange(n, dtype=np.int32))
+    size = rounds.state("lp_size", np.ones(n, dtype=np.int32))
+    bounds = round_bounds(vs.offsets, num_rounds)
+    done = 0
+    for sweep in track(range(sweeps), sweeps, "coarse-refine: label propagation", unit="sweep"):
+        moved = 0
+        for a, b in bounds:
+            node, lab, gain = rounds.lp_proposals(a, b, label, size, cap, seed, sweep)
+            order = np.lexsort((node, -gain))
+            moved += K.lp_accept(node[order], lab[order].astype(np.int32), label, size, cap)
+            rounds.sync(label, size)
+        done += 1
+        if moved == 0:
+            break
+    label = np.array(label)   # a plain array from here on (the state files go with the work folder)
+    return label, done
+
+
+def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int, sweeps: int,
+           num_rounds: int, max_candidates: int) -> tuple[int, int]:
+    """Replication-factor refinement of ``owner`` and ``size`` (in place); returns (sweeps run, moves).
+
+    Each sweep: one pass refreshing the neighbour-per-part counters, then the
+    rounds (proposals, accepted in the order kind, delta, node id; the
+    counters of the moved nodes' neighbours updated by one read of the
+    round). Parts above ``cap`` shed nodes first at no loss, then, in the
+    closing sweeps, at any cost, so the cap holds at the end.
+    """
+    vs = rounds.vs
+    n = vs.num_nodes
+    state_owner = rounds.state("owner", owner)
+    counters = rounds.state("counters", np.zeros((n, (k + 3) // 4), dtype=np.uint8))
+    bounds = round_bounds(vs.offsets, num_rounds)
+    total_moves = 0
+    done = 0
+    s = 0
+    while True:
+        over = bool(size.max() > cap)
+        if s >= sweeps and not over:
+            break
+        force = s >= sweeps - 1
+        rounds.summary(state_owner, counters)
+        moves = 0
+        for a, b in bounds:
+            node, part, delta, kind = rounds.refine_proposals(a, b, state_owner, size, counters, cap, force,
+                                                              max_candidates, s)
+            order = np.lexsort((node, delta, kind))
+            node = node[order]
+            moved_from = np.empty(len(node), dtype=np.int32)
+            moved_to = np.empty(len(node), dtype=np.int32)
+            m = K.refine_accept(node, part[order].astype(np.int32), kind[order].astype(np.int32),
+                                state_owner, size, cap, moved_from, moved_to)
+            if m:
+                _apply_moves(vs, a, b, node[:m], moved_from[:m], moved_to[:m], counters, rounds.block_entries)
+            rounds.sync(state_owner, counters)
+            moves += m
+        total_moves += moves
+        done += 1
+        s += 1
+        if moves == 0 and not over:
+            break
+        if s > sweeps + 3:   # forced sweeps always make room; guard against a bug looping forever
+            break
+    owner[:] = state_owner
+    return done, total_moves
+
+
+def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int) -> int:
+    """Sum over nodes of the number of parts holding them (owned or halo): RF x num_nodes."""
+    total = 0
+    for blk in vs.ranges(vs.aligned_bounds(0, vs.num_nodes, block_entries, SEGMENT)):
+        total += K.replicas_range(blk.first, blk.offsets, blk.neighbours, owner, k, SEGMENT)
+    return int(total)
+
+
+def _apply_moves(vs: VertexStream, a: int, b: int, node: np.ndarray, moved_from: np.ndarray,
+                 moved_to: np.ndarray, counters: np.ndarray, block_entries: int) -> None:
+    """Counters of the neighbours of the nodes moved in round ``[a, b)`` (one read of the round)."""
+    local = np.full(b - a, -1, dtype=np.int64)
+    local[node - a] = np.arange(len(node))
+    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
+        K.refine_apply(blk.first, blk.offsets, blk.neighbours, local[blk.first - a:blk.stop - a],
+                       moved_from, moved_to, counters)
+
+
+# -- one range's proposals (here, or in a task) -----------------------------------------------------
+
+def _lp_range(vs, a, b, label, size, cap, seed, block_entries) -> np.ndarray:
+    out = []
+    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
+        prop = np.empty(len(blk), dtype=np.int32)
+        gain = np.empty(len(blk), dtype=np.int32)
+        K.lp_propose(blk.first, blk.offsets, blk.neighbours, label, size, cap, seed, SEGMENT, prop, gain)
+        i = np.flatnonzero(prop != label[blk.first:blk.stop])
+        out.append(np.stack([i + blk.first, prop[i], gain[i]]).astype(np.int64))
+    return np.concatenate(out, axis=1) if out else np.empty((3, 0), dtype=np.int64)
+
+
+def _summary_range(vs, a, b, owner, counters, block_entries) -> None:
+    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
+        K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT)
+
+
+def _refine_range(vs, a, b, owner, size, counters, cap, force, max_candidates, block_entries) -> np.ndarray:
+    out = []
+    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
+        target = np.empty(len(blk), dtype=np.int32)
+        delta = np.empty(len(blk), dtype=np.int32)
+        kind = np.empty(len(blk), dtype=np.int8)
+        K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, cap, force,
+                         max_candidates, SEGMENT, target, delta, kind)
+        i = np.flatnonzero(kind >= 0)
+        out.append(np.stack([i + blk.first, target[i], delta[i], kind[i]]).astype(np.int64))
+    return np.concatenate(out, axis=1) if out else np.empty((4, 0), dtype=np.int64)
+
+
+# -- dask tasks (module-level: picklable) ----------------------------------------------------------
+
+def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str, size_path: str, cap: int,
+             seed: int, shard: str) -> str:
+    from ..cluster import save_shard
+    vs = open_vertex_stream(vs_dir, mmap=True)
+    out = _lp_range(vs, a, b, np.load(label_path, mmap_mode="r"), np.load(size_path, mmap_mode="r"), cap, seed,
+                    block_entries)
+    return str(save_shard(f"{shard}-{a}.npy", out))
+
+
+def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str,
+                  counters_path: str) -> int:
+    vs = open_vertex_stream(vs_dir, mmap=True)
+    c = np.load(counters_path, mmap_mode="r+")   # rows a..b only: tasks write disjoint rows
+    _summary_range(vs, a, b, np.load(owner_path, mmap_mode="r"), c, block_entries)
+    c.flush()
+    return b - a
+
+
+def _refine_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str, part_size: np.ndarray,
+                 counters_path: str, cap: int, force: bool, max_candidates: int, shard: str) -> str:
+    from ..cluster import save_shard
+    vs = open_vertex_stream(vs_dir, mmap=True)
+    out = _refine_range(vs, a, b, np.load(owner_path, mmap_mode="r"), part_size,
+                        np.load(counters_path, mmap_mode="r"), cap, force, max_candidates, block_entries)
+    return str(save_shard(f"{shard}-{a}.npy", out))
+
+
+def _gather(paths: list[str], rows: int) -> np.ndarray:
+    """The tasks' shards, in range order, concatenated (and removed)."""
+    parts = []
+    for p in paths:
+        parts.append(np.load(p))
+        os.unlink(p)
+    return np.concatenate(parts, axis=1) if parts else np.empty((rows, 0), dtype=np.int64)

@@ -1,0 +1,141 @@
+"""coarse-refine's synchronous rounds: the same partition whatever the thread count, the block size and
+whether the rounds run here or as dask tasks; the refinement's claimed change in replicas is exact."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from test_coarse_refine import check_plan, cora_edges, rf_by_sets, write_store  # the helpers of the quality tests
+
+from graphstream.ingest.rmat import generate_rmat
+from graphstream.partition import _coarse_kernels as K
+from graphstream.partition import coarse_refine
+from graphstream.partition.coarse_rounds import SEGMENT, round_bounds
+from graphstream.partition.vertex_stream import build_vertex_stream
+from graphstream.store import open_store
+
+# Small enough to run in seconds, big enough for several rounds of several segments and, with
+# block_entries below, several blocks per round.
+PARAMS = {"lp_rounds": 4, "refine_rounds": 4, "cluster_cap_factor": 5}
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rounds")
+    rmat = generate_rmat(tmp / "rmat.zarr", scale=13, edge_factor=8, seed=2, undirected=True)
+    src, dst, n = cora_edges()
+    cora = write_store(tmp / "cora.zarr", src, dst, n, chunk=1000)
+    return {"rmat": rmat, "cora": cora}
+
+
+def run_in_subprocess(store_path: str, k: int, threads: int, out: str) -> None:
+    code = textwrap.dedent(f"""
+        import json, numpy as np
+        from graphstream.partition import coarse_refine
+        from graphstream.store import open_store
+        plan = coarse_refine.run(open_store({store_path!r}), {k}, seed=1, **json.loads({json.dumps(PARAMS)!r}))
+        np.save({out!r}, plan.owner)
+    """)
+    env = {**os.environ, "NUMBA_NUM_THREADS": str(threads), "GRAPHSTREAM_PROGRESS": "0"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=600)
+
+
+@pytest.mark.parametrize("name", ["rmat", "cora"])
+def test_same_owner_for_1_and_2_threads(graphs, tmp_path, name):
+    store = graphs[name]
+    owners = []
+    for threads in (1, 2):
+        out = str(tmp_path / f"owner{threads}.npy")
+        run_in_subprocess(store.path, 8, threads, out)
+        owners.append(np.load(out))
+    np.testing.assert_array_equal(owners[0], owners[1])
+    here = coarse_refine.run(store, 8, seed=1, **PARAMS)
+    np.testing.assert_array_equal(here.owner, owners[0])
+
+
+@pytest.mark.parametrize("name", ["rmat", "cora"])
+def test_same_owner_in_process_and_on_a_cluster(graphs, dask_client, tmp_path, name):
+    store = graphs[name]
+    params = {**PARAMS, "lp_passes": 3, "refine_passes": 3}   # every task costs a scheduler round trip
+    here = coarse_refine.run(store, 8, seed=1, **params)
+    # small blocks on the cluster: a round is read in several pieces by several tasks
+    there = coarse_refine.run(store, 8, seed=1, client=dask_client, work_dir=tmp_path / "w", block_entries=5000,
+                              **params)
+    check_plan(there, store.num_nodes, 8, 1.05)
+    np.testing.assert_array_equal(here.owner, there.owner)
+    assert there.metrics["replication_factor"] == here.metrics["replication_factor"]
+    assert not (tmp_path / "w" / "rounds").exists() or not list((tmp_path / "w" / "rounds").glob("*-*.npy"))
+
+
+def test_round_bounds_cover_the_nodes_on_segment_bounds():
+    rng = np.random.default_rng(0)
+    for n in (1, 5, SEGMENT, 3 * SEGMENT + 7, 40_000):
+        deg = rng.integers(0, 50, n)
+        offsets = np.concatenate([[0], np.cumsum(deg)])
+        for rounds in (1, 3, 8, 64):
+            b = round_bounds(offsets, rounds)
+            assert b[0][0] == 0 and b[-1][1] == n
+            assert all(x[1] == y[0] and x[0] < x[1] for x, y in zip(b[:-1], b[1:], strict=True))
+            assert all(a % SEGMENT == 0 for a, _ in b)
+            assert len(b) <= rounds
+
+
+def test_refine_delta_is_exact_for_each_proposal(tmp_path):
+    """The change a proposal claims is the real one when it alone is applied (degrees <= 2, so the 2-bit
+    counters are exact)."""
+    rng = np.random.default_rng(11)
+    n = 400
+    perm = rng.permutation(n)
+    src, dst = perm[:-1].copy(), perm[1:].copy()          # one long path: degrees <= 2
+    cut = rng.random(n - 1) < 0.9
+    src, dst = src[cut], dst[cut]
+    store = write_store(tmp_path / "g.zarr", src, dst, n)
+    vs = build_vertex_stream(store, tmp_path / "vs")
+    k = 5
+    owner = rng.integers(0, k, n).astype(np.int32)
+    size = np.bincount(owner, minlength=k).astype(np.int64)
+    counters = np.zeros((n, (k + 3) // 4), dtype=np.uint8)
+    blk = next(iter(vs.blocks()))
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT)
+    target = np.empty(n, dtype=np.int32)
+    delta = np.empty(n, dtype=np.int32)
+    kind = np.empty(n, dtype=np.int8)
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, 8, SEGMENT,
+                     target, delta, kind)
+    before = rf_by_sets(src, dst, owner, n) * n
+    gains = np.flatnonzero(kind == K.GAIN)
+    assert len(gains) > 10
+    assert (delta[gains] <= 0).all()
+    for u in gains:
+        moved = owner.copy()
+        moved[u] = target[u]
+        assert round(rf_by_sets(src, dst, moved, n) * n - before) == delta[u]
+
+
+def test_refine_accept_keeps_the_cap():
+    k, cap = 3, 4
+    owner = np.array([0, 0, 0, 0, 0, 0, 1, 2], dtype=np.int32)   # part 0 above the cap by 2
+    size = np.bincount(owner, minlength=k).astype(np.int64)
+    nodes = np.array([0, 1, 2, 3, 6], dtype=np.int64)
+    targets = np.array([1, 1, 1, 1, 2], dtype=np.int32)
+    kinds = np.array([K.SHED, K.SHED, K.SHED, K.FORCED, K.GAIN], dtype=np.int32)
+    mf = np.empty(5, dtype=np.int32)
+    mt = np.empty(5, dtype=np.int32)
+    m = K.refine_accept(nodes, targets, kinds, owner, size, cap, mf, mt)
+    assert m == 3                                  # two sheds bring part 0 to the cap; the gain move
+    np.testing.assert_array_equal(size, np.bincount(owner, minlength=k))
+    assert size.max() <= cap and size[0] == cap
+    assert owner[6] == 2
+
+
+def test_cluster_result_is_a_valid_partition_with_the_reported_rf(graphs, dask_client, tmp_path):
+    store = open_store(graphs["cora"].path)
+    src, dst, n = cora_edges()
+    plan = coarse_refine.run(store, 4, seed=0, client=dask_client, work_dir=tmp_path / "w")
+    check_plan(plan, n, 4, 1.05)
+    assert plan.metrics["replication_factor"] == pytest.approx(rf_by_sets(src, dst, plan.owner, n), abs=1e-12)
