@@ -48,15 +48,15 @@ STAGES = ("generate", "ingest_text", "degrees", "partition", "build")
 GOALS = {"speedup_2_workers": 1.7, "overhead_1_worker": 1.15}
 
 
-def _digest(path: Path) -> str:
+def _digest(path: Path, mode_dir: Path) -> str:
     """One digest of a folder's files (relative names and bytes), manifests' timing fields excluded (and their
-    CRC-32C seal, which covers those fields)."""
+    CRC-32C seal, which covers those fields), and the mode's own folder (manifests name their source store)."""
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
         rel = f.relative_to(path).as_posix()
         data = f.read_bytes()
         if f.name in ("manifest.json", "part.json"):
-            obj = json.loads(data)
+            obj = json.loads(data.replace(str(mode_dir).encode(), b"MODE"))
             data = json.dumps(_without_timings(obj), sort_keys=True).encode()
         h.update(rel.encode() + b"\0" + data)
     return h.hexdigest()
@@ -118,7 +118,7 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
         if client is not None:
             result["worker_peak_rss_bytes"] = worker_peak_rss(client)
     result["client_peak_rss_bytes"] = peak_rss_bytes()
-    result["digests"] = {name: _digest(out / name) for name in ("g.zarr", "t.zarr", "parts")}
+    result["digests"] = {name: _digest(out / name, out) for name in ("g.zarr", "t.zarr", "parts")}
     return result
 
 
