@@ -290,6 +290,14 @@ def worker_peak_rss(client: Client) -> dict[str, int]:
     return {worker: int(rss) for worker, rss in sorted(client.run(peak_rss_bytes).items())}
 
 
+def cluster_report(config: ClusterConfig, client: Client | None) -> dict:
+    """What a command's ``--json`` adds when it ran on a cluster: ``cluster`` (how) and
+    ``worker_peak_rss_bytes`` (every worker's peak); nothing in-process. Call it while ``client`` is open."""
+    if client is None:
+        return {}
+    return {"cluster": config.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)}
+
+
 def save_shard(path: str | os.PathLike, array: np.ndarray) -> Path:
     """Write a task's ``.npy`` shard under a temporary name, then rename it: a task rerun after its
     worker died finds either nothing or a whole shard, never half of one."""

@@ -24,7 +24,7 @@ def configure(p) -> None:
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
-    from ..cluster import open_client, worker_peak_rss
+    from ..cluster import cluster_report, open_client
     from ..export import export
 
     cluster = cluster_config(args, "parts", "out")
@@ -32,6 +32,5 @@ def run(args) -> dict:
             open_client(cluster) as client:
         result = export(args.parts, args.out, args.target, overwrite=args.overwrite,
                         graph_name=args.graph_name, client=client).to_dict()
-        if client is not None:
-            result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)})
+        result.update(cluster_report(cluster, client))
     return result

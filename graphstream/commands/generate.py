@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
-from ..cluster import open_client, worker_peak_rss
+from ..cluster import cluster_report, open_client
 from ..store import DEFAULT_CHUNK
 from .flags import add_cluster, add_overwrite, cluster_config, json_flag, verbose_flag
 
@@ -43,7 +43,7 @@ def run(args) -> dict:
         store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,
                               chunk_size=args.chunk_size, undirected=args.undirected, overwrite=args.overwrite,
                               client=client)
-        workers_rss = worker_peak_rss(client) if client is not None else None
+        on_cluster = cluster_report(cluster, client)
     seconds = watch.seconds
     result = store.info.to_dict()
     result.update({
@@ -52,6 +52,5 @@ def run(args) -> dict:
         "edges_per_second": store.num_edges / seconds if seconds > 0 else None,
         "peak_rss_bytes": peak_rss_bytes(),
     })
-    if workers_rss is not None:
-        result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": workers_rss})
+    result.update(on_cluster)
     return result

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._report import format_bytes, phase_logger
 from .._resources import INFO_BYTES_PER_NODE, Stopwatch, check_node_state_fits, peak_rss_bytes
-from ..cluster import open_client, worker_peak_rss
+from ..cluster import cluster_report, open_client
 from ..store import open_store
 from .flags import add_cluster, cluster_config
 
@@ -177,6 +177,5 @@ def run(args) -> dict:
     cluster = cluster_config(args, "store")
     with open_client(cluster) as client:
         result = store_stats(args.store, client)
-        if client is not None:
-            result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)})
+        result.update(cluster_report(cluster, client))
     return result

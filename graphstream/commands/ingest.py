@@ -5,7 +5,7 @@ import os
 
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
-from ..cluster import open_client, worker_peak_rss
+from ..cluster import cluster_report, open_client
 from ..errors import GraphStreamError, ParameterError
 from ..store import DEFAULT_CHUNK
 from .flags import add_cluster, add_overwrite, cluster_config
@@ -69,7 +69,7 @@ def run(args) -> dict:
     inputs = {"input file" if len(sources) == 1 else f"input file {i + 1}": s for i, s in enumerate(sources)}
     with claim_outputs({"OUT": args.out}, inputs, args.overwrite), open_client(cluster) as client:
         store = ingest(sources[0] if len(sources) == 1 else sources, args.out, config, client=client)
-        workers_rss = worker_peak_rss(client) if client is not None else None
+        on_cluster = cluster_report(cluster, client)
     seconds = watch.seconds
     result = store.info.to_dict()
     result.update({
@@ -80,8 +80,7 @@ def run(args) -> dict:
         "edges_per_second": store.num_edges / seconds if seconds > 0 else None,
         "peak_rss_bytes": peak_rss_bytes(),
     })
-    if workers_rss is not None:
-        result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": workers_rss})
+    result.update(on_cluster)
     return result
 
 

@@ -94,7 +94,7 @@ def _algo_params(args) -> dict:
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
-    from ..cluster import open_client, worker_peak_rss
+    from ..cluster import cluster_report, open_client
 
     cluster = cluster_config(args, "store", "out", "nodes", "work_dir")
     # Before anything is touched: --out apart from every input (--overwrite must not delete them),
@@ -102,8 +102,7 @@ def run(args) -> dict:
     inputs = {"input store": args.store, "--nodes folder": args.nodes, "--work-dir": args.work_dir}
     with claim_outputs({"--out": args.out}, inputs, args.overwrite), open_client(cluster) as client:
         result = _run(args, client)
-        if client is not None:
-            result.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)})
+        result.update(cluster_report(cluster, client))
     return result
 
 

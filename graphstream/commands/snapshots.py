@@ -29,7 +29,7 @@ def configure(p) -> None:
 
 def run(args) -> dict:
     from .._atomic import claim_outputs
-    from ..cluster import open_client, worker_peak_rss
+    from ..cluster import cluster_report, open_client
     from ..dynamic.snapshots import build_snapshots
     cluster = cluster_config(args, "store", "out")
     with claim_outputs({"OUT": args.out}, {"input store": args.store}, args.overwrite), \
@@ -38,8 +38,7 @@ def run(args) -> dict:
                                  edge_life=args.edge_life, keyframe_every=args.keyframe_every,
                                  overwrite=args.overwrite, assume_sorted=args.assume_sorted,
                                  buffer_events=args.buffer_events, client=client)
-        workers_rss = worker_peak_rss(client) if client is not None else None
+        on_cluster = cluster_report(cluster, client)
     out = result.to_dict()
-    if workers_rss is not None:   # the build ran on a worker: its seconds and peak RSS are the worker's
-        out.update({"cluster": cluster.to_dict(), "worker_peak_rss_bytes": workers_rss})
+    out.update(on_cluster)   # on a cluster the build ran on a worker: its seconds and peak RSS are the worker's
     return out

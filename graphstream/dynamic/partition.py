@@ -217,27 +217,23 @@ def partition_snapshot_store(store: str | os.PathLike, config: PGCConfig, *, alg
     (:func:`graphstream.cluster.output_for_tasks`).
     Same result; ``seconds`` and ``peak_rss_bytes`` are the worker's.
     """
+    if algo not in ALGORITHMS:
+        raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
+                             f"use one of {', '.join(ALGORITHMS)}")
+    if out is not None:
+        check_output(out, overwrite)  # fail before the long part
     if client is not None:
         from ..cluster import check_visible, output_for_tasks, run_task
-        if algo not in ALGORITHMS:
-            raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
-                                 f"use one of {', '.join(ALGORITHMS)}")
         if out is None:
             check_visible(client, store)
             return run_task(client, f"partition {algo}", partition_snapshot_store, str(store), config, algo=algo)
-        check_output(out, overwrite)  # fail before the long part
         with output_for_tasks(client, out, overwrite, inputs=(store,)) as tmp:
             report = run_task(client, f"partition {algo}", partition_snapshot_store, str(store), config, algo=algo,
                               out=str(tmp), overwrite=True)
         report["out"] = str(out)
         return report
     watch = Stopwatch()
-    if algo not in ALGORITHMS:
-        raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
-                             f"use one of {', '.join(ALGORITHMS)}")
     snaps = open_snapshots(store)
-    if out is not None:
-        check_output(out, overwrite)  # fail before the long part
     result = partition_snapshots(snaps, config, algo)
     try:
         report = {"store": snaps.path, "algorithm": algo, "num_parts": config.num_parts,
