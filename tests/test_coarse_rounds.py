@@ -83,6 +83,15 @@ def test_round_bounds_cover_the_nodes_on_segment_bounds():
             assert all(x[1] == y[0] and x[0] < x[1] for x, y in zip(b[:-1], b[1:], strict=True))
             assert all(a % SEGMENT == 0 for a, _ in b)
             assert len(b) <= rounds
+            # a round's task pieces: the sub-range covered, cut on segments, about equal entries
+            for lo, hi in b:
+                pieces = round_bounds(offsets, 4, lo, hi)
+                assert pieces[0][0] == lo and pieces[-1][1] == hi
+                assert all(x[1] == y[0] and x[0] < x[1] for x, y in zip(pieces[:-1], pieces[1:], strict=True))
+                assert all(a % SEGMENT == 0 for a, _ in pieces)
+                segment_entries = max(offsets[min(i + SEGMENT, n)] - offsets[i] for i in range(lo, hi, SEGMENT))
+                share = (offsets[hi] - offsets[lo]) / 4
+                assert all(offsets[y] - offsets[x] <= share + segment_entries for x, y in pieces)
 
 
 def test_refine_delta_is_exact_for_each_proposal(tmp_path):

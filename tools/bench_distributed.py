@@ -10,7 +10,11 @@ process so that one mode's caches and memory do not help the next, it times:
   ranges as tasks; the file is written once, untimed, before the modes run);
 - ``degrees``: ``degree_pass`` (edge chunks as tasks);
 - ``partition``: ``partition`` with ``--algo`` (default coarse-refine: its
-  rounds over node ranges as tasks) and its metrics pass;
+  rounds over node ranges as tasks), without its metrics pass; its phases
+  are reported too (``phases``), and ``rounds`` = label propagation +
+  refinement, the part that runs as tasks over node ranges;
+- ``metrics``: ``vertex_partition_metrics`` of that plan (edge chunks as
+  tasks, replica bitsets as shards);
 - ``build``: ``build_partitions`` of that plan (edges routed to shards by
   chunk ranges, one task per part).
 
@@ -21,7 +25,12 @@ compared with the in-process run's (``identical``: the generated store, the
 ingested store and the built dataset, file by file; the partition's
 ``replication_factor`` against in-process's). ``speedup`` is in-process-
 free: the N-worker time against the 1-worker time per stage;
-``overhead_1_worker`` is the 1-worker time against in-process.
+``overhead_1_worker`` is the 1-worker time against in-process. Two
+in-process modes run: ``in-process`` as users run it (numba and Blosc use
+every core) and ``in-process-1-core`` pinned to one core
+(``sched_setaffinity``, ``NUMBA_NUM_THREADS=1``), the CPU a single-threaded
+worker has: the overhead of the cluster machinery itself is the 1-worker time
+against that mode (``overhead_vs_in_process_1_core``).
 
     .venv/bin/python tools/bench_distributed.py [--scale 22] [--workers 1 2] [--k 8]
         [--algo coarse-refine] [--workdir /tmp/bench_distributed]
@@ -44,7 +53,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))   # bench_store's text formatter
 
-STAGES = ("generate", "ingest_text", "degrees", "partition", "build")
+STAGES = ("generate", "ingest_text", "degrees", "partition", "rounds", "metrics", "build")
+ONE_CORE = -1   # --mode value of the in-process mode pinned to one core
 GOALS = {"speedup_2_workers": 1.7, "overhead_1_worker": 1.15}
 
 
@@ -65,28 +75,32 @@ def _digest(path: Path, mode_dir: Path) -> str:
 def _without_timings(obj):
     if isinstance(obj, dict):
         return {k: _without_timings(v) for k, v in obj.items()
-                if not any(w in k for w in ("seconds", "rss", "created", "time_", "elapsed", "cluster", "crc32c"))}
+                if not any(w in k for w in ("seconds", "rss", "created", "time_", "elapsed", "cluster", "crc32c"))
+                and k != "workers"}   # threads or workers that built the parts: an execution detail
     if isinstance(obj, list):
         return [_without_timings(v) for v in obj]
     return obj
 
 
 def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path) -> dict:
-    """All stages in one mode (workers=0: in-process); run in a child process."""
+    """All stages in one mode (workers=0: in-process; ONE_CORE: in-process on one core); run in a child process."""
     os.environ["GRAPHSTREAM_PROGRESS"] = "0"
+    if workers == ONE_CORE:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     from graphstream._resources import peak_rss_bytes
     from graphstream.assemble import build_partitions
     from graphstream.cluster import ClusterConfig, open_client, worker_peak_rss
     from graphstream.ingest import ingest
     from graphstream.ingest.rmat import generate_rmat
     from graphstream.partition import partition
+    from graphstream.partition.metrics import vertex_partition_metrics
     from graphstream.store.degrees import degree_pass
 
-    config = ClusterConfig() if workers == 0 else ClusterConfig(workers=workers, threads_per_worker=1)
+    config = ClusterConfig() if workers <= 0 else ClusterConfig(workers=workers, threads_per_worker=1)
     out = work / f"mode-{workers}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    result: dict = {"mode": "in-process" if workers == 0 else f"{workers} workers"}
+    result: dict = {"mode": _mode_name(workers)}
     t0 = time.perf_counter()
     with open_client(config, local_directory=out / "dask") as client:
         result["cluster_start"] = time.perf_counter() - t0
@@ -104,9 +118,15 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
             degree_pass(store, client=client, work_dir=out)
             times["degrees"] = time.perf_counter() - t
             t = time.perf_counter()
-            plan = partition(store, k, algo, seed=0, work_dir=out, client=client)
+            plan = partition(store, k, algo, seed=0, work_dir=out, client=client, metrics=False)
             times["partition"] = time.perf_counter() - t
-            keep["replication_factor"] = plan.metrics.get("replication_factor") if plan.metrics else None
+            phases = (plan.metrics or {}).get("phase_seconds", {})
+            times["rounds"] = phases.get("label_propagation", 0.0) + phases.get("refine", 0.0)
+            keep["phases"] = phases
+            t = time.perf_counter()
+            measured = vertex_partition_metrics(store, plan.owner, k, client=client, work_dir=out)
+            times["metrics"] = time.perf_counter() - t
+            keep["replication_factor"] = measured["replication_factor"]
             t = time.perf_counter()
             build_partitions(store, plan, out / f"{prefix}parts", work_dir=out, client=client)
             times["build"] = time.perf_counter() - t
@@ -142,30 +162,43 @@ def main() -> None:
     _write_text(work, args.scale, text)
     setup = time.perf_counter() - t
     modes = {}
-    for workers in [0, *args.workers]:
+    for workers in [0, ONE_CORE, *args.workers]:
         cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
                "--algo", args.algo, "--workdir", str(work)]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        env = dict(os.environ)
+        if workers == ONE_CORE:   # set before numba is imported; the affinity is set by the child itself
+            env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         if done.returncode != 0:
             sys.exit(f"mode {workers} failed:\n{done.stderr[-4000:]}")
         modes[workers] = json.loads(done.stdout.strip().splitlines()[-1])
-    base, one = modes[0], modes[args.workers[0]]
+    base, one_core, one = modes[0], modes[ONE_CORE], modes[args.workers[0]]
     report = {"scale": args.scale, "edges": 16 * 2**args.scale, "k": args.k, "algo": args.algo,
               "cpu_count": os.cpu_count(), "text_setup_seconds": setup, "goals": GOALS, "modes": {}}
     for workers, m in modes.items():
-        entry = {key: m[key] for key in ("cluster_start", "seconds", "replication_factor",
+        entry = {key: m[key] for key in ("cluster_start", "seconds", "phases", "replication_factor",
                                          "client_peak_rss_bytes") if key in m}
         entry["worker_peak_rss_bytes"] = m.get("worker_peak_rss_bytes")
         entry["identical"] = {name: m["digests"][name] == base["digests"][name] for name in m["digests"]}
-        if workers:
-            entry["overhead_vs_in_process"] = {s: m["seconds"][s] / base["seconds"][s] for s in STAGES}
-            entry["speedup_vs_1_worker"] = {s: one["seconds"][s] / m["seconds"][s] for s in STAGES}
+        if workers > 0:
+            entry["overhead_vs_in_process"] = {s: _ratio(m["seconds"][s], base["seconds"][s]) for s in STAGES}
+            entry["overhead_vs_in_process_1_core"] = {s: _ratio(m["seconds"][s], one_core["seconds"][s])
+                                                      for s in STAGES}
+            entry["speedup_vs_1_worker"] = {s: _ratio(one["seconds"][s], m["seconds"][s]) for s in STAGES}
             rf, rf0 = m.get("replication_factor"), base.get("replication_factor")
             entry["rf_vs_in_process"] = rf / rf0 if rf and rf0 else None
-        report["modes"]["in-process" if not workers else f"{workers}_workers"] = entry
+        report["modes"][_mode_name(workers)] = entry
     json.dump(report, sys.stdout, indent=1)
     print()
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _mode_name(workers: int) -> str:
+    return {0: "in-process", ONE_CORE: "in-process-1-core"}.get(workers, f"{workers}_workers")
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
 
 
 def _write_text(work: Path, scale: int, text: Path) -> None:

@@ -40,16 +40,18 @@ if TYPE_CHECKING:
 SEGMENT = 1024   # nodes: the Gauss-Seidel unit of label propagation; every range bound is a multiple of it
 
 
-def round_bounds(offsets: np.ndarray, rounds: int) -> list[tuple[int, int]]:
-    """``[0, n)`` cut into at most ``rounds`` node ranges of about equal entries, bounds multiples of SEGMENT."""
-    n = len(offsets) - 1
-    if n == 0:
+def round_bounds(offsets: np.ndarray, rounds: int, start: int = 0, stop: int | None = None
+                 ) -> list[tuple[int, int]]:
+    """``[start, stop)`` (default all nodes) cut into at most ``rounds`` node ranges of about equal
+    entries, inner bounds multiples of SEGMENT."""
+    stop = len(offsets) - 1 if stop is None else stop
+    if stop <= start:
         return []
-    total = int(offsets[-1])
-    cuts = {0, n}
+    first, total = int(offsets[start]), int(offsets[stop]) - int(offsets[start])
+    cuts = {start, stop}
     for r in range(1, rounds):
-        b = int(np.searchsorted(offsets, total * r // rounds, side="left"))
-        cuts.add(min(n, -(-b // SEGMENT) * SEGMENT))
+        b = int(np.searchsorted(offsets, first + total * r // rounds, side="left"))
+        cuts.add(min(stop, max(start, -(-b // SEGMENT) * SEGMENT)))
     cuts = sorted(cuts)
     return list(zip(cuts[:-1], cuts[1:], strict=True))
 
@@ -101,8 +103,8 @@ class Rounds:
                 a.flush()
 
     def _pieces(self, a: int, b: int) -> list[tuple[int, int]]:
-        from ..cluster import split_range
-        return split_range(b, self.tasks_per_round, start=a, align=SEGMENT)
+        # by entries, not nodes: a round waits for its slowest task, and a task's work is its entries
+        return round_bounds(self.vs.offsets, self.tasks_per_round, a, b)
 
     def _run(self, stage: str, fn, a: int, b: int, **common) -> list:
         from ..cluster import run_tasks

@@ -101,12 +101,14 @@ def total_degree(store: GraphStore, batch_size: int | None = None, *, client: Cl
 def _degree_pass_on_cluster(client: Client, store: GraphStore, batch_size: int | None,
                             work_dir: str | os.PathLike | None) -> Degrees:
     """Map: tasks over chunk-aligned edge ranges count their degrees. Reduce: small vectors are summed
-    here; large ones were saved as (2, n) shards [out; in] and tasks over node ranges sum their slice."""
+    here; large ones were saved as (2, n) shards [out; in] and tasks over node ranges sum their slice.
+    One edge range per worker thread, not several: every range costs an O(n) shard, and counting is
+    uniform work, so finer ranges buy no balance worth their bytes."""
     from .._atomic import scratch_dir
     from ..cluster import check_visible, run_tasks, split_range, task_count
 
     n = store.num_nodes
-    ranges = split_range(store.num_edges, task_count(client), align=store.chunk_size)
+    ranges = split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
     common = {"path": store.path, "batch_size": batch_size}
     if 2 * 8 * n <= RETURN_BYTES or not ranges:
         check_visible(client, store.path)
@@ -145,7 +147,10 @@ def _count_task(start: int, stop: int, shard: str | None = None, *, path: str, b
     deg = _count_range(open_store(path), start, stop, batch_size)
     if shard is None:
         return deg
-    save_shard(shard, np.stack([deg.out_degree, deg.in_degree]))
+    # A count cannot exceed the range's edges: int32 halves the O(n) shard every task writes and every
+    # sum task reads (the shards, not the counting, are what a cluster's degree pass spends its time on).
+    dtype = np.int32 if stop - start < 2**31 else np.int64
+    save_shard(shard, np.stack([deg.out_degree, deg.in_degree]).astype(dtype))
     return deg.self_loops
 
 
