@@ -283,6 +283,21 @@ def _missing_paths(paths: list[str]) -> list[str]:
     return [p for p in paths if not os.path.exists(p)]
 
 
+def workers_on_this_machine(client: Client) -> bool:
+    """Whether every worker runs on this machine (a local cluster): a file the client writes through a
+    shared memory map is then visible to them through the page cache, without a flush to disk."""
+    import socket
+    from urllib.parse import urlparse
+
+    here = {"127.0.0.1", "::1", "localhost", socket.gethostname()}
+    try:
+        here.update(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        pass
+    hosts = {urlparse(address).hostname for address in client.scheduler_info()["workers"]}
+    return bool(hosts) and hosts <= here
+
+
 def worker_peak_rss(client: Client) -> dict[str, int]:
     """Peak RSS of every worker process (bytes), for ``--json``'s ``worker_peak_rss_bytes``."""
     from ._resources import peak_rss_bytes

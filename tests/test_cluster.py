@@ -24,6 +24,7 @@ from graphstream.cluster import (
     save_shard,
     split_range,
     worker_peak_rss,
+    workers_on_this_machine,
 )
 from graphstream.commands.flags import add_cluster
 from graphstream.errors import InputFormatError, ParameterError
@@ -79,6 +80,15 @@ def test_a_path_a_worker_cannot_see_is_named(dask_client, tmp_path):
     check_visible(dask_client, tmp_path)
     with pytest.raises(ClusterError, match="cannot see .*nowhere"):
         check_visible(dask_client, tmp_path / "nowhere")
+
+
+def test_workers_on_this_machine_are_told_from_remote_ones(dask_client):
+    assert workers_on_this_machine(dask_client)   # the local cluster: state files need no flush to disk
+
+    class Remote:
+        def scheduler_info(self):
+            return {"workers": {"tcp://127.0.0.1:4000": {}, "tcp://203.0.113.7:4000": {}}}
+    assert not workers_on_this_machine(Remote())
 
 
 def test_shards_are_whole_or_absent(tmp_path):

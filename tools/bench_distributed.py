@@ -120,7 +120,9 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
             t = time.perf_counter()
             plan = partition(store, k, algo, seed=0, work_dir=out, client=client, metrics=False)
             times["partition"] = time.perf_counter() - t
-            phases = (plan.metrics or {}).get("phase_seconds", {})
+            phases = dict((plan.metrics or {}).get("phase_seconds", {}))
+            if plan.metrics and "rounds_accept_seconds" in plan.metrics:   # their sequential part, on the client
+                phases["rounds_accept"] = plan.metrics["rounds_accept_seconds"]
             times["rounds"] = phases.get("label_propagation", 0.0) + phases.get("refine", 0.0)
             keep["phases"] = phases
             t = time.perf_counter()

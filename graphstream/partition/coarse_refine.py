@@ -219,6 +219,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         sweeps, moves = refine(rounds, owner, size, k, cap, cfg.refine_passes, cfg.refine_rounds,
                                cfg.max_candidates)
         watch.lap("refine")
+        accept_seconds = rounds.accept_seconds
 
     objective = replicas(vs, owner, k, cfg.block_entries) / n
     metrics = _metrics(store, owner, k, client)
@@ -240,6 +241,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         "refine_sweeps": sweeps,
         "refine_moves": moves,
         "phase_seconds": dict(watch.laps),
+        "rounds_accept_seconds": accept_seconds,   # the sequential part of label propagation + refine
     })
     # name each figure: "replication factor" is only ever the one the built parts will have
     also = (f"; refinement objective, halo of in- and out-neighbours: {objective_before:.4f} -> {objective:.4f}"

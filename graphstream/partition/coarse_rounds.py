@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,16 +69,19 @@ class Rounds:
     client: Client | None = None
     work: Path | None = None
     tasks_per_round: int = 1
+    flush: bool = True            # state files flushed to disk between rounds (workers on other machines)
+    accept_seconds: float = 0.0   # the sequential part of the rounds: accepting proposals, applying moves
 
     @classmethod
     def make(cls, vs: VertexStream, block_entries: int, client: Client | None) -> Rounds:
         if client is None:
             return cls(vs, block_entries)
-        from ..cluster import check_visible, task_count
+        from ..cluster import check_visible, task_count, workers_on_this_machine
         work = vs.path.parent / "rounds"
         work.mkdir(exist_ok=True)
         check_visible(client, vs.path, work)
-        return cls(vs, block_entries, client, work, task_count(client))
+        # msync writes every dirty page to disk; workers on this machine read the page cache anyway
+        return cls(vs, block_entries, client, work, task_count(client), flush=not workers_on_this_machine(client))
 
     def state(self, name: str, init: np.ndarray) -> np.ndarray:
         """A state array the tasks read: ``init`` itself in-process, a memory-mapped copy on a cluster."""
@@ -98,6 +102,8 @@ class Rounds:
 
     def sync(self, *arrays: np.ndarray) -> None:
         """Make the driver's writes to state arrays visible to the next round's tasks."""
+        if not self.flush:
+            return
         for a in arrays:
             if isinstance(a, np.memmap):
                 a.flush()
@@ -134,7 +140,7 @@ class Rounds:
             return
         self.sync(owner, counters)
         self._run("coarse-refine: refine summary", _summary_task, 0, n, owner_path=owner.filename,
-                  counters_path=counters.filename)
+                  counters_path=counters.filename, flush=self.flush)
 
     def refine_proposals(self, a: int, b: int, owner: np.ndarray, size: np.ndarray, counters: np.ndarray,
                          cap: int, force: bool, max_candidates: int, sweep: int) -> np.ndarray:
@@ -164,9 +170,11 @@ def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, se
         moved = 0
         for a, b in bounds:
             node, lab, gain = rounds.lp_proposals(a, b, label, size, cap, seed, sweep)
+            t = time.perf_counter()
             order = np.lexsort((node, -gain))
             moved += K.lp_accept(node[order], lab[order].astype(np.int32), label, size, cap)
             rounds.sync(label, size)
+            rounds.accept_seconds += time.perf_counter() - t
         done += 1
         if moved == 0:
             break
@@ -202,6 +210,7 @@ def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int
         for a, b in bounds:
             node, part, delta, kind = rounds.refine_proposals(a, b, state_owner, size, counters, cap, force,
                                                               max_candidates, s)
+            t = time.perf_counter()
             order = np.lexsort((node, delta, kind))
             node = node[order]
             moved_from = np.empty(len(node), dtype=np.int32)
@@ -211,6 +220,7 @@ def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int
             if m:
                 _apply_moves(vs, a, b, node[:m], moved_from[:m], moved_to[:m], counters, rounds.block_entries)
             rounds.sync(state_owner, counters)
+            rounds.accept_seconds += time.perf_counter() - t
             moves += m
         total_moves += moves
         done += 1
@@ -284,11 +294,12 @@ def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str
 
 
 def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str,
-                  counters_path: str) -> int:
+                  counters_path: str, flush: bool) -> int:
     vs = open_vertex_stream(vs_dir, mmap=True)
     c = np.load(counters_path, mmap_mode="r+")   # rows a..b only: tasks write disjoint rows
     _summary_range(vs, a, b, np.load(owner_path, mmap_mode="r"), c, block_entries)
-    c.flush()
+    if flush:
+        c.flush()
     return b - a
 
 
