@@ -103,6 +103,10 @@ def _quiet_distributed() -> None:
     logging.getLogger("bokeh.server.util").setLevel(logging.ERROR)
 
 
+# the environment dask's nannies give their workers (a key set to None is left unset)
+WORKER_ENV = "distributed.nanny.pre-spawn-environ"
+
+
 @contextmanager
 def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | None = None
                 ) -> Iterator[Client | None]:
@@ -115,6 +119,7 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
     if config.in_process:
         yield None
         return
+    import dask
     from distributed import Client, LocalCluster
 
     _quiet_distributed()
@@ -125,6 +130,7 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot reach the dask scheduler at {config.scheduler}: {exc}") from exc
         try:
+            _hint_worker_env(client)
             yield client
         finally:
             client.close()
@@ -133,10 +139,14 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
     # the worker's "Compute Failed" traceback on stderr would only bury it
     env = {"GRAPHSTREAM_PROGRESS": "0", "NUMBA_NUM_THREADS": str(config.threads_per_worker),
            "OMP_NUM_THREADS": str(config.threads_per_worker)}
-    cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
-                           processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                           local_directory=None if local_directory is None else str(local_directory),
-                           env=env, silence_logs=logging.CRITICAL)
+    # dask's nannies set MALLOC_TRIM_THRESHOLD_ in their workers, and glibc then stops raising its mmap
+    # threshold: every chunk-sized array is a fresh mmap whose pages fault in zeroed. Measured on R-MAT
+    # chunk generation + compression: 2.6x slower. None unsets it (docs/distributed.md: external workers).
+    with dask.config.set({f"{WORKER_ENV}.MALLOC_TRIM_THRESHOLD_": None}):
+        cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
+                               processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                               local_directory=None if local_directory is None else str(local_directory),
+                               env=env, silence_logs=logging.CRITICAL)
     try:
         client = Client(cluster, set_as_default=False)
         try:
@@ -147,6 +157,25 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
             client.close()
     finally:
         cluster.close()
+
+
+def worker_env(name: str) -> str | None:
+    """An environment variable of the process this runs in (``client.run(worker_env, name)``; not
+    ``os.environ.get``, which would pickle the client's environment along)."""
+    return os.environ.get(name)
+
+
+def _hint_worker_env(client: Client) -> None:
+    """Say so when the workers of a running cluster have MALLOC_TRIM_THRESHOLD_ set (dask's default for
+    nanny workers): it slows the chunk-sized allocations of every stage ~2x (see open_client)."""
+    try:
+        found = client.run(worker_env, "MALLOC_TRIM_THRESHOLD_")
+    except Exception:   # a hint only: never the reason a command fails
+        return
+    if any(v is not None for v in found.values()):
+        log("dask workers have MALLOC_TRIM_THRESHOLD_ set (dask's default), which makes graphstream's stages "
+            f"about 2x slower; set {WORKER_ENV}.MALLOC_TRIM_THRESHOLD_ to null in the workers' dask config "
+            "(docs/distributed.md, 'Worker memory allocator')")
 
 
 def _probe(address: str) -> None:
