@@ -146,3 +146,18 @@ def test_cli_partition_out_on_a_cluster(datasets, dask_client, tmp_path, capsys)
     assert len(got["worker_peak_rss_bytes"]) == 2 and min(got["worker_peak_rss_bytes"].values()) > 0
     assert got["replication_factor"] == ref["replication_factor"]
     assert_same_folders(tmp_path / "ref", tmp_path / "got")
+
+
+def test_greedy_partitioners_count_degrees_as_tasks(datasets, dask_client, tmp_path):
+    """The sequential greedy pass is one task; the degree pass before it is tasks over edge chunks."""
+    from distributed import get_task_stream
+
+    store = _store(datasets, "cora")
+    for algo in ("spring", "2ps-l", "dbh"):
+        with get_task_stream(dask_client) as stream:
+            got = partition(store, 4, algo, seed=3, work_dir=tmp_path / algo, client=dask_client)
+        keys = [str(task["key"]) for task in stream.data]
+        assert any(key.startswith("degree pass-") for key in keys), (algo, keys)
+        assert sum(key.startswith(f"{algo}: partition (one worker)-") for key in keys) == 1, (algo, keys)
+        assert np.array_equal(got.owner, partition(store, 4, algo, seed=3, work_dir=tmp_path / "here").owner)
+        assert not list((tmp_path / algo).glob("degree-*.npy"))   # the degree vector does not stay behind

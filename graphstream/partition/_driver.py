@@ -15,7 +15,7 @@ from .._atomic import scratch_dir
 from .._report import track
 from .._resources import Stopwatch
 from ..cluster import check_visible, run_task, save_shard
-from ..store import GraphStore, open_store
+from ..store import GraphStore, degree_pass, open_store
 from .edge_parts import EdgePartWriter, owner_from_edge_parts, parts_dir
 from .metrics import edge_load_balance
 from .plan import PartitionPlan
@@ -94,12 +94,21 @@ def on_cluster(client: Client, store: GraphStore, k: int, algo: str, *, seed: in
             plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, client=client, **params)
         else:
             owner_path = Path(work_dir) / f"owner-{algo}-{os.getpid()}.npy"
+            degree_path = None
             try:
+                if "degree" in inspect.signature(module.run).parameters:
+                    # the degree pass is parallel by nature: tasks over edge chunks, not part of the one task
+                    degree_path = Path(work_dir) / f"degree-{algo}-{os.getpid()}.npy"
+                    save_shard(degree_path, degree_pass(store, params.get("batch_size"), client=client,
+                                                        work_dir=work_dir).total)
                 fields = run_task(client, f"{algo}: partition (one worker)", partition_task, store.path, k, algo,
-                                  seed, balance, str(work_dir), params, str(owner_path))
+                                  seed, balance, str(work_dir), params, str(owner_path),
+                                  None if degree_path is None else str(degree_path))
                 plan = PartitionPlan(owner=np.load(owner_path), **fields)
             finally:
                 owner_path.unlink(missing_ok=True)
+                if degree_path is not None:
+                    degree_path.unlink(missing_ok=True)
         plan = finish_plan(plan, store, k, algo, watch.seconds, metrics, client=client, work_dir=work_dir)
         if not keep_edge_parts:
             plan.edge_parts_path = None   # it was in the scratch folder, removed now
@@ -107,11 +116,14 @@ def on_cluster(client: Client, store: GraphStore, k: int, algo: str, *, seed: in
 
 
 def partition_task(store_path: str, k: int, algo: str, seed: int, balance: float, work_dir: str,
-                   params: dict[str, Any], owner_path: str) -> dict[str, Any]:
+                   params: dict[str, Any], owner_path: str, degree_path: str | None = None) -> dict[str, Any]:
     """Task: run ``algo`` whole on this worker; ``owner`` saved to ``owner_path``, the plan's other
-    fields returned (small: parameters, metrics, the part[e] path)."""
+    fields returned (small: parameters, metrics, the part[e] path). ``degree_path``: the total degrees,
+    counted by the cluster before (for the algorithms whose first pass they are)."""
     from . import load_algorithm
 
+    if degree_path is not None:
+        params = {**params, "degree": np.load(degree_path)}
     plan = load_algorithm(algo).run(open_store(store_path), k, seed=seed, balance=balance, work_dir=work_dir,
                                     **params)
     save_shard(owner_path, np.asarray(plan.owner))

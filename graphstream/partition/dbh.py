@@ -34,11 +34,12 @@ def dbh_edges(src, dst, deg, k, seed, loads):
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
-        **params) -> PartitionPlan:
+        degree: np.ndarray | None = None, **params) -> PartitionPlan:
+    """``degree``: the total degrees if already counted (on a cluster, by tasks over edge chunks)."""
     if params:
         raise TypeError(f"dbh takes no parameters, got {sorted(params)}")
     watch = Stopwatch(on_lap=phase_logger("dbh"))  # one progress line per phase
-    deg = total_degree(store)                                   # pass 1
+    deg = total_degree(store) if degree is None else degree     # pass 1
     watch.lap("degrees")
     loads = np.zeros(k, dtype=np.int64)
     path = assign_edges(store, k, "dbh", work_dir,              # pass 2

@@ -202,13 +202,14 @@ def pack_clusters(final: np.ndarray, size: np.ndarray, k: int) -> np.ndarray:
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
-        batch_size: int | None = None, **params) -> PartitionPlan:
-    """SPRING is deterministic: ``seed`` is accepted for the common interface and unused."""
+        batch_size: int | None = None, degree: np.ndarray | None = None, **params) -> PartitionPlan:
+    """SPRING is deterministic: ``seed`` is accepted for the common interface and unused. ``degree``: the
+    total degrees if already counted (on a cluster, by tasks over edge chunks)."""
     cfg = SpringConfig(**params)
     watch = Stopwatch(on_lap=phase_logger("spring"))  # one progress line per phase
     n = store.num_nodes
     tau = cfg.resolve_tau(store.num_edges, k)
-    deg = total_degree(store, batch_size)                                  # pass 1
+    deg = total_degree(store, batch_size) if degree is None else degree   # pass 1
     big = n >= 2**31 - 1 or 2 * store.num_edges >= 2**31 - 1
     dtype = np.int64 if big else np.int32
     node = np.full((n, 4), -1, dtype=dtype)

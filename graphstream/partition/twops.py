@@ -277,14 +277,15 @@ def partition_rest(src, dst, pre, rec, crec, loads, ll, cap, seed):
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
-        batch_size: int | None = None, **params) -> PartitionPlan:
+        batch_size: int | None = None, degree: np.ndarray | None = None, **params) -> PartitionPlan:
+    """``degree``: the total degrees if already counted (on a cluster, by tasks over edge chunks)."""
     cfg = TwoPSConfig(**params)
     watch = Stopwatch(on_lap=phase_logger("2ps-l"))  # one progress line per phase
     n = store.num_nodes
     m = store.num_edges
     tau = 2 * m // k                                     # the authors' MAX_COM_VOLUME
     cap = int(balance * m / k)                           # MAX_PARTITION_LOAD
-    rec = node_records(total_degree(store, batch_size), k)                  # pass 0
+    rec = node_records(total_degree(store, batch_size) if degree is None else degree, k)   # pass 0
     watch.lap("degrees")
     vol = np.zeros(n + 1, dtype=np.int64)
     next_id = np.ones(1, dtype=np.int64)
