@@ -18,9 +18,11 @@ from graphstream.cli import main as cli_main
 from graphstream.cluster import ClusterConfig, open_client
 from graphstream.export import export
 from graphstream.ingest.datasets import load_dataset
+from graphstream.partition import edge_parts as edge_parts_module
 from graphstream.partition import metrics as metrics_module
 from graphstream.partition import partition
-from graphstream.partition.edge_parts import part_groups
+from graphstream.partition._driver import complete_edge_plan, edge_plan
+from graphstream.partition.edge_parts import EdgePartWriter, part_groups
 from graphstream.partition.metrics import vertex_partition_metrics
 from graphstream.store import open_store
 
@@ -91,6 +93,29 @@ def test_metrics_equal_over_several_part_groups(datasets, dask_client, monkeypat
     assert ref == got
 
 
+def test_owner_pass_equal_over_several_part_groups(datasets, dask_client, tmp_path):
+    """The edge partitioners' owner pass on a cluster, k = 130 in groups of 64 parts: the in-process owner,
+    vertex-cut RF and pass count."""
+    store = _store(datasets, "facebook")
+    rng = np.random.default_rng(9)
+    parts = rng.integers(0, 130, store.num_edges).astype(np.int16)
+    loads = np.bincount(parts, minlength=130)
+    path = str(tmp_path / "edge_parts.zarr")
+    writer = EdgePartWriter(path, store, 130, "test")
+    writer.write(0, parts)
+    writer.close()
+    small = edge_parts_module.part_groups
+    with pytest.MonkeyPatch.context() as mp:   # the client cuts the groups; tasks get their bounds
+        mp.setattr(edge_parts_module, "part_groups", lambda n, k, b, align=1: small(n, k, 1 << 20, 64))
+        ref = edge_plan(store, 130, "test", path, loads, {}, passes=1)
+        got = complete_edge_plan(edge_plan(store, 130, "test", path, loads, {}, passes=1, owner_pass=False),
+                                 store, dask_client, tmp_path)
+    assert ref.metrics["passes"] == got.metrics["passes"] == 4   # 1 + three groups
+    assert np.array_equal(ref.owner, got.owner)
+    assert ref.metrics == got.metrics
+    assert [p.name for p in tmp_path.iterdir()] == ["edge_parts.zarr"]   # no shards left
+
+
 def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
@@ -158,6 +183,9 @@ def test_greedy_partitioners_count_degrees_as_tasks(datasets, dask_client, tmp_p
             got = partition(store, 4, algo, seed=3, work_dir=tmp_path / algo, client=dask_client)
         keys = [str(task["key"]) for task in stream.data]
         assert any(key.startswith("degree pass-") for key in keys), (algo, keys)
+        if algo != "spring":   # an edge partitioner: the owner pass after the greedy one as tasks too
+            assert any(key.startswith("owner: count edges per part-") for key in keys), (algo, keys)
+            assert any(key.startswith("owner: best part-") for key in keys), (algo, keys)
         assert sum(key.startswith(f"{algo}: partition (one worker)-") for key in keys) == 1, (algo, keys)
         assert np.array_equal(got.owner, partition(store, 4, algo, seed=3, work_dir=tmp_path / "here").owner)
         assert not list((tmp_path / algo).glob("degree-*.npy"))   # the degree vector does not stay behind

@@ -16,7 +16,7 @@ from .._report import track
 from .._resources import Stopwatch
 from ..cluster import check_visible, run_task, save_shard
 from ..store import GraphStore, degree_pass, open_store
-from .edge_parts import EdgePartWriter, owner_from_edge_parts, parts_dir
+from .edge_parts import EdgePartWriter, owner_from_edge_parts, owner_from_edge_parts_on_cluster, parts_dir
 from .metrics import edge_load_balance
 from .plan import PartitionPlan
 
@@ -46,23 +46,42 @@ def assign_edges(store: GraphStore, k: int, algorithm: str, work_dir: str | os.P
 
 def edge_plan(store: GraphStore, k: int, algorithm: str, part_path: str, loads: np.ndarray,
               params: dict, passes: int, *, vertex_cut: float | None = None,
-              max_degree: int | None = None) -> PartitionPlan:
+              max_degree: int | None = None, owner_pass: bool = True) -> PartitionPlan:
     """owner[v] by majority of v's edges, plus the edge partition's own metrics.
 
     ``vertex_cut``: the RF already known from the partitioner's replica sets
     (``vertex_cut_rf_from_bits``); otherwise the owner pass's counts give it.
+    ``owner_pass`` False: the plan is returned without its owner (None), for
+    :func:`complete_edge_plan` to add on a cluster.
     """
-    owner, owner_passes, counted_rf = owner_from_edge_parts(store, part_path, k, max_degree)
-    # the owner pass's count table gives the vertex-cut RF too (no separate pass)
-    vc_rf = vertex_cut if vertex_cut is not None else counted_rf
     metrics = {
-        "vertex_cut_rf": vc_rf,
+        "vertex_cut_rf": vertex_cut,
         "edge_load_balance": edge_load_balance(loads),
         "part_edge_loads": np.asarray(loads).astype(np.int64).tolist(),
-        "passes": passes + owner_passes,
+        "passes": passes,
     }
-    return PartitionPlan(algorithm=algorithm, num_parts=k, owner=owner, params=params, metrics=metrics,
+    plan = PartitionPlan(algorithm=algorithm, num_parts=k, owner=None, params=params, metrics=metrics,
                          edge_parts_path=part_path)
+    if not owner_pass:
+        plan.metrics["max_degree"] = max_degree   # for complete_edge_plan, which removes it
+        return plan
+    return _with_owner(plan, *owner_from_edge_parts(store, part_path, k, max_degree))
+
+
+def complete_edge_plan(plan: PartitionPlan, store: GraphStore, client: Client, work_dir) -> PartitionPlan:
+    """The owner pass of a plan made with ``owner_pass=False``, as tasks of the cluster."""
+    max_degree = plan.metrics.pop("max_degree")
+    found = owner_from_edge_parts_on_cluster(client, store, plan.edge_parts_path, plan.num_parts, max_degree,
+                                             work_dir)
+    return _with_owner(plan, *found)
+
+
+def _with_owner(plan: PartitionPlan, owner: np.ndarray, owner_passes: int, counted_rf: float) -> PartitionPlan:
+    plan.owner = owner
+    if plan.metrics["vertex_cut_rf"] is None:   # the owner pass's count table gives it (no separate pass)
+        plan.metrics["vertex_cut_rf"] = counted_rf
+    plan.metrics["passes"] += owner_passes
+    return plan
 
 
 # -- on a dask cluster -------------------------------------------------------------------------
@@ -93,39 +112,52 @@ def on_cluster(client: Client, store: GraphStore, k: int, algo: str, *, seed: in
         if "client" in inspect.signature(module.run).parameters:
             plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, client=client, **params)
         else:
-            owner_path = Path(work_dir) / f"owner-{algo}-{os.getpid()}.npy"
-            degree_path = None
-            try:
-                if "degree" in inspect.signature(module.run).parameters:
-                    # the degree pass is parallel by nature: tasks over edge chunks, not part of the one task
-                    degree_path = Path(work_dir) / f"degree-{algo}-{os.getpid()}.npy"
-                    save_shard(degree_path, degree_pass(store, params.get("batch_size"), client=client,
-                                                        work_dir=work_dir).total)
-                fields = run_task(client, f"{algo}: partition (one worker)", partition_task, store.path, k, algo,
-                                  seed, balance, str(work_dir), params, str(owner_path),
-                                  None if degree_path is None else str(degree_path))
-                plan = PartitionPlan(owner=np.load(owner_path), **fields)
-            finally:
-                owner_path.unlink(missing_ok=True)
-                if degree_path is not None:
-                    degree_path.unlink(missing_ok=True)
+            plan = _greedy_pass_as_one_task(client, module, store, k, algo, seed, balance, Path(work_dir), params)
         plan = finish_plan(plan, store, k, algo, watch.seconds, metrics, client=client, work_dir=work_dir)
         if not keep_edge_parts:
             plan.edge_parts_path = None   # it was in the scratch folder, removed now
     return plan
 
 
+def _greedy_pass_as_one_task(client: Client, module, store: GraphStore, k: int, algo: str, seed: int,
+                             balance: float, work_dir: Path, params: dict[str, Any]) -> PartitionPlan:
+    """A greedy streaming partitioner on the cluster: its passes that are parallel by nature (the degree
+    pass before, the owner pass of an edge partitioner after) as tasks over edge chunks, the greedy pass,
+    sequential by nature, as one task on one worker."""
+    takes = inspect.signature(module.run).parameters
+    owner_path = work_dir / f"owner-{algo}-{os.getpid()}.npy"
+    degree_path = work_dir / f"degree-{algo}-{os.getpid()}.npy" if "degree" in takes else None
+    try:
+        if degree_path is not None:
+            save_shard(degree_path, degree_pass(store, params.get("batch_size"), client=client,
+                                                work_dir=work_dir).total)
+        fields = run_task(client, f"{algo}: partition (one worker)", partition_task, store.path, k, algo, seed,
+                          balance, str(work_dir), params, str(owner_path),
+                          None if degree_path is None else str(degree_path), "owner_pass" not in takes)
+        plan = PartitionPlan(owner=np.load(owner_path) if owner_path.exists() else None, **fields)
+    finally:
+        for path in (owner_path, degree_path):
+            if path is not None:
+                path.unlink(missing_ok=True)
+    return complete_edge_plan(plan, store, client, work_dir) if plan.owner is None else plan
+
+
 def partition_task(store_path: str, k: int, algo: str, seed: int, balance: float, work_dir: str,
-                   params: dict[str, Any], owner_path: str, degree_path: str | None = None) -> dict[str, Any]:
+                   params: dict[str, Any], owner_path: str, degree_path: str | None = None,
+                   owner_pass: bool = True) -> dict[str, Any]:
     """Task: run ``algo`` whole on this worker; ``owner`` saved to ``owner_path``, the plan's other
     fields returned (small: parameters, metrics, the part[e] path). ``degree_path``: the total degrees,
-    counted by the cluster before (for the algorithms whose first pass they are)."""
+    counted by the cluster before (for the algorithms whose first pass they are). ``owner_pass`` False:
+    an edge partitioner's plan comes back without its owner (the cluster's tasks add it)."""
     from . import load_algorithm
 
     if degree_path is not None:
         params = {**params, "degree": np.load(degree_path)}
+    if not owner_pass:
+        params = {**params, "owner_pass": False}
     plan = load_algorithm(algo).run(open_store(store_path), k, seed=seed, balance=balance, work_dir=work_dir,
                                     **params)
-    save_shard(owner_path, np.asarray(plan.owner))
+    if plan.owner is not None:
+        save_shard(owner_path, np.asarray(plan.owner))
     return {"algorithm": plan.algorithm, "num_parts": plan.num_parts, "params": plan.params,
             "metrics": plan.metrics, "edge_parts_path": plan.edge_parts_path}

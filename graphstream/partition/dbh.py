@@ -34,7 +34,7 @@ def dbh_edges(src, dst, deg, k, seed, loads):
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
-        degree: np.ndarray | None = None, **params) -> PartitionPlan:
+        degree: np.ndarray | None = None, owner_pass: bool = True, **params) -> PartitionPlan:
     """``degree``: the total degrees if already counted (on a cluster, by tasks over edge chunks)."""
     if params:
         raise TypeError(f"dbh takes no parameters, got {sorted(params)}")
@@ -47,7 +47,8 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     watch.lap("partitioning")
     max_deg = int(deg.max())
     del deg
-    plan = edge_plan(store, k, "dbh", path, loads, {"seed": seed}, passes=2, max_degree=max_deg)
+    plan = edge_plan(store, k, "dbh", path, loads, {"seed": seed}, passes=2,
+                     max_degree=max_deg, owner_pass=owner_pass)
     watch.lap("owner")
     plan.metrics["phase_seconds"] = watch.laps
     return plan

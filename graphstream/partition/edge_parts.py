@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import zarr
@@ -23,6 +24,9 @@ from zarr.codecs import BloscCodec
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from ..store.stream import stream_edges
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 PART_DTYPE = np.dtype(np.int16)          # enough for MAX_PARTS; 2 bytes per edge on disk
 
@@ -119,13 +123,14 @@ def open_edge_parts(path: str | os.PathLike) -> zarr.Array:
     return zarr.open_array(str(path), mode="r")
 
 
-def stream_with_parts(store: GraphStore, parts: zarr.Array,
-                      batch_size: int | None = None) -> Iterator[tuple]:
-    """Yield ``(batch, part_batch)`` pairs: edges and their parts, both prefetched."""
+def stream_with_parts(store: GraphStore, parts: zarr.Array, batch_size: int | None = None,
+                      start: int = 0, stop: int | None = None) -> Iterator[tuple]:
+    """Yield ``(batch, part_batch)`` pairs of edges [start, stop): edges and their parts, both prefetched."""
     bs = batch_size or store.chunk_size
+    stop = store.num_edges if stop is None else stop
     # the reader names its non-id column "time"; here it carries part[e]
-    part_stream = stream_edges({"time": parts}, 0, store.num_edges, bs, prefetch=2)
-    for batch, pb in zip(store.stream(bs), part_stream, strict=True):
+    part_stream = stream_edges({"time": parts}, start, stop, bs, prefetch=2)
+    for batch, pb in zip(store.stream(bs, start=start, stop=stop), part_stream, strict=True):
         yield batch, pb.time
 
 
@@ -178,10 +183,10 @@ def owner_from_edge_parts(store: GraphStore, part_path: str, k: int,
     """
     n = store.num_nodes
     parts = open_edge_parts(part_path)
-    dtype = np.uint16 if (max_degree is not None and max_degree < 65535) else np.uint32
+    dtype = _count_dtype(max_degree)
     best = np.full(n, -1, dtype=np.int32)
     best_count = np.zeros(n, dtype=np.int64)
-    groups = part_groups(n, k, np.dtype(dtype).itemsize)
+    groups = part_groups(n, k, dtype.itemsize)
     replicas = 0
     for lo, hi in groups:
         counts = np.zeros((n, hi - lo), dtype=dtype)
@@ -189,10 +194,84 @@ def owner_from_edge_parts(store: GraphStore, part_path: str, k: int,
             _count_edge_parts(batch.src, batch.dst, pb, counts, lo, hi)
         replicas += int(_take_best(counts, lo, best, best_count))
         del counts
+    return best, len(groups), _place_isolated(best, replicas, k)
+
+
+def _place_isolated(best: np.ndarray, replicas: int, k: int) -> float:
+    """Isolated nodes (``best`` -1) to the parts owning fewest nodes, in id order (in place); returns the
+    vertex-cut RF, replicas over the nodes that have an edge."""
     isolated = np.flatnonzero(best < 0)
-    nonisolated = n - len(isolated)
-    vc_rf = replicas / nonisolated if nonisolated else 0.0
+    nonisolated = len(best) - len(isolated)
     if len(isolated):
         loads = np.bincount(best[best >= 0], minlength=k).astype(np.int64)
         best[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), loads)
-    return best, len(groups), vc_rf
+    return replicas / nonisolated if nonisolated else 0.0
+
+
+def owner_from_edge_parts_on_cluster(client: Client, store: GraphStore, part_path: str, k: int,
+                                     max_degree: int | None, work_dir: str | os.PathLike
+                                     ) -> tuple[np.ndarray, int, float]:
+    """:func:`owner_from_edge_parts` as tasks, the same result. Per group of parts: tasks over edge
+    ranges save their count tables as shards; tasks over node ranges sum their rows of every shard and
+    keep each node's best part so far in ``best``/``best_count`` files (disjoint rows per task)."""
+    from .._atomic import allocated_memmap, scratch_dir
+    from ..cluster import check_visible, run_tasks, split_range, task_count
+
+    n = store.num_nodes
+    dtype = _count_dtype(max_degree)
+    groups = part_groups(n, k, dtype.itemsize)
+    # one edge range per thread: every range costs an O(n x group) shard (as the degree pass)
+    edges = split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
+    nodes = split_range(n, task_count(client))
+    replicas = 0
+    with scratch_dir("owner-", dir=work_dir) as tmp:
+        work = Path(tmp)
+        check_visible(client, store.path, part_path, work)
+        best_path, count_path = work / "best.npy", work / "best_count.npy"
+        allocated_memmap(best_path, np.int32, (n,))[:] = -1
+        allocated_memmap(count_path, np.int64, (n,))[:] = 0
+        for lo, hi in groups:
+            shards = [str(work / f"counts-{lo}-{i}.npy") for i in range(len(edges))]
+            run_tasks(client, "owner: count edges per part", _count_task, [(*r, sh) for r, sh in zip(edges, shards,
+                      strict=True)], unit="edge", size=lambda t: t[1] - t[0], store_path=store.path,
+                      part_path=part_path, lo=lo, hi=hi, dtype=dtype.str)
+            replicas += sum(run_tasks(client, "owner: best part", _best_task, nodes, shards=shards, lo=lo,
+                                      best_path=str(best_path), count_path=str(count_path)))
+            for sh in shards:
+                os.unlink(sh)
+        best = np.array(np.load(best_path))
+    return best, len(groups), _place_isolated(best, replicas, k)
+
+
+def _count_task(start: int, stop: int, shard: str, *, store_path: str, part_path: str, lo: int, hi: int,
+                dtype: str) -> None:
+    """A task: edges [start, stop) counted per node and part in [lo, hi), saved as an (n, hi - lo) shard."""
+    from ..cluster import save_shard
+    from ..store import open_store
+
+    store = open_store(store_path)
+    counts = np.zeros((store.num_nodes, hi - lo), dtype=np.dtype(dtype))
+    for batch, pb in stream_with_parts(store, open_edge_parts(part_path), start=start, stop=stop):
+        _count_edge_parts(batch.src, batch.dst, pb, counts, lo, hi)
+    save_shard(shard, counts)
+
+
+def _best_task(a: int, b: int, *, shards: list[str], lo: int, best_path: str, count_path: str) -> int:
+    """A task: nodes [a, b) of every shard summed, their best part updated; the replicas among them."""
+    counts = None
+    for sh in shards:
+        part = np.load(sh, mmap_mode="r")[a:b]
+        counts = np.array(part, dtype=np.uint32) if counts is None else counts + part
+    best = np.load(best_path, mmap_mode="r+")
+    best_count = np.load(count_path, mmap_mode="r+")
+    window, window_count = np.array(best[a:b]), np.array(best_count[a:b])
+    replicas = int(_take_best(counts, lo, window, window_count))
+    best[a:b], best_count[a:b] = window, window_count
+    best.flush()
+    best_count.flush()
+    return replicas
+
+
+def _count_dtype(max_degree: int | None) -> np.dtype:
+    # a node's edges in one part are at most its degree
+    return np.dtype(np.uint16 if (max_degree is not None and max_degree < 65535) else np.uint32)

@@ -52,7 +52,7 @@ def hash_edges(src, dst, k, seed, loads):
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
-        **params) -> PartitionPlan:
+        owner_pass: bool = True, **params) -> PartitionPlan:
     cfg = HashConfig(**params)
     watch = Stopwatch()
     if cfg.mode == "vertex":
@@ -63,7 +63,8 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     loads = np.zeros(k, dtype=np.int64)
     path = assign_edges(store, k, "hash", work_dir, lambda b: hash_edges(b.src, b.dst, k, seed, loads))
     watch.lap("partitioning")
-    plan = edge_plan(store, k, "hash", path, loads, {"seed": seed, **asdict(cfg)}, passes=1)
+    plan = edge_plan(store, k, "hash", path, loads, {"seed": seed, **asdict(cfg)}, passes=1,
+                     owner_pass=owner_pass)
     watch.lap("owner")
     plan.metrics["phase_seconds"] = watch.laps
     return plan

@@ -115,7 +115,7 @@ def hdrf_edges(src, dst, partial, bits, loads, state, rng, lam, eps, scores):
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
-        batch_size: int | None = None, **params) -> PartitionPlan:
+        batch_size: int | None = None, owner_pass: bool = True, **params) -> PartitionPlan:
     """HDRF has no capacity: ``balance`` is accepted for the common interface and unused."""
     cfg = HDRFConfig(**params)
     watch = Stopwatch(on_lap=phase_logger("hdrf"))  # one progress line per phase
@@ -136,7 +136,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     vc_rf = vertex_cut_rf_from_bits(bits)
     del partial, bits, record
     plan = edge_plan(store, k, "hdrf", path, loads, {**asdict(cfg), "seed": seed}, passes=1,
-                     vertex_cut=vc_rf, max_degree=max_deg)
+                     vertex_cut=vc_rf, max_degree=max_deg, owner_pass=owner_pass)
     watch.lap("owner")
     plan.metrics["phase_seconds"] = watch.laps
     return plan

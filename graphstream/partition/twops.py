@@ -277,8 +277,10 @@ def partition_rest(src, dst, pre, rec, crec, loads, ll, cap, seed):
 
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
-        batch_size: int | None = None, degree: np.ndarray | None = None, **params) -> PartitionPlan:
-    """``degree``: the total degrees if already counted (on a cluster, by tasks over edge chunks)."""
+        batch_size: int | None = None, degree: np.ndarray | None = None, owner_pass: bool = True,
+        **params) -> PartitionPlan:
+    """``degree``: the total degrees if already counted (on a cluster, by tasks over edge chunks);
+    ``owner_pass`` False: the plan without its owner (the cluster's tasks add it, :mod:`._driver`)."""
     cfg = TwoPSConfig(**params)
     watch = Stopwatch(on_lap=phase_logger("2ps-l"))  # one progress line per phase
     n = store.num_nodes
@@ -319,7 +321,7 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work
     del rec, crec                                   # free before the owner pass
     plan = edge_plan(store, k, "2ps-l", final_path, loads,
                      {**asdict(cfg), "seed": seed, "balance": balance, "tau": tau, "capacity": cap},
-                     passes=cfg.passes + 3, vertex_cut=vc_rf, max_degree=max_deg)
+                     passes=cfg.passes + 3, vertex_cut=vc_rf, max_degree=max_deg, owner_pass=owner_pass)
     watch.lap("owner")
     plan.metrics["prepartitioned_edges"] = prepartitioned
     plan.metrics["phase_seconds"] = watch.laps
