@@ -81,7 +81,10 @@ class Rounds:
         work.mkdir(exist_ok=True)
         check_visible(client, vs.path, work)
         # msync writes every dirty page to disk; workers on this machine read the page cache anyway
-        return cls(vs, block_entries, client, work, task_count(client), flush=not workers_on_this_machine(client))
+        # two tasks per thread: a round is a barrier, and its pieces are cut by entries (even work), so
+        # more pieces would buy little balance for their per-task cost, paid every round
+        return cls(vs, block_entries, client, work, task_count(client, per_worker=2),
+                   flush=not workers_on_this_machine(client))
 
     def state(self, name: str, init: np.ndarray) -> np.ndarray:
         """A state array the tasks read: ``init`` itself in-process, a memory-mapped copy on a cluster."""
