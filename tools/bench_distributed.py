@@ -33,7 +33,10 @@ worker has: the overhead of the cluster machinery itself is the 1-worker time
 against that mode (``overhead_vs_in_process_1_core``).
 
     .venv/bin/python tools/bench_distributed.py [--scale 22] [--workers 1 2] [--k 8]
-        [--algo coarse-refine] [--workdir /tmp/bench_distributed]
+        [--algo coarse-refine] [--workdir /tmp/bench_distributed] [--doc docs/distributed.md]
+
+``--doc FILE`` rewrites the table between ``<!-- bench_distributed:begin -->``
+and ``<!-- bench_distributed:end -->`` in FILE (command, machine, date).
 
 Goals (specs/distributed.md): speedup >= 1.7 at 2 workers for generate,
 ingest, degrees, partition rounds and build on a 2-core machine; overhead of
@@ -53,6 +56,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))   # bench_store's text formatter
 
+BEGIN, END = "<!-- bench_distributed:begin -->", "<!-- bench_distributed:end -->"
 STAGES = ("generate", "ingest_text", "degrees", "partition", "rounds", "metrics", "build")
 ONE_CORE = -1   # --mode value of the in-process mode pinned to one core
 GOALS = {"speedup_2_workers": 1.7, "overhead_1_worker": 1.15}
@@ -151,6 +155,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--algo", default="coarse-refine")
     ap.add_argument("--workdir", default="/tmp/bench_distributed")
+    ap.add_argument("--doc", help="markdown file whose bench_distributed section gets the table")
     ap.add_argument("--mode", type=int, help=argparse.SUPPRESS)   # internal: run one mode
     args = ap.parse_args()
     work = Path(args.workdir)
@@ -190,9 +195,66 @@ def main() -> None:
             rf, rf0 = m.get("replication_factor"), base.get("replication_factor")
             entry["rf_vs_in_process"] = rf / rf0 if rf and rf0 else None
         report["modes"][_mode_name(workers)] = entry
+    report["command"] = " ".join([".venv/bin/python", "tools/bench_distributed.py", *sys.argv[1:]])
+    report["machine"] = _machine()
+    report["date"] = time.strftime("%Y-%m-%d")
     json.dump(report, sys.stdout, indent=1)
     print()
+    if args.doc:
+        _write_doc(Path(args.doc), report, args.workers)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _machine() -> str:
+    import platform
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Linux {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def _write_doc(path: Path, report: dict, workers: list[int]) -> None:
+    """The per-stage table of ``report`` between the markers of ``path``."""
+    modes = report["modes"]
+    names = ["in-process", "in-process-1-core", *[f"{w}_workers" for w in workers]]
+    head = ["stage", "in-process", "in-process, 1 core", *[f"{w} worker{'s' * (w > 1)}" for w in workers]]
+    if len(workers) > 1:
+        head.append(f"{workers[-1]} vs {workers[0]} workers")
+    head += [f"{workers[0]} worker vs in-process", f"{workers[0]} worker vs in-process, 1 core"]
+    label = {"generate": "generate", "ingest_text": "ingest (text)", "degrees": "degrees",
+             "partition": "partition (coarse-refine, all phases)", "rounds": "coarse-refine's rounds (LP + refine)",
+             "metrics": "metrics", "build": "build"}
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    first, last = modes[f"{workers[0]}_workers"], modes[f"{workers[-1]}_workers"]
+    for stage in STAGES:
+        cells = [label[stage]] + [f"{modes[m]['seconds'][stage]:.1f} s" for m in names]
+        if len(workers) > 1:
+            cells.append(f"{last['speedup_vs_1_worker'][stage]:.2f}x")
+        cells += [f"{first[key][stage]:.2f}x" for key in ("overhead_vs_in_process", "overhead_vs_in_process_1_core")]
+        rows.append("| " + " | ".join(cells) + " |")
+    same = all(all(m["identical"].values()) for m in modes.values())
+    rfs = sorted({round(m["replication_factor"], 4) for m in modes.values()})
+    accept = last.get("phases", {}).get("rounds_accept")
+    text = "\n".join([
+        BEGIN, "",
+        f"Command: `{report['command']}`  ",
+        f"Machine: {report['machine']}  ",
+        f"Date: {report['date']}  ",
+        f"Graph: R-MAT scale {report['scale']} ({report['edges']:,} directed edges), k = {report['k']}, "
+        f"{report['algo']}; single-threaded workers; each stage without the cluster's start; one run.",
+        "", *rows, "",
+        f"Outputs identical in every mode (generated store, ingested store, built parts): {same}; "
+        f"replication factor {', '.join(map(str, rfs))}."
+        + (f" The rounds' sequential part (accepting proposals, applying moves, on the client) took "
+           f"{accept:.1f} s with {workers[-1]} workers." if accept is not None else ""),
+        "", END])
+    doc = path.read_text()
+    if BEGIN in doc and END in doc:
+        doc = doc[:doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(doc)
 
 
 def _mode_name(workers: int) -> str:
