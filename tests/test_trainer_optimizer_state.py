@@ -1,4 +1,5 @@
-"""--average-optimizer-state: the parts' Adam moments averaged with the weights at every sync (issue 19)."""
+"""--average-optimizer-state (the default): the parts' Adam moments averaged with the weights at every sync
+(issue 19); --no-average-optimizer-state keeps them per part."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -65,9 +66,9 @@ def test_after_every_sync_every_part_holds_the_weighted_mean_of_the_moments(tmp_
     n_i-weighted mean (on 2 gloo workers too: worker 0 trains parts 0 and 2, worker 1 part 1)."""
     parts, n_train = three_parts()
     base = TrainConfig(model="gcn", hidden=8, epochs=1, sync_every=1, seed=1)
-    off = run_training(parts, replace(base, checkpoint=str(tmp_path / "off.pt")), workers=workers, threads=1)
-    on = run_training(parts, replace(base, checkpoint=str(tmp_path / "on.pt"), average_optimizer_state=True),
-                      workers=workers, threads=1)
+    off = run_training(parts, replace(base, checkpoint=str(tmp_path / "off.pt"), average_optimizer_state=False),
+                       workers=workers, threads=1)
+    on = run_training(parts, replace(base, checkpoint=str(tmp_path / "on.pt")), workers=workers, threads=1)
     assert off["losses"] == on["losses"] and on["average_optimizer_state"] is True
     local = {i: moments(s) for i, s in torch.load(tmp_path / "off.pt", weights_only=False)["optimizers"].items()}
     shared = {i: moments(s) for i, s in torch.load(tmp_path / "on.pt", weights_only=False)["optimizers"].items()}
@@ -78,24 +79,64 @@ def test_after_every_sync_every_part_holds_the_weighted_mean_of_the_moments(tmp_
     assert torch.equal(shared[0], shared[1]) and torch.equal(shared[1], shared[2])   # bitwise one state
 
 
-def test_off_is_the_default_and_changes_nothing_on_the_first_round():
-    """Without the option the run is the default run, bit for bit; with it the first round's losses
-    (before any sync) are the same and later ones differ, since the moments now do."""
+def test_on_is_the_default_and_off_changes_nothing_on_the_first_round():
+    """With the option the run is the default run, bit for bit; without it the first round's losses
+    (before any sync) are the same and later ones differ, since the moments then do."""
     parts, _ = three_parts()
     cfg = TrainConfig(model="gcn", hidden=8, epochs=6, sync_every=2, seed=2, record_weights=True)
     default = run_training(parts, cfg, workers=1)
     off = run_training(parts, replace(cfg, average_optimizer_state=False), workers=1)
     on = run_training(parts, replace(cfg, average_optimizer_state=True), workers=1)
-    assert off["losses"] == default["losses"] and off["average_optimizer_state"] is False
-    assert all(torch.equal(a["averaged"], b["averaged"]) for a, b in zip(default["recorded"][0], off["recorded"][0]))
+    assert on["losses"] == default["losses"] and default["average_optimizer_state"] is True
+    assert off["average_optimizer_state"] is False
+    assert all(torch.equal(a["averaged"], b["averaged"]) for a, b in zip(default["recorded"][0], on["recorded"][0]))
     assert on["losses"][:2] == off["losses"][:2]
     assert on["losses"][2:] != off["losses"][2:]
 
 
-def test_dynamic_models_refuse_the_flag(tmp_path):
-    """The temporal trainer does not average optimizer state: the flag is refused (exit 2), not ignored."""
+def test_resume_refuses_the_other_setting(tmp_path):
+    """A checkpoint keeps the moments as the run had them: resuming it with the other setting is refused."""
+    from graphstream.errors import ParameterError
+    parts, _ = three_parts()
+    cfg = TrainConfig(model="gcn", hidden=8, epochs=2, sync_every=1, seed=1, checkpoint=str(tmp_path / "c.pt"),
+                      average_optimizer_state=False)
+    run_training(parts, cfg, workers=1)
+    with pytest.raises(ParameterError, match="pass --no-average-optimizer-state"):
+        run_training(parts, replace(cfg, epochs=4, resume=True, average_optimizer_state=True), workers=1)
+    assert run_training(parts, replace(cfg, epochs=4, resume=True), workers=1)["rounds"] == 4
+
+
+@pytest.mark.parametrize("flag", ["--average-optimizer-state", "--no-average-optimizer-state"])
+def test_dynamic_models_refuse_the_flag(tmp_path, flag):
+    """The temporal trainer does not average optimizer state: either flag is refused (exit 2), not ignored."""
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-m", "graphstream", "train", str(tmp_path), "--model", "tgcn",
-                           "--average-optimizer-state"], capture_output=True, text=True)
-    assert proc.returncode == 2 and "--average-optimizer-state applies to the static models" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "graphstream", "train", str(tmp_path), "--model", "tgcn", flag],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--[no-]average-optimizer-state applies to the static models" in proc.stderr
+
+
+def test_cli_default_and_off(tmp_path, capsys):
+    """The command line: on unless --no-average-optimizer-state, and said so in --json."""
+    import json
+
+    from graphstream import GraphWriter, open_store
+    from graphstream.assemble import build_partitions
+    from graphstream.cli import main as cli_main
+    from graphstream.partition.plan import PartitionPlan
+    g = sbm()
+    n = len(g.global_ids)
+    rows = np.repeat(np.arange(n), np.diff(g.indptr))
+    with GraphWriter(tmp_path / "g.zarr", num_nodes=n, directed=True) as w:
+        w.append(np.asarray(g.indices), rows)
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    for name, a in (("features", g.features), ("labels", g.labels), ("train_mask", g.train_mask),
+                    ("val_mask", g.val_mask), ("test_mask", g.test_mask)):
+        np.save(nodes / f"{name}.npy", a)
+    build_partitions(open_store(tmp_path / "g.zarr"), PartitionPlan("test", 3, np.arange(n) % 3), tmp_path / "p",
+                     nodes=nodes)
+    for flags, want in (([], True), (["--no-average-optimizer-state"], False)):
+        assert cli_main(["train", str(tmp_path / "p"), "--epochs", "2", "--hidden", "4", "--workers", "1",
+                         "--json", *flags]) == 0
+        assert json.loads(capsys.readouterr().out)["average_optimizer_state"] is want

@@ -27,7 +27,9 @@ once per (dataset, model, seed) and serves every p and sync row.
 table between ``<!-- bench_fidelity:begin -->`` and ``<!-- bench_fidelity:end -->``
 (appended if absent), with the command, machine and date.
 ``--train-args "--proximal 0"`` passes extra flags to every train run (to
-measure a change on its own).
+measure a change on its own); ``--halo-hops 2`` partitions with complete
+halo rows one hop out. ``--merge A.json B.json --doc FILE``: one table from
+runs made in pieces (the same settings, other datasets).
 
 Run: ``.venv/bin/python tools/bench_fidelity.py --quick``.
 """
@@ -80,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--metric", choices=("auto", "accuracy", "roc_auc"), default="auto",
                    help="test metric compared: auto = ROC-AUC for binary labels, else accuracy (default auto)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of facebook's/Twitch's split (default 0)")
+    p.add_argument("--halo-hops", type=int, default=1,
+                   help="graphstream partition --halo-hops of every partition (default 1)")
     p.add_argument("--train-args", default="", help="extra flags for every train run, one shell-quoted string")
     p.add_argument("--root", default=str(DEFAULT_ROOT), help="shared datasets folder (default ../shared/datasets)")
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
@@ -88,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="cora,twitch-de:partner; gcn; p=4; sync 1,10; 2 seeds; 30 epochs (explicit flags win)")
     p.add_argument("--doc", default=None, help="markdown file whose bench_fidelity section gets the table")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="run nothing: merge the JSON outputs of earlier runs (a long benchmark run in pieces, "
+                        "the same settings but the datasets and seeds) into one result and table")
     args = p.parse_args(argv)
     if args.quick:
         given = set(a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]))
@@ -95,9 +102,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                             ("--seeds", 2), ("--epochs", 30)):
             if flag not in given:
                 setattr(args, flag[2:], value)
-    for name in ("workers", "seeds", "epochs", "hidden", "jobs"):
+    for name in ("workers", "seeds", "epochs", "hidden", "jobs", "halo_hops"):
         if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1")
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
     return args
 
 
@@ -127,12 +134,13 @@ def prepare(spec: str, parts: list[int], args, work: Path) -> dict[int, Path]:
         graphstream("dataset", name, str(node_dir), "--root", args.root, "--seed", str(args.split_seed), *extra)
         log(f"{tag}: dataset built")
     out = {}
+    hops = args.halo_hops
     for k in parts:
-        pdir = work / f"{tag}-p{k}"
+        pdir = work / (f"{tag}-p{k}" if hops == 1 else f"{tag}-p{k}-h{hops}")
         if not pdir.exists():
             graphstream("partition", str(node_dir / "graph.zarr"), "-k", str(k), "--algo", "coarse-refine",
-                        "--out", str(pdir), "--nodes", str(node_dir))
-            log(f"{tag}: {k} coarse-refine parts")
+                        "--out", str(pdir), "--nodes", str(node_dir), "--halo-hops", str(hops))
+            log(f"{tag}: {k} coarse-refine parts, halo hops {hops}")
         out[k] = pdir
     return out
 
@@ -256,6 +264,7 @@ def run(args) -> dict:
             "settings": {"datasets": specs, "models": models, "parts": parts, "syncs": syncs,
                          "workers": args.workers, "seeds": seeds, "epochs": args.epochs, "hidden": args.hidden,
                          "metric": args.metric, "split_seed": args.split_seed, "partitioner": "coarse-refine",
+                         "halo_hops": args.halo_hops,
                          "train_args": args.train_args, "goal_points": GOAL_POINTS},
             "rows": rows, "errors": errors}
 
@@ -267,26 +276,29 @@ def fmt(s: dict) -> str:
 def markdown(result: dict) -> str:
     st = result["settings"]
     lines = [BEGIN, "",
-             f"Command: `.venv/bin/python {result['command']}`  ",
+             *[f"Command: `.venv/bin/python {c}`  " for c in result.get("commands", [result["command"]])],
              f"Machine: {result['machine']}  ",
              f"Date: {result['date']}  ",
-             f"Settings: {st['epochs']} epochs, hidden {st['hidden']}, {st['partitioner']} parts, "
-             f"q = {st['workers']} workers, seeds {st['seeds'][0]}..{st['seeds'][-1]}, split seed "
-             f"{st['split_seed']}" + (f", extra train flags `{st['train_args']}`" if st["train_args"] else "")
+             f"Settings: {st['epochs']} epochs, hidden {st['hidden']}, {st['partitioner']} parts "
+             f"(--halo-hops {st.get('halo_hops', 1)}), "
+             f"q = {st['workers']} workers, seeds {st['seeds'][0]}..{st['seeds'][-1]} (or fewer: the seeds "
+             f"column), split seed {st['split_seed']}"
+             + (f", extra train flags `{st['train_args']}`" if st["train_args"] else "")
              + ".", "",
              "Points (x 100), mean ± standard deviation over seeds; gap = averaged - centralised paired by "
              "seed, with its 95% t-interval.", "",
-             "| dataset | model | metric | p | sync | centralised | averaged | gap | 95% CI | acc. centr. / avg. |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| dataset | model | metric | p | sync | seeds | centralised | averaged | gap | 95% CI | "
+             "acc. centr. / avg. |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         if "error" in r:
-            lines.append(f"| {r['dataset']} | {r['model']} | - | {r['parts']} | {r['sync_every']} | "
+            lines.append(f"| {r['dataset']} | {r['model']} | - | {r['parts']} | {r['sync_every']} | 0 | "
                          f"{r['error']} | | | | |")
             continue
         lo, hi = r["gap"]["ci95"]
         ci = "-" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
         metric = "ROC-AUC" if r["metric"] == "roc_auc" else "accuracy"
-        lines.append(f"| {r['dataset']} | {r['model']} | {metric} | {r['parts']} | {r['sync_every']} | "
+        lines.append(f"| {r['dataset']} | {r['model']} | {metric} | {r['parts']} | {r['sync_every']} | {r['seeds']} | "
                      f"{fmt(r['centralised'])} | {fmt(r['averaged'])} | {r['gap']['mean']:+.2f} | {ci} | "
                      f"{r['centralised_accuracy']['mean']:.2f} / {r['averaged_accuracy']['mean']:.2f} |")
     if result["errors"]:
@@ -308,9 +320,27 @@ def write_doc(path: Path, section: str) -> None:
     tmp.replace(path)
 
 
+def merge(paths: list[str]) -> dict:
+    """One result from the outputs of several runs: their rows and errors in order, every command."""
+    results = [json.loads(Path(f).read_text()) for f in paths]
+    first = results[0]
+    for r in results[1:]:
+        differ = [k for k in first["settings"] if k not in ("datasets", "seeds")
+                  and r["settings"].get(k) != first["settings"][k]]
+        if differ:
+            raise SystemExit(f"bench_fidelity: --merge: the runs differ in {', '.join(differ)}, not only in "
+                             "datasets and seeds")
+    seeds = max((r["settings"]["seeds"] for r in results), key=len)   # the rows say how many each used
+    settings = dict(first["settings"], datasets=[d for r in results for d in r["settings"]["datasets"]], seeds=seeds)
+    return dict(first, command=" && ".join(r["command"] for r in results),
+                commands=[r["command"] for r in results], date=max(r["date"] for r in results),
+                settings=settings, rows=[row for r in results for row in r["rows"]],
+                errors=[e for r in results for e in r["errors"]])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result = run(args)
+    result = merge(args.merge) if args.merge else run(args)
     if args.doc:
         write_doc(Path(args.doc), markdown(result))
         log(f"table written to {args.doc}")

@@ -15,6 +15,8 @@ here, the only place the trainer sees argparse.
 """
 from __future__ import annotations
 
+import argparse
+
 from graphstream.commands.flags import add_threads
 
 STATIC_MODELS = ("gcn", "sage", "gat")
@@ -63,10 +65,10 @@ def configure(p) -> None:
     p.add_argument("--proximal", type=float, default=None,
                    help="strength of the pull of local models towards the last average (FedProx, per part: "
                         "mu = PROXIMAL / training nodes of the part; default 3, 0 = plain averaging; static models)")
-    p.add_argument("--average-optimizer-state", action="store_true",
+    p.add_argument("--average-optimizer-state", action=argparse.BooleanOptionalAction, default=None,
                    help="static models: average the parts' Adam moments (weighted like the weights) at every "
-                        "synchronisation, so every part starts each round from the same optimizer state "
-                        "(default: each part keeps its own)")
+                        "synchronisation, so every part starts each round from the same optimizer state (the "
+                        "default; --no-average-optimizer-state: each part keeps its own, see docs/training.md)")
     p.add_argument("--metric", default=None, choices=("accuracy", "macro_f1", "roc_auc"),
                    help="static models: the validation metric that picks the best model (default: roc_auc for "
                         "binary labels, accuracy otherwise; roc_auc needs binary labels); every metric that "
@@ -107,8 +109,8 @@ def run(args) -> dict:
         if args.checkpoint or args.resume:  # refused rather than ignored: the user would expect a file
             raise ParameterError(f"--checkpoint/--resume apply to the static models ({', '.join(STATIC_MODELS)}), "
                                  f"not {args.model}")
-        if args.average_optimizer_state:   # refused rather than ignored, like --checkpoint
-            raise ParameterError("--average-optimizer-state applies to the static models "
+        if args.average_optimizer_state is not None:   # refused rather than ignored, like --checkpoint
+            raise ParameterError("--[no-]average-optimizer-state applies to the static models "
                                  f"({', '.join(STATIC_MODELS)}), not {args.model}")
         if args.metric not in (None, "roc_auc"):   # link prediction is measured by ROC-AUC only
             raise ParameterError(f"--metric {args.metric}: {args.model} (temporal link prediction) reports roc_auc "
@@ -130,7 +132,7 @@ def run(args) -> dict:
                          weight_decay=args.weight_decay, seed=args.seed, device=args.device,
                          checkpoint=args.checkpoint, resume=args.resume, metric=args.metric,
                          proximal=PROXIMAL if args.proximal is None else args.proximal,
-                         average_optimizer_state=args.average_optimizer_state)
+                         average_optimizer_state=_default(args.average_optimizer_state, True))
     result = run_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                           threads=args.threads, master_addr=args.master_addr)
     if not args.json:  # the per-epoch lists are for --json consumers

@@ -25,6 +25,7 @@ from graphstream.errors import NodeDataError, ParameterError
 from graphstream.store import PartitionsError
 
 from .models import Block, SparseRows
+from .params import integer
 
 # The loader's error: one type for every "these parts are wrong" condition.
 PartsError = PartitionsError
@@ -367,34 +368,49 @@ __all__ = ["ArrayPart", "DeviceGraph", "aggregation_degree", "PartSet", "PartsEr
            "full_block", "inner_mask", "load_part", "open_parts", "resolve_device", "split_graph", "to_device"]
 
 
-def split_graph(whole: ArrayPart, owner: np.ndarray) -> list[ArrayPart]:
-    """Cut an in-memory graph into parts with a one-hop halo (tests, benchmarks).
+def split_graph(whole: ArrayPart, owner: np.ndarray, hops: int = 1) -> list[ArrayPart]:
+    """Cut an in-memory graph into parts with a ``hops``-hop halo (tests, benchmarks).
 
     Part m holds the nodes with ``owner == m`` (inner, in increasing global id)
-    and then their neighbours owned elsewhere (halo, increasing global id);
-    inner rows are complete, halo rows empty: the builder's contract at its
-    leanest.
+    and then the nodes up to ``hops`` aggregation hops from them owned elsewhere
+    (halo, increasing global id). Rows of the nodes within ``hops - 1`` hops
+    (inner nodes, and with ``hops >= 2`` the nearer halo) are complete; the
+    outermost halo's rows are empty: the builder's contract at its leanest
+    (``graphstream partition --halo-hops``).
     """
+    integer("hops", hops)
     owner = np.asarray(owner)
     indptr = np.asarray(whole.indptr, np.int64)
     indices = np.asarray(whole.indices, np.int64)
     out = []
     for m in range(int(owner.max()) + 1):
         inner = np.flatnonzero(owner == m)
-        lens = indptr[inner + 1] - indptr[inner]
-        cols = indices[np.concatenate([np.arange(indptr[v], indptr[v + 1]) for v in inner])
-                       if len(inner) else np.zeros(0, np.int64)]
-        halo = np.setdiff1d(np.unique(cols), inner)
-        gids = np.concatenate([inner, halo]).astype(np.int64)
+        complete = inner
+        for _ in range(hops - 1):   # widen by one hop: the aggregation neighbours of the last ring
+            complete = np.union1d(complete, _row_columns(indptr, indices, complete))
+        complete_halo = np.setdiff1d(complete, inner)
+        cols = _row_columns(indptr, indices, complete)
+        outer = np.setdiff1d(np.unique(cols), complete)
+        gids = np.concatenate([inner, np.union1d(complete_halo, outer)]).astype(np.int64)
         local = np.full(len(owner), -1, np.int64)
         local[gids] = np.arange(len(gids))
+        has_row = np.zeros(len(gids), bool)
+        has_row[local[complete]] = True
+        lens = np.where(has_row, indptr[gids + 1] - indptr[gids], 0)
         ip = np.zeros(len(gids) + 1, np.int64)
-        ip[1:len(inner) + 1] = np.cumsum(lens)
-        ip[len(inner) + 1:] = ip[len(inner)]
+        np.cumsum(lens, out=ip[1:])
 
         def rows(a, gids=gids):
             return None if a is None else np.asarray(a)[gids]
-        out.append(ArrayPart(gids, len(inner), ip, local[cols], np.asarray(whole.features)[gids],
-                             np.asarray(whole.labels)[gids], rows(whole.train_mask), rows(whole.val_mask),
-                             rows(whole.test_mask), degree=np.diff(indptr)[gids], path=f"<memory part {m}>"))
+        out.append(ArrayPart(gids, len(inner), ip, local[_row_columns(indptr, indices, gids[has_row])],
+                             np.asarray(whole.features)[gids], np.asarray(whole.labels)[gids],
+                             rows(whole.train_mask), rows(whole.val_mask), rows(whole.test_mask),
+                             degree=np.diff(indptr)[gids], path=f"<memory part {m}>"))
     return out
+
+
+def _row_columns(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The concatenated CSR rows ``rows`` (in that order)."""
+    lens = indptr[rows + 1] - indptr[rows]
+    starts = np.repeat(indptr[rows] - np.cumsum(lens) + lens, lens)
+    return indices[starts + np.arange(int(lens.sum()))]

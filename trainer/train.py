@@ -7,8 +7,8 @@ Per worker ``r`` of ``q`` (spec: ../shared/specs/trainer.md):
 1. take parts ``r, r + q, r + 2q, ...`` (dealt cyclically; with p = q one part
    each), load them onto the device, build one model (same seed everywhere,
    so every worker starts from the same W) and one Adam optimizer per part
-   (its state stays local, never averaged, unless ``average_optimizer_state``:
-   then the moments are averaged with the weights at every synchronisation);
+   (its moments are averaged with the weights at every synchronisation,
+   ``average_optimizer_state``, the default; without it they stay per part);
 2. for every synchronisation round: for each own part, start from the current
    averaged weights W, train ``sync_every`` epochs (full batch, or sampled
    mini-batches: no gradient is ever synchronised, parts may have different
@@ -85,7 +85,7 @@ class TrainConfig:
     resume: bool = False
     record_weights: bool = False   # return every round's local and averaged weights (tests)
     metric: str | None = None      # model selection metric (trainer.metrics.METRICS); None: fits the labels
-    average_optimizer_state: bool = False   # average the parts' Adam moments with the weights at every sync
+    average_optimizer_state: bool = True    # average the parts' Adam moments with the weights at every sync
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -285,6 +285,12 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         ckpt = load_checkpoint(config.checkpoint)
         check_checkpoint(ckpt, config.checkpoint, model, parts=p, world=world, sync_every=config.sync_every,
                          mine=mine)
+        # the option changes what the saved moments are; a checkpoint from before it existed kept them per part
+        saved = bool(ckpt.get("config", {}).get("average_optimizer_state", False))
+        if saved != config.average_optimizer_state:
+            raise ParameterError(f"{config.checkpoint}: checkpoint written {'with' if saved else 'without'} the "
+                                 f"optimizer state averaged (pass --{'' if saved else 'no-'}average-optimizer-state "
+                                 "to resume it)")
         W = ckpt["weights"]
         start_round = ckpt["round"] + 1
         best = ckpt["best"]

@@ -25,6 +25,13 @@ The passes:
    (and, undirected, to the part owning its source as well); the pairs are
    appended to one spill file per part. The aggregation degree of every node
    is counted on the way (O(num_nodes)). :mod:`graphstream.assemble.spill`.
+   With ``halo_hops`` H > 1, H - 1 more passes over the edges each route to
+   every part the edges that complete the rows of its halo one hop further
+   out (:func:`graphstream.assemble.spill.widen_halo`): the part then holds a
+   complete row for every node within H - 1 hops of its inner nodes, and the
+   outermost halo's rows as above (undirected: their edges to the nodes
+   inside; directed: empty). An L-layer model needs H = L for every inner
+   node's output to be the whole graph's.
 2. per part, CSR: read the part's spill file in fixed-size chunks; first scan:
    count row lengths and collect the halo; then a counting sort fills the
    column indices row block by row block in a fixed buffer, each block written
@@ -39,9 +46,10 @@ The passes:
 This module is the orchestration: :func:`build_partitions` runs the passes
 in that order.
 
-Memory: owner and degree (10 bytes per node), and per worker building parts
-in parallel a global->local map, a row counter and a halo list (16 bytes
-per node), plus the fixed read, route, sort and gather buffers. Disk: the spill
+Memory: owner and degree (10 bytes per node), with H > 1 two per-node part
+bitsets while the further hops are routed (16 bytes per node per 64 parts),
+and per worker building parts in parallel a global->local map, a row counter
+and a halo list (16 bytes per node), plus the fixed read, route, sort and gather buffers. Disk: the spill
 files hold each routed edge once per part (8 or 16 bytes per pair); each is
 deleted as soon as its part is built.
 """
@@ -76,13 +84,13 @@ from ..store.partitions_manifest import (
 from .config import BuildConfig
 from .csr import Scratch, build_part_csr
 from .features import gather_node_data
-from .spill import Spill, route_edges
+from .spill import Spill, SpillSet, route_edges, widen_halo
 
 if TYPE_CHECKING:
     from distributed import Client
 
 
-def _build_parts(spill: Spill, owner: np.ndarray, k: int, undirected: bool, degree: np.ndarray,
+def _build_parts(spill: Spill | SpillSet, owner: np.ndarray, k: int, undirected: bool, degree: np.ndarray,
                  node_data: NodeData | None, folder: Path, config: BuildConfig, num_nodes: int,
                  id_dtype: np.dtype) -> dict[str, float]:
     """Passes 2 and 3 for every part, ``config.workers`` parts at a time (threads: the kernels
@@ -155,7 +163,7 @@ def _check_plan(store: GraphStore, plan) -> tuple[np.ndarray, int]:
 
 def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
                      nodes: str | os.PathLike | NodeData | None = None, overwrite: bool = False,
-                     work_dir: str | os.PathLike | None = None,
+                     work_dir: str | os.PathLike | None = None, halo_hops: int = 1,
                      config: BuildConfig | None = None, client: Client | None = None) -> dict[str, Any]:
     """Write the partitioned dataset of ``plan`` (a :class:`PartitionPlan`) to ``out_dir``.
 
@@ -168,6 +176,8 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
             split with the parts; None for a graph without node data.
         work_dir: where the spill files go (default: inside the temporary
             output folder, so on the same disk as the result).
+        halo_hops: H >= 1: every node within H - 1 hops of a part's inner nodes gets its complete
+            row in the part (1: the inner nodes only); one more pass over the edges per extra hop.
         config: buffer sizes.
         client: a ``distributed.Client``: route edge ranges and build parts as tasks on its cluster
             (:mod:`graphstream.assemble.distributed`; the same bytes). None: in this process.
@@ -182,6 +192,9 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
     watch = Stopwatch()
     # 0. check the plan and the node data before writing anything
     owner, k = _check_plan(store, plan)
+    if isinstance(halo_hops, bool) or not isinstance(halo_hops, (int, np.integer)) or halo_hops < 1:
+        raise ParameterError(f"--halo-hops {halo_hops}: expected a whole number >= 1")
+    halo_hops = int(halo_hops)
     node_data = nodes if isinstance(nodes, NodeData) or nodes is None else open_node_data(nodes, store.num_nodes)
     if isinstance(node_data, NodeData) and node_data.num_nodes != store.num_nodes:
         raise ParameterError(f"node data {node_data.path} is for {node_data.num_nodes} nodes, "
@@ -200,6 +213,8 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
             log(f"build: routing {store.num_edges} edges to {k} parts")
             if client is None:
                 spill, degree = route_edges(store, owner, k, spill_dir, config.batch_size)
+                spill = widen_halo(store, owner, k, spill, spill_dir, halo_hops, config.batch_size,
+                                   config.read_pairs(store.id_dtype))
                 watch.lap("route")
                 spill_bytes = int(spill.pairs.sum()) * 2 * store.id_dtype.itemsize
 
@@ -210,9 +225,11 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
                 del degree
                 workers = config.workers
             else:   # the same passes as tasks; the parts come back measured
-                from .distributed import build_parts_on_cluster, route_on_cluster
+                from .distributed import build_parts_on_cluster, route_on_cluster, widen_halo_on_cluster
 
                 routed = route_on_cluster(client, store, owner, k, spill_dir, config.batch_size)
+                routed = widen_halo_on_cluster(client, store, routed, owner, k, spill_dir, halo_hops,
+                                               config.batch_size, config.read_pairs(store.id_dtype))
                 watch.lap("route")
                 spill_bytes = int(routed.pairs.sum()) * 2 * store.id_dtype.itemsize
                 measured_parts, busy = build_parts_on_cluster(client, routed, spill_dir, k, undirected,
@@ -230,6 +247,7 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
             parts, measured = measured_parts, metrics_of_parts(measured_parts, store.num_nodes)
         metrics = _merge_metrics(dict(getattr(plan, "metrics", {}) or {}), measured, watch, busy,
                                  workers, spill_bytes)
+        metrics["part_bytes"] = sum(d.size for part in parts for d in (part.files or {}).values())
         manifest = PartitionsManifest(
             algorithm=str(getattr(plan, "algorithm", "unknown")),
             params=_jsonable(dict(getattr(plan, "params", {}) or {})),
@@ -239,6 +257,7 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
             directed=bool(store.directed),
             metrics=_jsonable(metrics),
             parts=parts,
+            halo_hops=halo_hops,
             # provenance: what was split (absolute local paths, URLs as given)
             extra={"source": {"store": _where(store.path),
                               "nodes": _where(node_data.path) if isinstance(node_data, NodeData) else None}},

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import ParameterError
 
 MiB = 1 << 20
@@ -24,6 +26,10 @@ class BuildConfig:
     sort_bytes: int = 256 * MiB
     gather_bytes: int = 128 * MiB
     workers: int = 2
+
+    def read_pairs(self, id_dtype: np.dtype) -> int:
+        """(src, dst) pairs of ``id_dtype`` per spill file read."""
+        return max(1, self.read_bytes // (2 * np.dtype(id_dtype).itemsize))
 
     def __post_init__(self) -> None:
         for name in ("read_bytes", "sort_bytes", "gather_bytes"):

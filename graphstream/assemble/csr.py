@@ -113,8 +113,7 @@ def build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirecte
 
     Returns the part's global ids (inner then halo) and its sizes.
     """
-    pair_bytes = 2 * spill.id_dtype.itemsize
-    chunk_pairs = max(1, config.read_bytes // pair_bytes)
+    chunk_pairs = config.read_pairs(spill.id_dtype)
     num_inner = len(inner)
     local, rowcount = scratch.local, scratch.rowcount
     local[inner] = np.arange(num_inner, dtype=local.dtype)

@@ -6,7 +6,10 @@ The same passes as the in-process builder, cut where they are independent:
    with :func:`route_edges` into a spill folder of its own (one file per
    part, as in-process) plus that range's aggregation degree; the folder is
    written under a temporary name and renamed whole, so a task rerun after its
-   worker died finds all of it or nothing.
+   worker died finds all of it or nothing. With ``halo_hops`` H > 1, H - 1
+   more rounds of range tasks (:func:`route_hop`), each after the client has
+   marked every part's reach from the last round's spill files into a bitset
+   shard the tasks load (:func:`widen_halo_on_cluster`).
 2. degree: node ranges, one task each, sum the ranges' degrees into one Zarr
    array chunked by node range (each task writes whole chunks of its own).
 3. parts: one task per part. The part's CSR is read from every range's spill
@@ -48,7 +51,7 @@ from ..store.partitions_manifest import PartEntry, measure_part, part_dir_name
 from .config import BuildConfig
 from .csr import Scratch, build_part_csr
 from .features import gather_node_data
-from .spill import Spill, SpillSet, route_edges
+from .spill import Spill, SpillSet, inner_bits, mark_reach, route_edges, route_hop
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -76,22 +79,39 @@ class Routed:
 
 # -- tasks (module level: pickled by reference) ---------------------------------------------------
 
-def route_range(index: int, start: int, stop: int, store_path: str, owner_path: str, k: int,
-                batch_size: int | None, work: str) -> np.ndarray:
-    """Route edges [start, stop) into ``work/route-NNNNN``; the pairs per part (k ints)."""
-    final = Path(work) / f"route-{index:05d}"
+def _routed_folder(final: Path, route) -> np.ndarray:
+    """``route(folder)`` (returns a :class:`Spill`) into ``final``, written under a temporary name and
+    renamed whole; the pairs per part (k ints). A rerun finds ``final`` complete and routes nothing."""
     if not final.is_dir():
-        tmp = Path(work) / f".route-{index:05d}.{uuid.uuid4().hex[:8]}"
+        tmp = final.parent / f".{final.name}.{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
-            owner = np.load(owner_path)   # in RAM: the routing kernel reads it at random
-            spill, degree = route_edges(open_store(store_path), owner, k, tmp, batch_size, start, stop)
-            save_npy(tmp / "degree.npy", degree)
-            save_npy(tmp / "pairs.npy", spill.pairs)
+            save_npy(tmp / "pairs.npy", route(tmp).pairs)
             publish_dir(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return np.load(final / "pairs.npy")
+
+
+def route_range(index: int, start: int, stop: int, store_path: str, owner_path: str, k: int,
+                batch_size: int | None, work: str) -> np.ndarray:
+    """Route edges [start, stop) into ``work/route-NNNNN``; the pairs per part (k ints)."""
+    def route(folder: Path) -> Spill:
+        owner = np.load(owner_path)   # in RAM: the routing kernel reads it at random
+        spill, degree = route_edges(open_store(store_path), owner, k, folder, batch_size, start, stop)
+        save_npy(folder / "degree.npy", degree)
+        return spill
+    return _routed_folder(Path(work) / f"route-{index:05d}", route)
+
+
+def route_hop_range(index: int, start: int, stop: int, hop: int, store_path: str, reach_path: str,
+                    done_path: str, k: int, batch_size: int | None, work: str) -> np.ndarray:
+    """Halo hop ``hop``'s edges of [start, stop) into ``work/hop-H-NNNNN``; the pairs per part (k ints)."""
+    def route(folder: Path) -> Spill:
+        # in RAM: the kernel reads the bitsets at random
+        return route_hop(open_store(store_path), np.load(reach_path), np.load(done_path), k, folder,
+                         batch_size, start, stop)
+    return _routed_folder(Path(work) / f"hop-{hop}-{index:05d}", route)
 
 
 def sum_degrees(lo: int, hi: int, folders: tuple[str, ...], degree_path: str) -> None:
@@ -151,6 +171,35 @@ def route_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: in
     run_tasks(client, "build: degrees", sum_degrees,
               split_range(n, task_count(client), align=DEGREE_CHUNK), folders=folders, degree_path=degree_path)
     return Routed(folders, np.asarray(pairs, dtype=np.int64).reshape(len(ranges), k), degree_path)
+
+
+def widen_halo_on_cluster(client: Client, store: GraphStore, routed: Routed, owner: np.ndarray, k: int,
+                          work: Path, hops: int, batch_size: int | None, chunk_pairs: int) -> Routed:
+    """:func:`graphstream.assemble.spill.widen_halo` on the cluster: every further hop's edges routed by
+    range tasks; the client marks each part's reach from the last round's spill files between rounds
+    (it reads them once: O(routed pairs) of I/O here) and hands the bitsets over as shards."""
+    if hops == 1:
+        return routed
+    done = inner_bits(owner, k)
+    last, folders, pairs = routed, list(routed.folders), [routed.pairs]
+    ranges = split_range(store.num_edges, task_count(client), align=store.chunk_size)
+    for h in range(1, hops):
+        reach = done.copy()
+        mark_reach(last.spill_set(store.id_dtype), k, reach, chunk_pairs)
+        reach_path = str(save_shard(work / f"reach-{h}.npy", reach))
+        done_path = str(save_shard(work / f"done-{h}.npy", done))
+        got = run_tasks(client, f"build: route halo hop {h + 1}", route_hop_range,
+                        [(i, a, b) for i, (a, b) in enumerate(ranges)], unit="edge", size=lambda t: t[2] - t[1],
+                        hop=h, store_path=store.path, reach_path=reach_path, done_path=done_path, k=k,
+                        batch_size=batch_size, work=str(work))
+        last = Routed(tuple(str(work / f"hop-{h}-{i:05d}") for i in range(len(ranges))),
+                      np.asarray(got, dtype=np.int64).reshape(len(ranges), k), routed.degree_path)
+        folders += last.folders
+        pairs.append(last.pairs)
+        done = reach
+        os.unlink(reach_path)
+        os.unlink(done_path)
+    return Routed(tuple(folders), np.concatenate(pairs), routed.degree_path)
 
 
 def build_parts_on_cluster(client: Client, routed: Routed, work: Path, k: int, undirected: bool, num_nodes: int,

@@ -4,6 +4,13 @@ One streaming pass over the store. Each edge goes to the part owning its
 target (and, undirected, to the part owning its source as well); the pairs
 are appended to one file per part. The aggregation degree of every node is
 counted on the way (O(num_nodes)). Disk: 8 or 16 bytes per routed pair.
+
+With ``--halo-hops H`` > 1, H - 1 further passes widen every part by one hop
+each (:func:`route_hop`): a part's *reach* is every node its routed pairs
+touch (inner nodes, then the halo), and pass h routes to part p the edges
+that feed the aggregation of a node in its reach whose row it does not
+complete yet (:func:`mark_reach` sets the per-part bits from the spill files).
+After pass h every node within h hops of an inner node has a complete row.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from numba import njit
 
 from .._report import progress
 from ..errors import ParameterError
+from ..kernels.bitsets import new_bitsets, popcount64, set_bit
 from ..store.graph import GraphStore
 
 
@@ -174,6 +182,135 @@ def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Pa
                         written[p] += b - a
                 bar.update(len(batch))
     return spill, degree
+
+
+@njit(cache=True, nogil=True)
+def _route_hop_batch(src, dst, undirected, reach, done, counts, pairs, place):
+    """Group a batch's edges by the parts that still need them (rows = (src, dst)).
+
+    Part p needs edge (u, v) when v is in its reach but its row is not complete yet
+    (v not ``done``); undirected, u likewise, and the edge goes to p once. An
+    edge with an endpoint ``done`` in p is already in p's spill files. Returns
+    the part offsets into ``pairs``; ``counts`` is scratch (length k). With
+    ``place`` False only the offsets (``pairs`` is not touched: size it from them).
+    """
+    k = counts.shape[0]
+    words = reach.shape[1]
+    for p in range(k):
+        counts[p] = 0
+    offsets = np.empty(k + 1, np.int64)
+    for sweep in range(2):   # 0: count per part, 1: place the pairs
+        if sweep == 1:
+            if not place:
+                break
+            for p in range(k):
+                counts[p] = offsets[p]
+        for e in range(src.shape[0]):
+            u = src[e]
+            v = dst[e]
+            for w in range(words):
+                want = reach[v, w] & ~done[v, w]
+                if undirected:
+                    want = (want | reach[u, w]) & ~(done[v, w] | done[u, w])
+                while want:
+                    bit = want & (~want + np.uint64(1))   # the lowest set bit
+                    p = w * 64 + int(popcount64(bit - np.uint64(1)))
+                    want ^= bit
+                    if sweep == 0:
+                        counts[p] += 1
+                    else:
+                        i = counts[p]
+                        pairs[i, 0] = u
+                        pairs[i, 1] = v
+                        counts[p] = i + 1
+        if sweep == 0:
+            offsets[0] = 0
+            for p in range(k):
+                offsets[p + 1] = offsets[p] + counts[p]
+    return offsets
+
+
+@njit(cache=True, nogil=True)
+def _mark_pairs(pairs, p, bits):
+    for e in range(pairs.shape[0]):
+        set_bit(bits, pairs[e, 0], p)
+        set_bit(bits, pairs[e, 1], p)
+
+
+@njit(cache=True, nogil=True)
+def _mark_owned(owner, bits):
+    for v in range(owner.shape[0]):
+        set_bit(bits, v, owner[v])
+
+
+def inner_bits(owner: np.ndarray, k: int) -> np.ndarray:
+    """Per-node part bits (:mod:`graphstream.kernels.bitsets`) of the inner nodes: bit ``owner[v]``."""
+    bits = new_bitsets(len(owner), k)
+    _mark_owned(owner, bits)
+    return bits
+
+
+def mark_reach(spill: Spill | SpillSet, k: int, bits: np.ndarray, chunk_pairs: int) -> None:
+    """Set bit p of every node that part p's spill pairs touch (its reach: inner nodes with edges and
+    the halo), reading each part's spill files once."""
+    for p in range(k):
+        for chunk in spill.read(p, chunk_pairs):
+            _mark_pairs(chunk, p, bits)
+
+
+def widen_halo(store: GraphStore, owner: np.ndarray, num_parts: int, spill: Spill, folder: Path, hops: int,
+               batch_size: int | None, chunk_pairs: int) -> Spill | SpillSet:
+    """The further passes of ``--halo-hops hops`` after :func:`route_edges`: the spill files of every
+    hop (``folder/hop-H``), as one set. Two per-node part bitsets (done, reach) while it runs."""
+    if hops == 1:
+        return spill
+    done = inner_bits(owner, num_parts)
+    spills = [spill]
+    for h in range(1, hops):
+        # Only the last pass's pairs can touch nodes outside ``done``: the earlier ones made it.
+        reach = done.copy()
+        mark_reach(spills[-1], num_parts, reach, chunk_pairs)
+        hop_dir = folder / f"hop-{h}"
+        hop_dir.mkdir()
+        spills.append(route_hop(store, reach, done, num_parts, hop_dir, batch_size))
+        done = reach
+    return SpillSet(tuple(spills))
+
+
+def route_hop(store: GraphStore, reach: np.ndarray, done: np.ndarray, num_parts: int, folder: Path,
+              batch_size: int | None = None, start: int = 0, stop: int | None = None) -> Spill:
+    """One more halo hop: the edges each part needs to complete the rows of its ``reach`` nodes
+    that are not ``done`` (:func:`_route_hop_batch`), into spill files of their own in ``folder``.
+
+    ``reach`` and ``done`` are per-node part bitsets; ``start``/``stop``: the edge range routed (a
+    task of a build on a cluster).
+    """
+    undirected = not store.directed
+    id_dtype = store.id_dtype
+    counts = np.zeros(num_parts, dtype=np.int64)
+    written = np.zeros(num_parts, dtype=np.int64)
+    spill = Spill(folder, id_dtype, written)
+    _raise_open_files_limit(num_parts + 64)
+    with ExitStack() as stack:
+        files = [stack.enter_context(open(spill.path(p), "wb", buffering=0)) for p in range(num_parts)]
+        pairs = np.empty((0, 2), dtype=id_dtype)
+        stop = store.num_edges if stop is None else stop
+        with progress(stop - start, "build: route halo hop") as bar:
+            for batch in store.stream(batch_size, start=start, stop=stop):
+                src = batch.src.astype(id_dtype, copy=False)
+                dst = batch.dst.astype(id_dtype, copy=False)
+                # An edge may go to many parts: size the buffer by a counting sweep first.
+                need = int(_route_hop_batch(src, dst, undirected, reach, done, counts, pairs, False)[-1])
+                if len(pairs) < need:
+                    pairs = np.empty((need, 2), dtype=id_dtype)
+                offsets = _route_hop_batch(src, dst, undirected, reach, done, counts, pairs, True)
+                for p in range(num_parts):
+                    a, b = offsets[p], offsets[p + 1]
+                    if b > a:
+                        _write_all(files[p], pairs[a:b])
+                        written[p] += b - a
+                bar.update(len(batch))
+    return spill
 
 
 def _write_all(f, arr: np.ndarray) -> None:

@@ -58,6 +58,10 @@ def configure(p) -> None:
     p.add_argument("--nodes", default=None, metavar="NODE_DIR",
                    help="with --out: node data folder to split into the parts (features.npy, labels.npy, "
                         "*_mask.npy; any subset)")
+    p.add_argument("--halo-hops", type=int, default=1, metavar="H",
+                   help="with --out: every node within H-1 hops of a part's inner nodes gets its complete "
+                        "aggregation row in the part (default 1: the inner nodes only; 2 for a 2-layer model to "
+                        "see the whole graph's neighbourhood; one more pass over the edges per extra hop)")
     add_overwrite(p, "an existing --out folder")
     p.add_argument("--gpus", type=int, default=None, metavar="Q",
                    help="with --gpu-memory and no -k: choose K so that each part fits in a third of one GPU's "
@@ -132,6 +136,9 @@ def _run(args, client) -> dict:
             raise ParameterError(f"--nodes {args.nodes}: node data is split into parts only with --out DIR")
         from ..store.nodedata import open_node_data
         open_node_data(args.nodes, store.num_nodes)  # headers only: bad node data fails before partitioning
+    if args.halo_hops < 1 or (args.halo_hops != 1 and args.out is None):   # before the partitioning's time
+        raise ParameterError(f"--halo-hops {args.halo_hops}: expected a whole number >= 1, for the dataset "
+                             "built with --out DIR")
     k = args.k
     if k is None:
         if args.gpus is None or args.gpu_memory is None:
@@ -151,7 +158,7 @@ def _run(args, client) -> dict:
         if args.out is not None:
             build = _import("graphstream.assemble", "building partitions (--out)")
             manifest = build.build_partitions(store, plan, args.out, nodes=args.nodes, overwrite=args.overwrite,
-                                              client=client)
+                                              halo_hops=args.halo_hops, client=client)
             if isinstance(manifest, dict):
                 result.update(manifest.get("metrics", {}))
             result["out"] = str(args.out)

@@ -103,7 +103,7 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
         "num_edges": int(maps.edge_offsets[-1]),
         "part_method": str(dataset.manifest.get("algorithm", "graphstream")),
         "num_parts": k,
-        "halo_hops": 1,
+        "halo_hops": 1,   # the inner rows' edges only, whatever the parts' --halo-hops (see the log note)
         "node_map": {NTYPE: [[int(maps.node_offsets[p]), int(maps.node_offsets[p + 1])] for p in range(k)]},
         "edge_map": {ETYPE: [[int(maps.edge_offsets[p]), int(maps.edge_offsets[p + 1])] for p in range(k)]},
         "ntypes": {NTYPE: 0},
@@ -140,6 +140,10 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
     note = missing_note(missing, "DistDGL")
     if note:
         log(note)
+    if dataset.info.halo_hops > 1:   # the halo rows' edges would need their owners' edge ids: not exported
+        log(f"the parts hold complete rows {dataset.info.halo_hops - 1} hop(s) beyond their inner nodes "
+            f"(--halo-hops {dataset.info.halo_hops}); the DistDGL export holds the inner rows' edges only "
+            "(halo_hops 1)")
     log(f"exported {k} parts to DistDGL format: {out / (name + '.json')}")
     return ExportResult(target="dgl", out=str(out), entry=str(out / f"{name}.json"), num_parts=k,
                         num_nodes=int(dataset.num_nodes), num_edges=int(maps.edge_offsets[-1]),

@@ -121,6 +121,10 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, client: Clien
     note = missing_note(missing, "PyG")
     if note:
         log(note)
+    if dataset.info.halo_hops > 1:   # the halo rows' edges would need their owners' edge ids: not exported
+        log(f"the parts hold complete rows {dataset.info.halo_hops - 1} hop(s) beyond their inner nodes "
+            f"(--halo-hops {dataset.info.halo_hops}); the PyG export holds the inner rows' edges only "
+            "(halo_hops 1)")
     log(f"exported {k} parts to PyG format: {out}")
     return ExportResult(target="pyg", out=str(out), entry=str(out), num_parts=k, num_nodes=int(n),
                         num_edges=num_edges, node_data=names, seconds=watch.seconds,

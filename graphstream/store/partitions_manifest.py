@@ -41,6 +41,9 @@ REQUIRED_FILES = ("global_ids.npy", "indptr.npy", "indices.npy", "degree.npy")
 TOP_LEVEL_KEYS = ("format", "version", "algorithm", "params", "num_parts", "num_nodes", "num_edges",
                   "directed", "metrics", "parts")
 PART_KEYS = ("path", "num_inner", "num_halo", "num_edges", "num_train")
+# Optional top-level key (written after "directed" when not 1): how many hops around the inner nodes a
+# part holds complete rows for, minus one (``graphstream partition --halo-hops``). Absent: 1.
+HALO_HOPS_KEY = "halo_hops"
 
 
 class PartitionsError(StoreError):
@@ -111,7 +114,10 @@ class PartitionsManifest:
     """``manifest.json``: what was split, how, the measured metrics and every part.
 
     ``extra``: top-level keys beyond the documented ones (the builder's
-    ``source``), written after them in their own order.
+    ``source``), written after them in their own order. ``halo_hops``: every
+    node within ``halo_hops - 1`` hops of a part's inner nodes has a complete
+    row in it (1: the inner rows only); written only when not 1, so manifests
+    of 1-hop builds keep their bytes, and read as 1 when absent.
     """
     algorithm: str
     params: dict[str, Any]
@@ -123,6 +129,7 @@ class PartitionsManifest:
     parts: tuple[PartEntry, ...]
     extra: dict[str, Any] = field(default_factory=dict)
     version: int = VERSION
+    halo_hops: int = 1
 
     @property
     def checksums(self) -> bool:
@@ -156,6 +163,9 @@ class PartitionsManifest:
                 if not isinstance(obj[k], t)]
         if bad:
             raise fail(f"malformed manifest: {', '.join(bad)} of the wrong type")
+        halo_hops = obj.get(HALO_HOPS_KEY, 1)
+        if not _is_count(halo_hops) or halo_hops < 1:
+            raise fail(f"{HALO_HOPS_KEY} is {halo_hops!r}, expected a whole number >= 1")
         entries = tuple(PartEntry.from_json(e, f"{Path(where).parent}: part {i}") for i, e in enumerate(parts))
         if version >= CHECKSUM_VERSION:
             unlisted = [i for i, e in enumerate(entries) if e.files is None]
@@ -168,15 +178,20 @@ class PartitionsManifest:
         return cls(algorithm=obj["algorithm"], params=obj["params"], num_parts=obj["num_parts"],
                    num_nodes=obj["num_nodes"], num_edges=obj["num_edges"], directed=obj["directed"],
                    metrics=obj["metrics"], parts=entries,
-                   extra={k: v for k, v in obj.items() if k not in TOP_LEVEL_KEYS and k != SEAL_KEY}, version=version)
+                   extra={k: v for k, v in obj.items()
+                          if k not in TOP_LEVEL_KEYS and k not in (SEAL_KEY, HALO_HOPS_KEY)},
+                   version=version, halo_hops=halo_hops)
 
     def to_json(self) -> dict[str, Any]:
         """The document, keys in the documented order, then ``extra``."""
         out: dict[str, Any] = {
             "format": FORMAT, "version": self.version, "algorithm": self.algorithm, "params": self.params,
             "num_parts": self.num_parts, "num_nodes": self.num_nodes, "num_edges": self.num_edges,
-            "directed": self.directed, "metrics": self.metrics, "parts": [p.to_json() for p in self.parts],
+            "directed": self.directed,
         }
+        if self.halo_hops != 1:
+            out[HALO_HOPS_KEY] = self.halo_hops
+        out.update({"metrics": self.metrics, "parts": [p.to_json() for p in self.parts]})
         out.update(self.extra)
         return seal(out) if self.version >= CHECKSUM_VERSION else out
 
