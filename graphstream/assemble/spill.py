@@ -156,78 +156,91 @@ def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Pa
     :mod:`graphstream.assemble.distributed`); the degree then counts those edges only.
     """
     undirected = not store.directed
-    id_dtype = store.id_dtype
     degree = np.zeros(store.num_nodes, dtype=np.int64)
     counts = np.zeros(num_parts, dtype=np.int64)
+    pairs = np.empty((0, 2), dtype=store.id_dtype)
+
+    def group(src, dst):
+        nonlocal pairs
+        need = len(src) * (2 if undirected else 1)
+        if len(pairs) < need:
+            pairs = np.empty((need, 2), dtype=store.id_dtype)
+        return pairs, _route_batch(src, dst, owner, undirected, degree, counts, pairs)
+
+    spill = _route(store, num_parts, folder, batch_size, start, stop, "build: route edges", group)
+    return spill, degree
+
+
+def _route(store: GraphStore, num_parts: int, folder: Path, batch_size: int | None, start: int,
+           stop: int | None, desc: str, group) -> Spill:
+    """The routing loop of every pass: stream edges [start, stop), ``group(src, dst) -> (pairs,
+    offsets)`` sorts a batch's pairs by part, and each part's run is appended to its spill file."""
+    id_dtype = store.id_dtype
     written = np.zeros(num_parts, dtype=np.int64)
     spill = Spill(folder, id_dtype, written)
     _raise_open_files_limit(num_parts + 64)
     with ExitStack() as stack:
         # Unbuffered: every write is one large slice, and a failure surfaces at the write.
         files = [stack.enter_context(open(spill.path(p), "wb", buffering=0)) for p in range(num_parts)]
-        pairs = np.empty((0, 2), dtype=id_dtype)
         stop = store.num_edges if stop is None else stop
-        with progress(stop - start, "build: route edges") as bar:
+        with progress(stop - start, desc) as bar:
             for batch in store.stream(batch_size, start=start, stop=stop):
-                need = len(batch) * (2 if undirected else 1)
-                if len(pairs) < need:
-                    pairs = np.empty((need, 2), dtype=id_dtype)
-                src = batch.src.astype(id_dtype, copy=False)
-                dst = batch.dst.astype(id_dtype, copy=False)
-                offsets = _route_batch(src, dst, owner, undirected, degree, counts, pairs)
+                pairs, offsets = group(batch.src.astype(id_dtype, copy=False), batch.dst.astype(id_dtype, copy=False))
                 for p in range(num_parts):
                     a, b = offsets[p], offsets[p + 1]
                     if b > a:
                         _write_all(files[p], pairs[a:b])
                         written[p] += b - a
                 bar.update(len(batch))
-    return spill, degree
+    return spill
 
 
 @njit(cache=True, nogil=True)
-def _route_hop_batch(src, dst, undirected, reach, done, counts, pairs, place):
-    """Group a batch's edges by the parts that still need them (rows = (src, dst)).
+def _hop_wanted(u, v, w, undirected, reach, done):
+    """Bits (word ``w``) of the parts that still need edge (u, v): v is in their reach but its row is
+    not complete yet (v not ``done``); undirected, u likewise. An edge with an endpoint ``done`` in a
+    part is already in that part's spill files."""
+    want = reach[v, w] & ~done[v, w]
+    if undirected:
+        want = (want | reach[u, w]) & ~(done[v, w] | done[u, w])
+    return want
 
-    Part p needs edge (u, v) when v is in its reach but its row is not complete yet
-    (v not ``done``); undirected, u likewise, and the edge goes to p once. An
-    edge with an endpoint ``done`` in p is already in p's spill files. Returns
-    the part offsets into ``pairs``; ``counts`` is scratch (length k). With
-    ``place`` False only the offsets (``pairs`` is not touched: size it from them).
-    """
-    k = counts.shape[0]
-    words = reach.shape[1]
-    for p in range(k):
-        counts[p] = 0
-    offsets = np.empty(k + 1, np.int64)
-    for sweep in range(2):   # 0: count per part, 1: place the pairs
-        if sweep == 1:
-            if not place:
-                break
-            for p in range(k):
-                counts[p] = offsets[p]
-        for e in range(src.shape[0]):
-            u = src[e]
-            v = dst[e]
-            for w in range(words):
-                want = reach[v, w] & ~done[v, w]
-                if undirected:
-                    want = (want | reach[u, w]) & ~(done[v, w] | done[u, w])
-                while want:
-                    bit = want & (~want + np.uint64(1))   # the lowest set bit
-                    p = w * 64 + int(popcount64(bit - np.uint64(1)))
-                    want ^= bit
-                    if sweep == 0:
-                        counts[p] += 1
-                    else:
-                        i = counts[p]
-                        pairs[i, 0] = u
-                        pairs[i, 1] = v
-                        counts[p] = i + 1
-        if sweep == 0:
-            offsets[0] = 0
-            for p in range(k):
-                offsets[p + 1] = offsets[p] + counts[p]
+
+@njit(cache=True, nogil=True)
+def _hop_offsets(src, dst, undirected, reach, done, k):
+    """Where each part's pairs of the batch start in the grouped buffer (k + 1 offsets): an edge
+    may go to many parts, so the buffer is sized from this count before :func:`_hop_place`."""
+    counts = np.zeros(k, np.int64)
+    for e in range(src.shape[0]):
+        for w in range(reach.shape[1]):
+            want = _hop_wanted(src[e], dst[e], w, undirected, reach, done)
+            while want:
+                bit = want & (~want + np.uint64(1))   # the lowest set bit
+                counts[w * 64 + int(popcount64(bit - np.uint64(1)))] += 1
+                want ^= bit
+    offsets = np.zeros(k + 1, np.int64)
+    offsets[1:] = np.cumsum(counts)
     return offsets
+
+
+@njit(cache=True, nogil=True)
+def _hop_place(src, dst, undirected, reach, done, offsets, pairs):
+    """Group the batch's edges by the parts that need them into ``pairs`` (rows = (src, dst)), at
+    the ``offsets`` :func:`_hop_offsets` gave."""
+    fill = offsets[:-1].copy()
+    for e in range(src.shape[0]):
+        u = src[e]
+        v = dst[e]
+        for w in range(reach.shape[1]):
+            want = _hop_wanted(u, v, w, undirected, reach, done)
+            while want:
+                bit = want & (~want + np.uint64(1))
+                p = w * 64 + int(popcount64(bit - np.uint64(1)))
+                want ^= bit
+                i = fill[p]
+                pairs[i, 0] = u
+                pairs[i, 1] = v
+                fill[p] = i + 1
 
 
 @njit(cache=True, nogil=True)
@@ -280,37 +293,23 @@ def widen_halo(store: GraphStore, owner: np.ndarray, num_parts: int, spill: Spil
 def route_hop(store: GraphStore, reach: np.ndarray, done: np.ndarray, num_parts: int, folder: Path,
               batch_size: int | None = None, start: int = 0, stop: int | None = None) -> Spill:
     """One more halo hop: the edges each part needs to complete the rows of its ``reach`` nodes
-    that are not ``done`` (:func:`_route_hop_batch`), into spill files of their own in ``folder``.
+    that are not ``done`` (:func:`_hop_wanted`), into spill files of their own in ``folder``.
 
     ``reach`` and ``done`` are per-node part bitsets; ``start``/``stop``: the edge range routed (a
     task of a build on a cluster).
     """
     undirected = not store.directed
-    id_dtype = store.id_dtype
-    counts = np.zeros(num_parts, dtype=np.int64)
-    written = np.zeros(num_parts, dtype=np.int64)
-    spill = Spill(folder, id_dtype, written)
-    _raise_open_files_limit(num_parts + 64)
-    with ExitStack() as stack:
-        files = [stack.enter_context(open(spill.path(p), "wb", buffering=0)) for p in range(num_parts)]
-        pairs = np.empty((0, 2), dtype=id_dtype)
-        stop = store.num_edges if stop is None else stop
-        with progress(stop - start, "build: route halo hop") as bar:
-            for batch in store.stream(batch_size, start=start, stop=stop):
-                src = batch.src.astype(id_dtype, copy=False)
-                dst = batch.dst.astype(id_dtype, copy=False)
-                # An edge may go to many parts: size the buffer by a counting sweep first.
-                need = int(_route_hop_batch(src, dst, undirected, reach, done, counts, pairs, False)[-1])
-                if len(pairs) < need:
-                    pairs = np.empty((need, 2), dtype=id_dtype)
-                offsets = _route_hop_batch(src, dst, undirected, reach, done, counts, pairs, True)
-                for p in range(num_parts):
-                    a, b = offsets[p], offsets[p + 1]
-                    if b > a:
-                        _write_all(files[p], pairs[a:b])
-                        written[p] += b - a
-                bar.update(len(batch))
-    return spill
+    pairs = np.empty((0, 2), dtype=store.id_dtype)
+
+    def group(src, dst):
+        nonlocal pairs
+        offsets = _hop_offsets(src, dst, undirected, reach, done, num_parts)
+        if len(pairs) < offsets[-1]:
+            pairs = np.empty((int(offsets[-1]), 2), dtype=store.id_dtype)
+        _hop_place(src, dst, undirected, reach, done, offsets, pairs)
+        return pairs, offsets
+
+    return _route(store, num_parts, folder, batch_size, start, stop, "build: route halo hop", group)
 
 
 def _write_all(f, arr: np.ndarray) -> None:

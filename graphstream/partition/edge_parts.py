@@ -232,9 +232,10 @@ def owner_from_edge_parts_on_cluster(client: Client, store: GraphStore, part_pat
         allocated_memmap(count_path, np.int64, (n,))[:] = 0
         for lo, hi in groups:
             shards = [str(work / f"counts-{lo}-{i}.npy") for i in range(len(edges))]
-            run_tasks(client, "owner: count edges per part", _count_task, [(*r, sh) for r, sh in zip(edges, shards,
-                      strict=True)], unit="edge", size=lambda t: t[1] - t[0], store_path=store.path,
-                      part_path=part_path, lo=lo, hi=hi, dtype=dtype.str)
+            ranges = [(a, b, shard) for (a, b), shard in zip(edges, shards, strict=True)]
+            run_tasks(client, "owner: count edges per part", _count_task, ranges, unit="edge",
+                      size=lambda t: t[1] - t[0], store_path=store.path, part_path=part_path, lo=lo, hi=hi,
+                      dtype=dtype.str)
             replicas += sum(run_tasks(client, "owner: best part", _best_task, nodes, shards=shards, lo=lo,
                                       best_path=str(best_path), count_path=str(count_path)))
             for sh in shards:
