@@ -8,6 +8,7 @@ marker file: loading it must fail with exit 2, and the marker must not exist aft
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pickle
 import shutil
@@ -393,3 +394,25 @@ def test_a_worker_error_reaches_the_parent_as_one_line(parts_dir, tmp_path, caps
     line = one_line_error(err)
     assert code == 2 and "weights_only" in line and "system" in line
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("flag", [["--drift-correction"], ["--no-drift-correction"], ["--proximal", "1"],
+                                  ["--class-weight", "none"], ["--no-average-optimizer-state"]])
+def test_static_only_flags_are_refused_for_dynamic_models(parts_dir, capsys, flag):
+    code, err = train_cli(capsys, parts_dir, "--model", "tgcn", *flag)
+    assert code == 2, err
+    line = one_line_error(err)
+    assert flag[0].replace("--no-", "--").split("-")[-1] in line and "static models" in line
+
+
+def test_fidelity_flags_reach_the_trainer(parts_dir, capsys):
+    """The defaults and their switches, as the run reports them in --json."""
+    def run(*flags):
+        capsys.readouterr()
+        assert main(["train", str(parts_dir), "--epochs", "2", "--hidden", "4", "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)
+    default = run()
+    assert (default["class_weight"], default["drift_correction"], default["proximal"]) == ("none", True, 0.0)
+    off = run("--class-weight", "balanced", "--no-drift-correction")
+    assert (off["class_weight"], off["drift_correction"], off["proximal"]) == ("balanced", False, 3.0)
+    assert run("--proximal", "0.5")["proximal"] == 0.5

@@ -163,7 +163,12 @@ def train(parts_dir: Path, model: str, seed: int, args, *, sync: int | None) -> 
     if key not in res:  # a trainer without that key: fall back to accuracy, and say so
         key, metric = "test_accuracy", "accuracy"
     return {"metric": metric, "value": float(res[key]), "test_accuracy": float(res["test_accuracy"]),
-            "best_epoch": res.get("best_epoch"), "seconds": wall}
+            "best_epoch": res.get("best_epoch"), "seconds": wall,
+            # what the trainer did, defaults included (they change between versions)
+            "trainer": {k: res.get(k) for k in TRAINER_SETTINGS}}
+
+
+TRAINER_SETTINGS = ("class_weight", "drift_correction", "proximal", "average_optimizer_state")
 
 
 def summary(values: list[float]) -> dict:
@@ -257,6 +262,7 @@ def run(args) -> dict:
                             "best_epoch_centralised": [cent[i]["best_epoch"] for i in ok],
                             "best_epoch_averaged": [avg[i]["best_epoch"] for i in ok],
                             "within_goal": abs(gap["mean"]) <= GOAL_POINTS,
+                            "trainer_averaged": avg[ok[0]].get("trainer"),
                             "seconds_averaged": float(np.mean([avg[i]["seconds"] for i in ok]))}
                     rows.append(row)
     return {"tool": "bench_fidelity", "command": shlex.join(["tools/bench_fidelity.py", *sys.argv[1:]]),
@@ -273,6 +279,17 @@ def fmt(s: dict) -> str:
     return f"{s['mean']:.2f} ± {s['std']:.2f}"
 
 
+def _trainer_line(rows: list[dict]) -> list[str]:
+    """How the averaged runs trained (the trainer's own report), when every row agrees."""
+    seen = {json.dumps(r.get("trainer_averaged"), sort_keys=True) for r in rows if r.get("trainer_averaged")}
+    if len(seen) != 1:
+        return []
+    t = json.loads(seen.pop())
+    return [f"Averaged runs: class weight {t['class_weight']}, drift correction "
+            f"{'on' if t['drift_correction'] else 'off'}, proximal {t['proximal']}, optimizer state "
+            f"{'averaged' if t['average_optimizer_state'] else 'per part'}.  "]
+
+
 def markdown(result: dict) -> str:
     st = result["settings"]
     lines = [BEGIN, "",
@@ -284,7 +301,7 @@ def markdown(result: dict) -> str:
              f"q = {st['workers']} workers, seeds {st['seeds'][0]}..{st['seeds'][-1]} (or fewer: the seeds "
              f"column), split seed {st['split_seed']}"
              + (f", extra train flags `{st['train_args']}`" if st["train_args"] else "")
-             + ".", "",
+             + ".", *_trainer_line(result["rows"]), "",
              "Points (x 100), mean ± standard deviation over seeds; gap = averaged - centralised paired by "
              "seed, with its 95% t-interval.", "",
              "| dataset | model | metric | p | sync | seeds | centralised | averaged | gap | 95% CI | "

@@ -45,6 +45,24 @@ def optimizer_moments(optimizer) -> list[torch.Tensor]:
         raise TypeError(f"{type(optimizer).__name__} keeps no exp_avg/exp_avg_sq moments to average") from exc
 
 
+def flat_gradients(model: nn.Module, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """All parameters' gradients in one 1-D tensor of ``dtype`` (zeros where a parameter has none)."""
+    return torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).detach().reshape(-1).to(dtype)
+                      for p in model.parameters()])
+
+
+def unflatten_like(model: nn.Module, flat: torch.Tensor) -> list[torch.Tensor]:
+    """``flat`` cut into tensors shaped, typed and placed like ``model``'s parameters."""
+    out, offset = [], 0
+    for p in model.parameters():
+        n = p.numel()
+        out.append(flat[offset:offset + n].view_as(p).to(dtype=p.dtype, device=p.device))
+        offset += n
+    if offset != flat.numel():
+        raise ValueError(f"buffer has {flat.numel()} values, model has {offset}")
+    return out
+
+
 def flat_moments(optimizer, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """An optimizer's moments (:func:`optimizer_moments`) in one 1-D tensor (a copy) of ``dtype``."""
     return torch.cat([t.detach().reshape(-1).to(dtype) for t in optimizer_moments(optimizer)])
@@ -95,6 +113,11 @@ class WeightedAverager:
         if optimizer is not None:   # the moments follow the weights in the one buffer
             flat = torch.cat([flat, flat_moments(optimizer)])
         contrib = flat * float(weight)
+        self._sum = contrib if self._sum is None else self._sum + contrib
+
+    def add_flat(self, flat: torch.Tensor, weight: int) -> None:
+        """Add ``weight * flat`` for any flat tensor the size of the model's parameters (a gradient)."""
+        contrib = flat.to(torch.float64) * float(weight)
         self._sum = contrib if self._sum is None else self._sum + contrib
 
     def reduce(self, like: nn.Module, optimizer=None) -> torch.Tensor:
@@ -155,5 +178,5 @@ def weighted_mean_reference(flats_by_worker: list[list[tuple[torch.Tensor, int]]
     return (total_sum / float(total)).to(torch.float32)
 
 
-__all__ = ["WeightedAverager", "flat_moments", "flat_parameters", "load_flat_", "load_moments_", "optimizer_moments",
-           "weighted_mean_reference"]
+__all__ = ["WeightedAverager", "flat_gradients", "flat_moments", "flat_parameters", "load_flat_", "load_moments_",
+           "optimizer_moments", "unflatten_like", "weighted_mean_reference"]

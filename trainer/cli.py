@@ -63,8 +63,17 @@ def configure(p) -> None:
     p.add_argument("--weight-decay", type=float, default=5e-4, metavar="WD",
                    help="static models: L2 weight decay (default 5e-4)")
     p.add_argument("--proximal", type=float, default=None,
-                   help="strength of the pull of local models towards the last average (FedProx, per part: "
-                        "mu = PROXIMAL / training nodes of the part; default 3, 0 = plain averaging; static models)")
+                   help="static models: strength of the pull of local models towards the last average (FedProx, "
+                        "per part: mu = PROXIMAL / training nodes of the part; 0 = none; default 0 with the drift "
+                        "correction, 3 without it or with --mini-batch)")
+    p.add_argument("--drift-correction", action=argparse.BooleanOptionalAction, default=None,
+                   help="static models, full batch: correct every local gradient by the parts' mean gradient at "
+                        "the last average minus the part's own (SCAFFOLD control variates; one more all_reduce "
+                        "per round), so local models follow the whole graph between averages (the default; "
+                        "docs/training.md)")
+    p.add_argument("--class-weight", default="auto", choices=("auto", "balanced", "none"),
+                   help="static models: weigh each class's loss by n / (classes x its training nodes) "
+                        "(balanced) or not (none); auto (default): balanced for binary labels, none otherwise")
     p.add_argument("--average-optimizer-state", action=argparse.BooleanOptionalAction, default=None,
                    help="static models: average the parts' Adam moments (weighted like the weights) at every "
                         "synchronisation, so every part starts each round from the same optimizer state (the "
@@ -102,16 +111,19 @@ def run(args) -> dict:
     from graphstream.errors import ParameterError
     try:
         from .sampler import parse_fanouts
-        from .train import PROXIMAL, TrainConfig, run_training
+        from .train import TrainConfig, run_training
     except ImportError as exc:  # torch missing: the train extra
         raise ParameterError(f"graphstream train needs torch (pip install 'graphstream[train]'): {exc}") from exc
     if args.model in DYNAMIC_MODELS:
         if args.checkpoint or args.resume:  # refused rather than ignored: the user would expect a file
             raise ParameterError(f"--checkpoint/--resume apply to the static models ({', '.join(STATIC_MODELS)}), "
                                  f"not {args.model}")
-        if args.average_optimizer_state is not None:   # refused rather than ignored, like --checkpoint
-            raise ParameterError("--[no-]average-optimizer-state applies to the static models "
-                                 f"({', '.join(STATIC_MODELS)}), not {args.model}")
+        for given, flag in ((args.average_optimizer_state, "--[no-]average-optimizer-state"),
+                            (args.drift_correction, "--[no-]drift-correction"), (args.proximal, "--proximal"),
+                            (None if args.class_weight == "auto" else args.class_weight, "--class-weight")):
+            if given is not None:   # refused rather than ignored, like --checkpoint
+                raise ParameterError(f"{flag} applies to the static models ({', '.join(STATIC_MODELS)}), "
+                                     f"not {args.model}")
         if args.metric not in (None, "roc_auc"):   # link prediction is measured by ROC-AUC only
             raise ParameterError(f"--metric {args.metric}: {args.model} (temporal link prediction) reports roc_auc "
                                  "only")
@@ -131,7 +143,8 @@ def run(args) -> dict:
                          batch_size=args.batch_size, lr=args.lr, dropout=args.dropout,
                          weight_decay=args.weight_decay, seed=args.seed, device=args.device,
                          checkpoint=args.checkpoint, resume=args.resume, metric=args.metric,
-                         proximal=PROXIMAL if args.proximal is None else args.proximal,
+                         proximal=args.proximal, class_weight=args.class_weight,
+                         drift_correction=_default(args.drift_correction, True),
                          average_optimizer_state=_default(args.average_optimizer_state, True))
     result = run_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                           threads=args.threads, master_addr=args.master_addr)

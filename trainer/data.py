@@ -63,6 +63,14 @@ class PartSet:
     def num_train(self, i: int) -> int:
         return int(np.count_nonzero(inner_mask(self.parts[i], "train_mask")))
 
+    def train_class_counts(self) -> np.ndarray:
+        """Training nodes per class over every part (inner nodes only: each node counted once)."""
+        counts = np.zeros(self.num_classes, np.int64)
+        for part in self.parts:
+            labels = np.asarray(part.labels[:int(part.num_inner)])[inner_mask(part, "train_mask")]
+            counts += np.bincount(labels.astype(np.int64), minlength=self.num_classes)[:self.num_classes]
+        return counts
+
 
 def inner_mask(part, name: str) -> np.ndarray:
     """The boolean mask ``name`` over the part's inner nodes (all False if absent)."""

@@ -3,7 +3,9 @@
 Per worker ``rank`` of ``world`` (spec: ../shared/specs/trainer.md):
 
 1. the parts are dealt cyclically (worker r gets r, r + q, r + 2q, ...);
-2. every round, each own part starts from the current averaged weights W and
+2. every round, after the model's own start of round (the static trainer's
+   drift correction computes every part's gradient at W there, one all_reduce),
+   each own part starts from the current averaged weights W and
    trains ``sync_every`` epochs (fewer in the last round), the torch random
    state reseeded from (seed, part, epoch) before every epoch, so a run
    resumed at a round boundary equals an uninterrupted one; the part then
@@ -95,12 +97,15 @@ class LocalSteps:
     ``start_part(part)`` runs once the part's model holds W, before its
     epochs; ``end_part(part)`` after them, before it joins the average;
     ``end_round(round, epochs_done, W)`` after the average (W is float64 and
-    loaded in the model).
+    loaded in the model). ``start_round(round, first_epoch, W)`` runs before
+    any part of the round trains (every worker calls it: it may hold
+    collectives).
     """
     epoch: Callable[[int, int], float | None]
     start_part: Callable[[int], None] = _nothing
     end_part: Callable[[int], None] = _nothing
     end_round: Callable[[int, int, torch.Tensor], None] = _nothing
+    start_round: Callable[[int, int, torch.Tensor], None] = _nothing
 
 
 @dataclass
@@ -137,6 +142,7 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
             first_epoch, n_epochs = schedule.span(r)
             t0 = time.perf_counter()
             round_losses = np.zeros(n_epochs)
+            steps.start_round(r, first_epoch, W)
             for i in mine:                                                   # step 2: local epochs
                 load_flat_(model, W)
                 steps.start_part(i)
