@@ -122,3 +122,14 @@ def test_defaults_and_mini_batch():
     out = run_training(parts, TrainConfig(hidden=8, epochs=2, mini_batch=True, fanouts=(4, 4), batch_size=16),
                        workers=1)
     assert out["drift_correction"] is False and out["proximal"] == 3.0
+
+
+def test_resume_refuses_another_drift_or_class_weight_setting(tmp_path):
+    parts = parts_of(binary_sbm(n=120), 2)
+    cfg = TrainConfig(hidden=8, epochs=2, checkpoint=str(tmp_path / "c.pt"))
+    run_training(parts, cfg, workers=1)
+    with pytest.raises(ParameterError, match="drift_correction True.*--\\[no-\\]drift-correction"):
+        run_training(parts, replace(cfg, epochs=4, resume=True, drift_correction=False), workers=1)
+    with pytest.raises(ParameterError, match="class_weight 'auto'.*--class-weight"):
+        run_training(parts, replace(cfg, epochs=4, resume=True, class_weight="balanced"), workers=1)
+    assert run_training(parts, replace(cfg, epochs=4, resume=True), workers=1)["rounds"] == 4

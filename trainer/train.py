@@ -360,6 +360,14 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             raise ParameterError(f"{config.checkpoint}: checkpoint written {'with' if saved else 'without'} the "
                                  f"optimizer state averaged (pass --{'' if saved else 'no-'}average-optimizer-state "
                                  "to resume it)")
+        # the rest of the run would train another way than its start: refused, not mixed (a checkpoint
+        # from before an option existed trained without it)
+        for key, before, flag in (("drift_correction", False, "--[no-]drift-correction"),
+                                  ("class_weight", "none", "--class-weight")):
+            was = ckpt.get("config", {}).get(key, before)
+            if was != getattr(config, key):
+                raise ParameterError(f"{config.checkpoint}: checkpoint written with {key} {was!r}, this run has "
+                                     f"{getattr(config, key)!r} (pass the same {flag} to resume it)")
         W = ckpt["weights"]
         start_round = ckpt["round"] + 1
         best = ckpt["best"]
