@@ -94,7 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--doc", default=None, help="markdown file whose bench_fidelity section gets the table")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                    help="run nothing: merge the JSON outputs of earlier runs (a long benchmark run in pieces, "
-                        "the same settings but the datasets and seeds) into one result and table")
+                        "the same settings but the datasets, models and seeds) into one result and table")
     args = p.parse_args(argv)
     if args.quick:
         given = set(a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]))
@@ -280,12 +280,15 @@ def fmt(s: dict) -> str:
 
 
 def _trainer_line(rows: list[dict]) -> list[str]:
-    """How the averaged runs trained (the trainer's own report), when every row agrees."""
-    seen = {json.dumps(r.get("trainer_averaged"), sort_keys=True) for r in rows if r.get("trainer_averaged")}
-    if len(seen) != 1:
+    """How the averaged runs trained (the trainer's own report), when the rows that say agree
+    (the class weight apart: ``auto`` resolves it per dataset, and the rows show the metric)."""
+    said = [r["trainer_averaged"] for r in rows if r.get("trainer_averaged")]
+    rest = {json.dumps({k: v for k, v in t.items() if k != "class_weight"}, sort_keys=True) for t in said}
+    if len(rest) != 1:
         return []
-    t = json.loads(seen.pop())
-    return [f"Averaged runs: class weight {t['class_weight']}, drift correction "
+    t = json.loads(rest.pop())
+    weights = sorted({t["class_weight"] for t in said})
+    return [f"Averaged runs: class weight {' / '.join(weights)} (auto: balanced for binary labels), drift correction "
             f"{'on' if t['drift_correction'] else 'off'}, proximal {t['proximal']}, optimizer state "
             f"{'averaged' if t['average_optimizer_state'] else 'per part'}.  "]
 
@@ -342,13 +345,15 @@ def merge(paths: list[str]) -> dict:
     results = [json.loads(Path(f).read_text()) for f in paths]
     first = results[0]
     for r in results[1:]:
-        differ = [k for k in first["settings"] if k not in ("datasets", "seeds")
+        differ = [k for k in first["settings"] if k not in ("datasets", "models", "seeds")
                   and r["settings"].get(k) != first["settings"][k]]
         if differ:
             raise SystemExit(f"bench_fidelity: --merge: the runs differ in {', '.join(differ)}, not only in "
-                             "datasets and seeds")
+                             "datasets, models and seeds")
     seeds = max((r["settings"]["seeds"] for r in results), key=len)   # the rows say how many each used
-    settings = dict(first["settings"], datasets=[d for r in results for d in r["settings"]["datasets"]], seeds=seeds)
+    datasets = list(dict.fromkeys(d for r in results for d in r["settings"]["datasets"]))
+    models = list(dict.fromkeys(m for r in results for m in r["settings"]["models"]))
+    settings = dict(first["settings"], datasets=datasets, models=models, seeds=seeds)
     return dict(first, command=" && ".join(r["command"] for r in results),
                 commands=[r["command"] for r in results], date=max(r["date"] for r in results),
                 settings=settings, rows=[row for r in results for row in r["rows"]],
