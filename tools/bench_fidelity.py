@@ -145,6 +145,9 @@ def prepare(spec: str, parts: list[int], args, work: Path) -> dict[int, Path]:
     return out
 
 
+TRAINER_SETTINGS = ("class_weight", "drift_correction", "proximal", "average_optimizer_state")
+
+
 def train(parts_dir: Path, model: str, seed: int, args, *, sync: int | None) -> dict:
     """One `graphstream train` run; sync None = centralised. Returns metric, accuracy, best epoch, seconds."""
     flags = ["train", str(parts_dir), "--model", model, "--epochs", str(args.epochs), "--hidden", str(args.hidden),
@@ -166,9 +169,6 @@ def train(parts_dir: Path, model: str, seed: int, args, *, sync: int | None) -> 
             "best_epoch": res.get("best_epoch"), "seconds": wall,
             # what the trainer did, defaults included (they change between versions)
             "trainer": {k: res.get(k) for k in TRAINER_SETTINGS}}
-
-
-TRAINER_SETTINGS = ("class_weight", "drift_correction", "proximal", "average_optimizer_state")
 
 
 def summary(values: list[float]) -> dict:

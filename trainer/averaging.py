@@ -51,16 +51,23 @@ def flat_gradients(model: nn.Module, dtype: torch.dtype = torch.float64) -> torc
                       for p in model.parameters()])
 
 
+def _cut_like(flat: torch.Tensor, tensors: list[torch.Tensor], what: str) -> list[torch.Tensor]:
+    """``flat`` cut into views shaped like ``tensors``, in order; ``what`` names them in the error."""
+    total = sum(t.numel() for t in tensors)
+    if total != flat.numel():
+        raise ValueError(f"buffer has {flat.numel()} values, {what} has {total}")
+    out, offset = [], 0
+    for t in tensors:
+        out.append(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()
+    return out
+
+
 def unflatten_like(model: nn.Module, flat: torch.Tensor) -> list[torch.Tensor]:
     """``flat`` cut into tensors shaped, typed and placed like ``model``'s parameters."""
-    out, offset = [], 0
-    for p in model.parameters():
-        n = p.numel()
-        out.append(flat[offset:offset + n].view_as(p).to(dtype=p.dtype, device=p.device))
-        offset += n
-    if offset != flat.numel():
-        raise ValueError(f"buffer has {flat.numel()} values, model has {offset}")
-    return out
+    params = list(model.parameters())
+    return [piece.to(dtype=p.dtype, device=p.device) for p, piece in zip(params, _cut_like(flat, params, "model"),
+                                                                          strict=True)]
 
 
 def flat_moments(optimizer, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -70,26 +77,18 @@ def flat_moments(optimizer, dtype: torch.dtype = torch.float64) -> torch.Tensor:
 
 def load_moments_(optimizer, flat: torch.Tensor) -> None:
     """Copy a flat buffer back into an optimizer's moments, in place."""
-    offset = 0
+    moments = optimizer_moments(optimizer)
     with torch.no_grad():
-        for t in optimizer_moments(optimizer):
-            n = t.numel()
-            t.copy_(flat[offset:offset + n].view_as(t).to(t.dtype))
-            offset += n
-    if offset != flat.numel():
-        raise ValueError(f"buffer has {flat.numel()} values, the optimizer has {offset}")
+        for t, piece in zip(moments, _cut_like(flat, moments, "the optimizer"), strict=True):
+            t.copy_(piece.to(t.dtype))
 
 
 def load_flat_(model: nn.Module, flat: torch.Tensor) -> None:
     """Copy a flat buffer back into ``model``'s parameters, in place."""
-    offset = 0
+    params = list(model.parameters())
     with torch.no_grad():
-        for p in model.parameters():
-            n = p.numel()
-            p.copy_(flat[offset:offset + n].view_as(p).to(p.dtype))
-            offset += n
-    if offset != flat.numel():
-        raise ValueError(f"buffer has {flat.numel()} values, model has {offset}")
+        for p, piece in zip(params, _cut_like(flat, params, "model"), strict=True):
+            p.copy_(piece.to(p.dtype))
 
 
 @dataclass
@@ -112,11 +111,11 @@ class WeightedAverager:
         flat = flat_parameters(model)
         if optimizer is not None:   # the moments follow the weights in the one buffer
             flat = torch.cat([flat, flat_moments(optimizer)])
-        contrib = flat * float(weight)
-        self._sum = contrib if self._sum is None else self._sum + contrib
+        self.add_flat(flat, weight)
 
     def add_flat(self, flat: torch.Tensor, weight: int) -> None:
-        """Add ``weight * flat`` for any flat tensor the size of the model's parameters (a gradient)."""
+        """Add ``weight * flat`` for any flat tensor the size of the model's parameters (a gradient), or
+        of the parameters and moments (:meth:`add`)."""
         contrib = flat.to(torch.float64) * float(weight)
         self._sum = contrib if self._sum is None else self._sum + contrib
 

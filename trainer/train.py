@@ -388,11 +388,13 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     drift = config.drift_correction and not config.mini_batch
     proximal = proximal_strength(config)
     gradients = WeightedAverager(total_train, distributed=world > 1)
-    at_W: dict[int, tuple[int, float | None]] = {}   # part -> (first epoch of the round, its loss at W)
+    round_start = -1                                 # this round's first epoch, stepped on c (DRIFT)
+    loss_at_W: dict[int, float | None] = {}          # part -> its loss at W, this round
     mean_gradient: list[torch.Tensor] = []           # c, shaped like the parameters (DRIFT)
     correction: dict[int, list[torch.Tensor]] = {}   # part -> c - c_i (DRIFT), this round
 
     def correct_drift(r: int, first_epoch: int, W: torch.Tensor) -> None:   # DRIFT: every c_i at W, then c
+        nonlocal round_start
         if not drift:
             return
         own = {}
@@ -405,9 +407,10 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
                 loss = _full_batch_loss(model, graphs[i], config, weight)
                 loss.backward()
             own[i] = flat_gradients(model)
-            at_W[i] = (first_epoch, None if loss is None else float(loss.detach()))
+            loss_at_W[i] = None if loss is None else float(loss.detach())
             gradients.add_flat(own[i], n_train[i])
         c = gradients.reduce(model)
+        round_start = first_epoch
         mean_gradient[:] = unflatten_like(model, c)
         for i in mine:
             correction[i] = unflatten_like(model, c - own[i])
@@ -418,7 +421,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         for p_, c in zip(model.parameters(), mean_gradient, strict=True):
             p_.grad = c.clone()   # the proximal term's gradient is 0 at W
         opts[i].step()
-        return at_W[i][1]
+        return loss_at_W[i]
 
     def start_part(i: int) -> None:                                      # step 2: from W, pulled back to it
         nonlocal anchor
@@ -429,7 +432,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     def epoch(i: int, e: int) -> float | None:
         if config.mini_batch:
             return _epoch_mini(model, opts[i], graphs[i], config, i, e, device, anchor, weight)
-        if drift and at_W[i][0] == e:
+        if drift and e == round_start:
             return step_on_mean_gradient(i)
         return _epoch_full(model, opts[i], graphs[i], config, anchor, weight, correction.get(i))
 
