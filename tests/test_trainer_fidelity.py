@@ -18,7 +18,15 @@ torch = pytest.importorskip("torch")
 
 from graphstream.errors import ParameterError  # noqa: E402
 from trainer.data import ArrayPart, PartSet, check_parts, split_graph  # noqa: E402
-from trainer.train import TrainConfig, _node_loss, class_weights, proximal_strength, run_training  # noqa: E402
+from trainer.train import (  # noqa: E402
+    DRIFT_RISE,
+    DriftTrust,
+    TrainConfig,
+    _node_loss,
+    class_weights,
+    proximal_strength,
+    run_training,
+)
 
 
 def binary_sbm(n=240, positive=0.15, f=12, seed=0) -> ArrayPart:
@@ -133,3 +141,30 @@ def test_resume_refuses_another_drift_or_class_weight_setting(tmp_path):
     with pytest.raises(ParameterError, match="class_weight 'auto'.*--class-weight"):
         run_training(parts, replace(cfg, epochs=4, resume=True, class_weight="balanced"), workers=1)
     assert run_training(parts, replace(cfg, epochs=4, resume=True), workers=1)["rounds"] == 4
+
+
+def test_drift_trust_halves_on_a_rise_past_the_bar_only():
+    trust = DriftTrust()
+    for loss in (2.0, 1.0, 0.5, 0.5 + 0.9 * DRIFT_RISE * 2.0):   # a rise under the bar: kept
+        trust.observe(loss)
+    assert trust.weight == 1.0
+    trust.observe(trust.last_loss + 1.1 * DRIFT_RISE * 2.0)       # past it: halved, for good
+    trust.observe(0.1)
+    assert trust.weight == 0.5
+
+
+def test_drift_trust_drops_where_rounds_raise_the_loss_and_survives_resume(tmp_path):
+    """A step size that makes the average oscillate halves the correction's weight; a resumed run
+    picks the weight up from the checkpoint and ends where the straight run does."""
+    parts = parts_of(binary_sbm(), 4)
+    cfg = TrainConfig(model="gcn", hidden=8, epochs=12, sync_every=3, seed=1, lr=1.0)
+    straight = run_training(parts, cfg, workers=1, threads=1)
+    assert straight["drift_correction_weight"] < 1.0
+    calm = run_training(parts, replace(cfg, lr=0.01), workers=1, threads=1)
+    assert calm["drift_correction_weight"] == 1.0
+    ck = str(tmp_path / "c.pt")
+    half = run_training(parts, replace(cfg, epochs=9, checkpoint=ck), workers=1, threads=1)
+    assert half["drift_correction_weight"] < 1.0   # the drop happened before the checkpoint
+    resumed = run_training(parts, replace(cfg, checkpoint=ck, resume=True), workers=1, threads=1)
+    assert resumed["history"] == straight["history"]
+    assert resumed["drift_correction_weight"] == straight["drift_correction_weight"]

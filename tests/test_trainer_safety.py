@@ -126,6 +126,8 @@ def test_resume_refuses_a_plain_pickle_that_runs_code(tmp_path):
     (lambda c: c["optimizers"].pop(1), "optimizers 1"),
     (lambda c: c["optimizers"][0].update(exp_avg=[]), "optimizers[0] 'exp_avg'"),
     (lambda c: c.update(round="3"), "'round' is a str"),
+    (lambda c: c["drift_trust"].update(weight="1"), "drift_trust 'weight' is a str"),
+    (lambda c: c["drift_trust"].update(other=1.0), "'drift_trust' holds"),
     (lambda c: c.update(format="other"), "not a graphstream training checkpoint"),
 ])
 def test_resume_names_a_missing_or_misshapen_key(tmp_path, damage, named):

@@ -115,19 +115,21 @@ class WeightedAverager:
 
     def add_flat(self, flat: torch.Tensor, weight: int) -> None:
         """Add ``weight * flat`` for any flat tensor the size of the model's parameters (a gradient), or
-        of the parameters and moments (:meth:`add`)."""
+        of the parameters and moments (:meth:`add`), with any values appended (``reduce``'s ``extra``)."""
         contrib = flat.to(torch.float64) * float(weight)
         self._sum = contrib if self._sum is None else self._sum + contrib
 
-    def reduce(self, like: nn.Module, optimizer=None) -> torch.Tensor:
+    def reduce(self, like: nn.Module, optimizer=None, extra: int = 0) -> torch.Tensor:
         """The averaged flat buffer (float64), after one all_reduce: the weights, then
-        ``optimizer``'s moments when one is given (its values are not used, only their number)."""
+        ``optimizer``'s moments when one is given (its values are not used, only their number),
+        then ``extra`` more values that rode along (``add_flat``)."""
         if self._sum is not None:
             buf = self._sum
         else:   # a worker without parts still joins the all_reduce, with zeros
-            buf = flat_parameters(like) if optimizer is None else torch.cat([flat_parameters(like),
-                                                                           flat_moments(optimizer)])
-            buf = torch.zeros_like(buf)
+            size = flat_parameters(like).numel() + extra
+            if optimizer is not None:
+                size += flat_moments(optimizer).numel()
+            buf = torch.zeros(size, dtype=torch.float64)
         self._sum = None
         start = time.perf_counter()
         if self.distributed and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
