@@ -217,7 +217,8 @@ def test_cancel_long_job(service):
     """Cancel a running generate: the job is cancelled and nothing of its output is left."""
     server, tokens = service
     with server.client(tokens["alice"]) as alice:
-        job = submit(alice, "generate", {"generator": "rmat", "out": "big.zarr", "scale": 21, "edge_factor": 16})
+        # big enough to be still running when the cancel lands (the generator writes ~20M edges/s here)
+        job = submit(alice, "generate", {"generator": "rmat", "out": "big.zarr", "scale": 24, "edge_factor": 16})
         wait(alice, job["id"], until=lambda j: j["state"] != "queued" and (j["stage"] or "").startswith("generate:"))
         r = alice.post(f"/api/jobs/{job['id']}/cancel")
         assert r.status_code == 200
@@ -237,7 +238,8 @@ def test_restart_after_sigkill(tmp_path):
     server = Server(root)
     try:
         with server.client(token) as alice:
-            job = submit(alice, "generate", {"generator": "rmat", "out": "g.zarr", "scale": 22, "edge_factor": 8})
+            # ~7 s of generating at ~20M edges/s: still running when the server is killed
+            job = submit(alice, "generate", {"generator": "rmat", "out": "g.zarr", "scale": 24, "edge_factor": 8})
             wait(alice, job["id"], until=lambda j: (j["stage"] or "").startswith("generate:"))
         server.kill()
     finally:
@@ -252,6 +254,6 @@ def test_restart_after_sigkill(tmp_path):
         server.stop()
     assert done["state"] == "succeeded", (done, log)
     assert done["attempts"] == 2 and "queued again" in log and "attempt 2" in log
-    assert done["result"]["num_edges"] == 8 * 2**22
+    assert done["result"]["num_edges"] == 8 * 2**24
     verify = graphstream("verify", str(root / "g.zarr"), "--json")
     assert json.loads(verify.stdout)["ok"] is True
