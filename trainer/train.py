@@ -202,18 +202,11 @@ def _node_loss(logits: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | Non
     return (F.cross_entropy(logits, y, reduction="none") * weight[y]).mean()
 
 
-def _full_batch_loss(model, g, config: TrainConfig, weight) -> torch.Tensor:
-    model.train()
+def _full_batch_loss(model, g, config: TrainConfig, weight, training: bool = True) -> torch.Tensor:
+    """The part's training loss; ``training`` False: without dropout."""
+    model.train(training)
     out = model(g.x, [g.block] * config.num_layers)
     return _node_loss(out[g.train_idx], g.y[g.train_idx], weight)
-
-
-def _eval_loss(model, g, config: TrainConfig, weight) -> float:
-    """The part's training loss without dropout (a forward pass, no gradient)."""
-    model.eval()
-    with torch.no_grad():
-        out = model(g.x, [g.block] * config.num_layers)
-        return float(_node_loss(out[g.train_idx], g.y[g.train_idx], weight))
 
 
 @dataclass
@@ -444,6 +437,8 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     mean_gradient: list[torch.Tensor] = []           # c, shaped like the parameters (DRIFT)
     correction: dict[int, list[torch.Tensor]] = {}   # part -> c - c_i (DRIFT), this round
 
+    watch_loss = drift and config.sync_every > 1   # only rounds of several steps use c - c_i (DRIFT_RISE)
+
     def correct_drift(r: int, first_epoch: int, W: torch.Tensor) -> None:   # DRIFT: every c_i at W, then c
         nonlocal round_start
         if not drift:
@@ -457,14 +452,15 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             if n_train[i]:
                 loss = _full_batch_loss(model, graphs[i], config, weight)
                 loss.backward()
-                if config.sync_every > 1:   # only rounds of several steps use c - c_i (DRIFT_RISE)
-                    clean = _eval_loss(model, graphs[i], config, weight)
+                if watch_loss:
+                    with torch.no_grad():
+                        clean = float(_full_batch_loss(model, graphs[i], config, weight, training=False))
             own[i] = flat_gradients(model)
             loss_at_W[i] = None if loss is None else float(loss.detach())
             gradients.add_flat(torch.cat([own[i], own[i].new_tensor([clean])]), n_train[i])
         reduced = gradients.reduce(model, extra=1)
         c, whole_loss = reduced[:-1], float(reduced[-1])
-        if config.sync_every > 1:
+        if watch_loss:
             trust.observe(whole_loss)
         round_start = first_epoch
         mean_gradient[:] = unflatten_like(model, c)
