@@ -108,7 +108,7 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
     k = 5
     owner = rng.integers(0, k, n).astype(np.int32)
     size = np.bincount(owner, minlength=k).astype(np.int64)
-    counters = np.zeros((n, (k + 3) // 4), dtype=np.uint8)
+    counters = K.new_counters(n, k)
     blk = next(iter(vs.blocks()))
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT)
     target = np.empty(n, dtype=np.int32)
@@ -148,3 +148,36 @@ def test_cluster_result_is_a_valid_partition_with_the_reported_rf(graphs, dask_c
     plan = coarse_refine.run(store, 4, seed=0, client=dask_client, work_dir=tmp_path / "w")
     check_plan(plan, n, 4, 1.05)
     assert plan.metrics["replication_factor"] == pytest.approx(rf_by_sets(src, dst, plan.owner, n), abs=1e-12)
+
+
+@pytest.mark.parametrize("k", [3, 8, 16, 40, 70])
+def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
+    """The one-scan proposal (every part's A_b summed in 4-bit fields, spilled every 15 neighbours) gives
+    each proposal's true change, for counters of one 8/16/32-bit word and of several 64-bit words."""
+    rng = np.random.default_rng(k)
+    n = 300
+    src = rng.integers(0, n, 6000)
+    dst = np.where(rng.random(6000) < 0.5, rng.integers(0, 20, 6000), rng.integers(0, n, 6000))  # hubs 0..19
+    keep = src != dst
+    pairs = np.unique(np.stack([np.minimum(src, dst)[keep], np.maximum(src, dst)[keep]], axis=1), axis=0)
+    src, dst = pairs[:, 0], pairs[:, 1]                  # a simple graph: the formula counts neighbours once
+    store = write_store(tmp_path / "g.zarr", src, dst, n)
+    vs = build_vertex_stream(store, tmp_path / "vs")
+    owner = rng.integers(0, k, n).astype(np.int32)
+    size = np.bincount(owner, minlength=k).astype(np.int64)
+    counters = K.new_counters(n, k)
+    blk = next(iter(vs.blocks()))
+    assert np.diff(blk.offsets).max() > 4 * 15          # several spills of the 4-bit sums
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT)
+    target = np.empty(n, dtype=np.int32)
+    delta = np.empty(n, dtype=np.int32)
+    kind = np.empty(n, dtype=np.int8)
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, k, SEGMENT,
+                     target, delta, kind)
+    before = rf_by_sets(src, dst, owner, n) * n
+    proposed = np.flatnonzero(kind >= 0)
+    assert len(proposed) > 10
+    for u in proposed:
+        moved = owner.copy()
+        moved[u] = target[u]
+        assert round(rf_by_sets(src, dst, moved, n) * n - before) == delta[u], (u, target[u])

@@ -6,8 +6,10 @@ slice of the vertex stream: node ``first + i`` has neighbours
 neither attract a node nor add a replica.
 
 Refinement keeps, for every node y and part p, a 2-bit saturating count
-c_y(p) of y's neighbours owned by p (0, 1, 2, 3 = "3 or more"), packed four
-parts a byte: ``counters[y, p >> 2]``, k/4 bytes a node.
+c_y(p) of y's neighbours owned by p (0, 1, 2, 3 = "3 or more"), packed in
+words (:func:`new_counters`): one 8-, 16- or 32-bit word a node up to k = 16,
+then ceil(k / 32) 64-bit words, so a proposal reads a neighbour's row in one
+load and tests every part at once (SWAR: "SIMD within a register").
 
 Label propagation and refinement run as synchronous rounds (coarse_rounds.py):
 the ``*_propose`` kernels compute every node's move against the state at the
@@ -24,18 +26,23 @@ from numba import njit, prange
 
 from ..kernels.hashing import hash_node
 from ..kernels.pairs import pair_key, pairs_to_csr
+from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 
 # -- step 2: size-capped label propagation ----------------------------------------------------
 
 @njit(cache=True, inline="always")
-def count_neighbour_labels(u, start, stop, nbrs, label, cnt, touched):
+def count_neighbour_labels(u, start, stop, nbrs, label, cnt, touched, ahead):
     """``cnt[label[v]] += 1`` for u's neighbours ``v != u`` in ``nbrs[start:stop]``.
 
     The distinct labels seen go to ``touched[:nt]``; returns ``nt``. ``cnt`` is
     zero on entry; the caller zeroes ``cnt[touched[:nt]]`` when done with it.
+    Labels of entries before ``ahead`` (the end of the caller's segment) are
+    prefetched ``PREFETCH_DISTANCE`` entries early.
     """
     nt = 0
     for j in range(start, stop):
+        if j + PREFETCH_DISTANCE < ahead:
+            prefetch_row(label, nbrs[j + PREFETCH_DISTANCE])
         v = nbrs[j]
         if v == u:
             continue
@@ -82,11 +89,14 @@ def lp_propose(first, offs, nbrs, label, size, cap, seed, seg, prop, gain):
         vals = np.zeros(tsize, dtype=np.int32)
         used = np.empty(maxd, dtype=np.int64)
         glo = first + lo
+        ahead = offs[hi]
         for i in range(lo, hi):
             u = first + i
             cur = label[u]
             nt = 0
             for j in range(offs[i], offs[i + 1]):
+                if j + PREFETCH_DISTANCE < ahead:
+                    prefetch_row(label, nbrs[j + PREFETCH_DISTANCE])
                 v = nbrs[j]
                 if v == u:
                     continue
@@ -189,11 +199,14 @@ def coarse_halo_keys_block(first, offs, nbrs, cl, num_clusters, stamp, out):
     ``stamp`` (one int64 per cluster) is scratch.
     """
     m = 0
+    ahead = offs[offs.shape[0] - 1]
     for i in range(offs.shape[0] - 1):
         u = first + i
         cu = cl[u]
         tag = u + 1
         for j in range(offs[i], offs[i + 1]):
+            if j + PREFETCH_DISTANCE < ahead:
+                prefetch_row(cl, nbrs[j + PREFETCH_DISTANCE])
             cv = cl[nbrs[j]]
             if cv == cu or stamp[cv] == tag:
                 continue
@@ -222,17 +235,28 @@ def project_parts(cl, cpart, owner):
 
 # -- step 4b: whole clusters moved on the full graph ---------------------------------------------
 
-@njit(cache=True)
-def cluster_part_entries(first, offs, nbrs, cl, cpart, conn):
-    """``conn[c, p]`` += entries from the block's nodes of cluster c to nodes of part p."""
-    for i in range(offs.shape[0] - 1):
-        c = cl[first + i]
-        if c < 0:
-            continue
-        for j in range(offs[i], offs[i + 1]):
-            d = cl[nbrs[j]]
-            if d >= 0:
-                conn[c, cpart[d]] += 1
+@njit(cache=True, parallel=True)
+def cluster_part_entries(first, offs, nbrs, cl, node_part, conn):
+    """``conn[t, c, p]`` += entries from the block's nodes of cluster c to nodes of part p, the block
+    cut into ``conn.shape[0]`` runs of nodes counted in parallel, each into its own table (the caller
+    sums them: integers, so the sum is the same whatever the cut). ``node_part``: the clusters' parts
+    projected on the nodes, -1 for isolated ones (one lookup an entry, not two)."""
+    nloc = offs.shape[0] - 1
+    runs = conn.shape[0]
+    for t in prange(runs):
+        lo = nloc * t // runs
+        hi = nloc * (t + 1) // runs
+        ahead = offs[hi]
+        for i in range(lo, hi):
+            c = cl[first + i]
+            if c < 0:
+                continue
+            for j in range(offs[i], offs[i + 1]):
+                if j + PREFETCH_DISTANCE < ahead:
+                    prefetch_row(node_part, nbrs[j + PREFETCH_DISTANCE])
+                p = node_part[nbrs[j]]
+                if p >= 0:
+                    conn[t, c, p] += 1
 
 
 @njit(cache=True)
@@ -257,30 +281,48 @@ def cluster_moves(order, conn, cpart, csizes, size, cap):
 
 # -- step 5: refinement for the replication factor ----------------------------------------------
 
+def new_counters(n: int, k: int) -> np.ndarray:
+    """Zeroed counters for n nodes and k parts: (n, words) of the narrowest unsigned type holding k
+    2-bit fields, 64-bit words past k = 32 (k/4 bytes a node rounded up to 1, 2, 4 or a multiple of 8)."""
+    for bits, dtype in ((8, np.uint8), (16, np.uint16), (32, np.uint32)):
+        if 2 * k <= bits:
+            return np.zeros((n, 1), dtype=dtype)
+    return np.zeros((n, (k + 31) // 32), dtype=np.uint64)
+
+
+_ZERO_FIELDS = np.uint64(0x5555555555555555)   # the low bit of every 2-bit field
+_BYTES = np.uint64(0x0101010101010101)         # the low bit of every byte
+
+
 @njit(cache=True)
 def _get(counters, y, p):
-    return (counters[y, p >> 2] >> ((p & 3) * 2)) & 3
+    fpw = counters.itemsize * 4   # fields a word
+    w = p // fpw
+    return np.int64((np.uint64(counters[y, w]) >> np.uint64(2 * (p - w * fpw))) & np.uint64(3))
 
 
 @njit(cache=True)
 def _put(counters, y, p, val):
-    s = (p & 3) * 2
-    old = np.int64(counters[y, p >> 2])
-    counters[y, p >> 2] = np.uint8((old & ~(3 << s)) | (val << s))
+    fpw = counters.itemsize * 4
+    w = p // fpw
+    sh = np.uint64(2 * (p - w * fpw))
+    old = np.uint64(counters[y, w])
+    counters[y, w] = (old & ~(np.uint64(3) << sh)) | (np.uint64(val) << sh)
 
 
 @njit(cache=True, parallel=True)
 def refine_summary(first, offs, nbrs, owner, counters, seg):
     """Fresh counters c_y(p) for the block's nodes (counts of neighbours per part, saturated at 3)."""
-    k = counters.shape[1] * 4
+    k = counters.shape[1] * counters.itemsize * 4   # fields a row (>= the parts)
     nloc = offs.shape[0] - 1
     for s in prange((nloc + seg - 1) // seg):
         cnt = np.zeros(k, dtype=np.int32)
         touched = np.empty(k, dtype=np.int32)
+        ahead = offs[min(s * seg + seg, nloc)]
         for i in range(s * seg, min(s * seg + seg, nloc)):
             y = first + i
             counters[y, :] = 0
-            nt = count_neighbour_labels(y, offs[i], offs[i + 1], nbrs, owner, cnt, touched)
+            nt = count_neighbour_labels(y, offs[i], offs[i + 1], nbrs, owner, cnt, touched, ahead)
             for t in range(nt):
                 p = touched[t]
                 _put(counters, y, p, min(cnt[p], 3))
@@ -344,43 +386,71 @@ def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, max_can
     """
     k = size.shape[0]
     nloc = offs.shape[0] - 1
+    words = counters.shape[1]
+    fpw = counters.itemsize * 4
     for s in prange((nloc + seg - 1) // seg):
         cnt = np.zeros(k, dtype=np.int32)
-        touched = np.empty(k, dtype=np.int32)
+        touched = np.empty(k + 1, dtype=np.int32)   # +1: written before it is known to be new
         cand = np.empty(max_candidates, dtype=np.int32)
         added = np.empty(max_candidates, dtype=np.int64)
+        # A_b for every part at once: per word, four accumulators of 8-bit sums of the "c_y(b) = 0"
+        # bits (fields f = 4i + r in byte i of accumulator r), spilled into added_all every 255
+        # neighbours, before a byte can overflow
+        acc = np.zeros((words, 4), dtype=np.uint64)
+        added_all = np.zeros(words * 32, dtype=np.int64)
+        ahead = offs[min(s * seg + seg, nloc)]
         for i in range(s * seg, min(s * seg + seg, nloc)):
             u = first + i
             lo, hi = offs[i], offs[i + 1]
             a = owner[u]
+            aw = a // fpw
+            ash = np.uint64(2 * (a - aw * fpw))
             over = size[a] > cap
             kind[i] = -1
             target[i] = a
             delta[i] = 0
-            nt = count_neighbour_labels(u, lo, hi, nbrs, owner, cnt, touched)
+            # one scan of u's list: neighbours per part, R_a, and A_b for every b (branch-free: the
+            # outcomes are data-dependent coin flips a mispredicted branch pays for)
+            nt = 0
+            r_a = 0
+            pending = 0
+            spilled = False
+            for j in range(lo, hi):
+                if j + PREFETCH_DISTANCE < ahead:
+                    far = nbrs[j + PREFETCH_DISTANCE]
+                    prefetch_row(owner, far)
+                    prefetch_row(counters, far)
+                y = nbrs[j]
+                if y == u:
+                    continue
+                o = owner[y]
+                touched[nt] = o
+                nt += cnt[o] == 0
+                cnt[o] += 1
+                r_a += (o != a) & ((np.uint64(counters[y, aw]) >> ash) & np.uint64(3) == 1)
+                ow = o // fpw
+                own_bit = np.uint64(1) << np.uint64(2 * (o - ow * fpw))   # y's own part never gains y as halo
+                for w in range(words):
+                    x = np.uint64(counters[y, w])
+                    z = ~(x | (x >> np.uint64(1))) & _ZERO_FIELDS & ~(own_bit * np.uint64(w == ow))
+                    acc[w, 0] += z & _BYTES
+                    acc[w, 1] += (z >> np.uint64(2)) & _BYTES
+                    acc[w, 2] += (z >> np.uint64(4)) & _BYTES
+                    acc[w, 3] += (z >> np.uint64(6)) & _BYTES
+                pending += 1
+                if pending == 255:
+                    _spill(acc, added_all)
+                    pending = 0
+                    spilled = True
             if nt == 0 or (nt == 1 and touched[0] == a and not over):
-                for t in range(nt):
-                    cnt[touched[t]] = 0
+                _clear(acc, added_all, spilled, cnt, touched, nt)
                 if nt == 0 and over and force:
                     kind[i] = FORCED
                 continue
             nc = _candidates(a, nt, touched, cnt, size, cap, cand)
             own = 1 if cnt[a] == 0 else 0
-            # R_a and every candidate's A_b in one scan of u's list (one look at each neighbour's counters)
-            r_a = 0
             for c in range(nc):
-                added[c] = 0
-            if nc > 0:
-                for j in range(lo, hi):
-                    y = nbrs[j]
-                    if y == u:
-                        continue
-                    o = owner[y]
-                    if o != a and _get(counters, y, a) == 1:
-                        r_a += 1
-                    for c in range(nc):
-                        if o != cand[c] and _get(counters, y, cand[c]) == 0:
-                            added[c] += 1
+                added[c] = added_all[cand[c]] + _lane(acc, cand[c], fpw)
             best = -1
             best_d = 0
             best_c = 0
@@ -405,8 +475,37 @@ def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, max_can
                     delta[i] = best_d
             elif over and force:
                 kind[i] = FORCED
-            for t in range(nt):
-                cnt[touched[t]] = 0
+            _clear(acc, added_all, spilled, cnt, touched, nt)
+
+
+@njit(cache=True, inline="always")
+def _lane(acc, p, fpw):
+    """Part p's count in refine_propose's 8-bit accumulators."""
+    w = p // fpw
+    f = p - w * fpw
+    return np.int64((acc[w, f & 3] >> np.uint64(8 * (f >> 2))) & np.uint64(255))
+
+
+@njit(cache=True, inline="always")
+def _spill(acc, added_all):
+    """Every field's 8-bit sum into added_all (32 fields a word: those past k or past a narrow word
+    hold garbage that is never read)."""
+    for w in range(acc.shape[0]):
+        for r in range(4):
+            x = acc[w, r]
+            for i in range(8):
+                added_all[32 * w + 4 * i + r] += np.int64((x >> np.uint64(8 * i)) & np.uint64(255))
+            acc[w, r] = 0
+
+
+@njit(cache=True, inline="always")
+def _clear(acc, added_all, spilled, cnt, touched, nt):
+    """Scratch of refine_propose back to zero after a node (O(degree), O(k) only after a spill)."""
+    acc[:, :] = 0
+    if spilled:
+        added_all[:] = 0
+    for t in range(nt):
+        cnt[touched[t]] = 0
 
 
 @njit(cache=True)
@@ -455,6 +554,8 @@ def refine_apply(first, offs, nbrs, local, moved_from, moved_to, counters):
         a = moved_from[m]
         b = moved_to[m]
         for j in range(offs[i], offs[i + 1]):
+            if j + PREFETCH_DISTANCE < offs[i + 1]:   # the moved nodes are few: their own lists only
+                prefetch_row(counters, nbrs[j + PREFETCH_DISTANCE])
             y = nbrs[j]
             if y == u:
                 continue
@@ -475,12 +576,15 @@ def replicas_range(first, offs, nbrs, owner, k, seg):
     for s in prange(nseg):
         stamp = np.zeros(k, dtype=np.int64)
         total = 0
+        ahead = offs[min(s * seg + seg, nloc)]
         for i in range(s * seg, min(s * seg + seg, nloc)):
             v = first + i
             tag = v + 1
             stamp[owner[v]] = tag
             r = 1
             for j in range(offs[i], offs[i + 1]):
+                if j + PREFETCH_DISTANCE < ahead:
+                    prefetch_row(owner, nbrs[j + PREFETCH_DISTANCE])
                 p = owner[nbrs[j]]
                 if stamp[p] != tag:
                     stamp[p] = tag

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 
 from .._atomic import scratch_dir
@@ -180,8 +181,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         cl, num_clusters = K.compact_labels(label, vs.offsets)
         del label
         csizes = np.bincount(cl[cl >= 0], minlength=num_clusters).astype(np.int64)
-        keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges,
-                                              min(cfg.block_entries, cfg.max_coarse_edges),
+        keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges, cfg.block_entries,
                                               halo=cfg.coarse_weights == "halo")
         watch.lap("coarse_graph")
 
@@ -280,13 +280,22 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
         bk, bw = collapse_sorted(np.sort(buf[:m]))
         keys, weights = merge_sorted(keys, weights, bk, bw)
         if len(keys) > max_edges:
-            # heaviest first, key order among equals: deterministic
-            order = np.lexsort((keys, -weights))
-            drop = order[max_edges:]
-            dropped += int(weights[drop].sum())
-            keep = np.sort(order[:max_edges])
+            keep = heaviest(weights, max_edges)
+            dropped += int(weights[~keep].sum())
             keys, weights = keys[keep], weights[keep]
     return keys, weights, dropped
+
+
+def heaviest(weights: np.ndarray, m: int) -> np.ndarray:
+    """Mask of the ``m`` heaviest entries, ties to the lowest index (on a key-sorted table: the lowest
+    key, so the choice is deterministic). O(len) by selection: a full sort of a table this size on
+    every block was most of step 3's time."""
+    cut = len(weights) - m
+    w_min = np.partition(weights, cut)[cut]     # the lightest weight that is kept
+    keep = weights > w_min
+    ties = np.flatnonzero(weights == w_min)[: m - int(np.count_nonzero(keep))]
+    keep[ties] = True
+    return keep
 
 
 # -- step 4 ---------------------------------------------------------------------------------------
@@ -301,10 +310,16 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         return 0
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
     total = 0
+    node_part = np.full(len(cl), -1, dtype=np.int32)
+    # a table per thread while they fit in the bound together, else one (counted sequentially)
+    runs = max(1, min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (len(csizes) * k)))
     for _ in range(passes):
-        conn = np.zeros((len(csizes), k), dtype=np.int32)
+        K.project_parts(cl, cpart, node_part)
+        tables = np.zeros((runs, len(csizes), k), dtype=np.int32)
         for blk in vs.blocks(block_entries):
-            K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, cpart, conn)
+            K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, tables)
+        conn = tables[0] if runs == 1 else tables.sum(axis=0, dtype=np.int32)
+        del tables
         gain = conn.max(axis=1) - conn[np.arange(len(cpart)), cpart]
         order = np.lexsort((np.arange(len(cpart)), -gain))
         order = order[gain[order] > 0]

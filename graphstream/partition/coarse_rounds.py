@@ -198,7 +198,7 @@ def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int
     vs = rounds.vs
     n = vs.num_nodes
     state_owner = rounds.state("owner", owner)
-    counters = rounds.state("counters", np.zeros((n, (k + 3) // 4), dtype=np.uint8))
+    counters = rounds.state("counters", K.new_counters(n, k))
     bounds = round_bounds(vs.offsets, num_rounds)
     total_moves = 0
     done = 0
