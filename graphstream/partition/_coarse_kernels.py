@@ -97,6 +97,8 @@ def lp_propose(first, offs, nbrs, label, size, cap, seed, seg, prop, gain):
             for j in range(offs[i], offs[i + 1]):
                 if j + PREFETCH_DISTANCE < ahead:
                     prefetch_row(label, nbrs[j + PREFETCH_DISTANCE])
+                    # the size of a label asked for half the distance ago (by now in cache)
+                    prefetch_row(size, label[nbrs[j + PREFETCH_DISTANCE // 2]])
                 v = nbrs[j]
                 if v == u:
                     continue

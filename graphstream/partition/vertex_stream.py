@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from .._report import track
 from ..errors import ParameterError, StoreError
 from ..store import GraphStore, degree_pass
@@ -337,7 +338,13 @@ def _cut_ranges(offsets: np.ndarray, limit: int) -> list[tuple[int, int]]:
 @njit(cache=True)
 def _scatter(u, v, base_node, base_entry, cursor, buf):
     """buf[cursor[u - base_node] - base_entry] = v, cursor advancing: a stable counting sort step."""
-    for i in range(len(u)):
+    m = len(u)
+    for i in range(m):
+        # cursors and their targets are random: ask for both lines early (the target's address is
+        # known once the cursor's line has arrived, half the distance later)
+        if i + PREFETCH_DISTANCE < m:
+            prefetch_row(cursor, u[i + PREFETCH_DISTANCE] - base_node)
+            prefetch_row(buf, cursor[u[i + PREFETCH_DISTANCE // 2] - base_node] - base_entry)
         j = u[i] - base_node
         buf[cursor[j] - base_entry] = v[i]
         cursor[j] += 1
@@ -350,8 +357,22 @@ def _route(u, v, starts):
     m = len(u)
     bucket = np.empty(m, dtype=np.int32)
     counts = np.zeros(nb, dtype=np.int64)
+    # the bucket of the first node of every 2**shift ids (at most 64K of them), then a short walk
+    # forward: searchsorted's mispredicted compares were most of this loop
+    shift = 0
+    while (starts[nb] - 1) >> shift >= 1 << 16:
+        shift += 1
+    first_bucket = np.empty(((starts[nb] - 1) >> shift) + 1, dtype=np.int32)
+    b = 0
+    for t in range(first_bucket.shape[0]):
+        while b + 1 < nb and starts[b + 1] <= t << shift:
+            b += 1
+        first_bucket[t] = b
     for i in range(m):
-        b = np.searchsorted(starts, u[i], side="right") - 1
+        x = u[i]
+        b = first_bucket[x >> shift]
+        while b + 1 < nb and starts[b + 1] <= x:
+            b += 1
         bucket[i] = b
         counts[b] += 1
     pos = np.zeros(nb, dtype=np.int64)
