@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from .._report import track
 from ..errors import ParameterError, StoreError
+from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, degree_pass
 
 DEFAULT_BUCKET_ENTRIES = 1 << 24   # 64 MiB of int32 neighbours per bucket buffer
