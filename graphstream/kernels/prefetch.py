@@ -18,7 +18,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 # Entries ahead: far enough to cover a miss (~100 ns) at a few ns an entry, near enough that the
-# line is still cached when its turn comes.
+# line is still cached when its turn comes (8, 16 and 32 measured alike on R-MAT s21). Numba's
+# cache does not see a change here: clear the __pycache__ *.nbi/*.nbc files after editing it.
 PREFETCH_DISTANCE = 16
 
 
