@@ -97,9 +97,14 @@ def stage_partition(a) -> dict:
     from graphstream.partition import partition
     from graphstream.store import open_store
     store = open_store(a.store)
+    # coarse-refine's work folder holds only its scratch (the vertex stream: 8 bytes an edge), which
+    # would otherwise sit beside the build's spill; edge partitioners leave part[e] there for the build
+    scratch = Path(a.work) / "partition-scratch"
     t = time.perf_counter()
-    plan = partition(store, a.k, a.algo, work_dir=a.work, metrics=not a.no_partition_metrics)
+    plan = partition(store, a.k, a.algo, work_dir=scratch if a.algo == "coarse-refine" else a.work,
+                     metrics=not a.no_partition_metrics)
     s = time.perf_counter() - t
+    shutil.rmtree(scratch, ignore_errors=True)
     np.save(a.owner, np.asarray(plan.owner))
     with open(a.owner + ".json", "w") as f:
         json.dump({"algorithm": plan.algorithm, "params": plan.params, "metrics": plan.metrics}, f,

@@ -13,7 +13,7 @@ into a register and cannot fault.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -51,3 +51,13 @@ def prefetch_row(typingctx, arr, row):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def prefetch_ends(src, dst, i, rows):
+    """Rows of both ends of edge ``i + PREFETCH_DISTANCE`` of a batch, when there is one: for the
+    per-edge loops of the streaming partitioners, whose edges come in no order."""
+    j = i + PREFETCH_DISTANCE
+    if j < src.shape[0]:
+        prefetch_row(rows, src[j])
+        prefetch_row(rows, dst[j])

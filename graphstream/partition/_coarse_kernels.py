@@ -382,7 +382,9 @@ def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, max_can
     (neighbours that leave the halo of a, u being their only neighbour
     there). Candidates are the parts of u's neighbours that have room
     (size < cap), at most ``max_candidates`` of them, those holding most of
-    u's neighbours (so a sweep costs at most that many times the stream).
+    u's neighbours (every part's A_b is summed in the one scan of u's list,
+    so the choice costs no second scan; 8 measured better than all of them:
+    R-MAT s21, k = 32, RF 4.427 vs 4.434).
     ``kind[i]`` is -1 (stay) or one of GAIN, BALANCE, SHED, FORCED (see
     above); ``target[i]`` and ``delta[i]`` the part and the change.
     """

@@ -14,6 +14,7 @@ from numba import njit
 from .._report import phase_logger
 from .._resources import Stopwatch
 from ..kernels.hashing import hash_node
+from ..kernels.prefetch import prefetch_ends
 from ..store import GraphStore, total_degree
 from ._driver import assign_edges, edge_plan
 from .plan import PartitionPlan
@@ -23,6 +24,7 @@ from .plan import PartitionPlan
 def dbh_edges(src, dst, deg, k, seed, loads):
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
+        prefetch_ends(src, dst, i, deg)
         u = src[i]
         v = dst[i]
         # the lower-degree endpoint decides; equal degrees: the smaller id

@@ -27,6 +27,7 @@ from .._report import phase_logger
 from .._resources import Stopwatch
 from ..kernels.bitsets import node_records_with_bits
 from ..kernels.hashing import next_random, seed_state
+from ..kernels.prefetch import prefetch_ends
 from ..store import GraphStore
 from ._driver import assign_edges, edge_plan
 from .metrics import vertex_cut_rf_from_bits
@@ -64,6 +65,8 @@ def hdrf_edges(src, dst, partial, bits, loads, state, rng, lam, eps, scores):
     k = loads.shape[0]
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
+        prefetch_ends(src, dst, i, partial)
+        prefetch_ends(src, dst, i, bits)
         u = src[i]
         v = dst[i]
         partial[u] += 1

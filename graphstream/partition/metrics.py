@@ -37,7 +37,7 @@ from numba import njit
 from .._atomic import scratch_dir
 from ..cluster import check_visible, run_tasks, save_shard, split_range, task_count
 from ..kernels.bitsets import count_bits, popcount64
-from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
+from ..kernels.prefetch import prefetch_ends
 from ..store import GraphStore, open_store
 from .edge_parts import open_edge_parts, part_groups, stream_with_parts
 
@@ -49,15 +49,9 @@ if TYPE_CHECKING:
 def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count, directed):
     """Bits for parts [p_lo, p_hi): u needed by owner[v]; v needed by owner[u] unless ``directed``
     (a directed part holds the in-edges of its inner nodes only, as the builder writes it)."""
-    m = src.shape[0]
-    for i in range(m):
-        if i + PREFETCH_DISTANCE < m:   # the edge list is in no order: both ends' rows are misses
-            fu = src[i + PREFETCH_DISTANCE]
-            fv = dst[i + PREFETCH_DISTANCE]
-            prefetch_row(owner, fu)
-            prefetch_row(owner, fv)
-            prefetch_row(bits, fu)
-            prefetch_row(bits, fv)
+    for i in range(src.shape[0]):
+        prefetch_ends(src, dst, i, owner)
+        prefetch_ends(src, dst, i, bits)
         u = src[i]
         v = dst[i]
         pu = owner[u]

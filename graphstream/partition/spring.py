@@ -33,6 +33,7 @@ from numba import njit
 from .._report import phase_logger
 from .._resources import Stopwatch
 from ..kernels.packing import heap_pop, heap_push, pack_least_loaded
+from ..kernels.prefetch import prefetch_ends
 from ..store import GraphStore, total_degree
 from .plan import PartitionPlan
 
@@ -61,6 +62,7 @@ DEG, CLUSTER, RICH, RICH_DEG = 0, 1, 2, 3
 @njit(cache=True, nogil=True)
 def cluster_edges(src, dst, node, vol, tau):
     for i in range(src.shape[0]):
+        prefetch_ends(src, dst, i, node)
         u = src[i]
         v = dst[i]
         du = node[u, DEG]

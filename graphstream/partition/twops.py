@@ -41,6 +41,7 @@ from .._resources import Stopwatch
 from ..kernels.bitsets import node_records_with_bits
 from ..kernels.hashing import hash_node
 from ..kernels.packing import pack_least_loaded
+from ..kernels.prefetch import prefetch_ends
 from ..store import GraphStore, total_degree
 from ._driver import PARTS_NAME, edge_plan
 from .edge_parts import EdgePartWriter, open_edge_parts, parts_dir, stream_with_parts
@@ -73,6 +74,7 @@ def node_records(deg: np.ndarray, k: int) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def cluster_edges(src, dst, rec, vol, next_id, tau):
     for i in range(src.shape[0]):
+        prefetch_ends(src, dst, i, rec)
         u = src[i]
         v = dst[i]
         if rec[u, COM] == 0:
@@ -208,6 +210,7 @@ def prepartition_edges(src, dst, rec, crec, loads, ll, cap, seed):
     """Phase 2a over a batch: part of each edge it assigns, -1 for the others."""
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
+        prefetch_ends(src, dst, i, rec)
         u = src[i]
         v = dst[i]
         cu = rec[u, COM]
@@ -229,6 +232,7 @@ def partition_rest(src, dst, pre, rec, crec, loads, ll, cap, seed):
     k = loads.shape[0]
     out = np.empty(src.shape[0], dtype=np.int16)
     for i in range(src.shape[0]):
+        prefetch_ends(src, dst, i, rec)
         if pre[i] >= 0:
             out[i] = pre[i]
             continue
