@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store.partitions_manifest import write_part_meta
 from .config import BuildConfig
 from .features import NpyWriter
@@ -29,7 +30,16 @@ def _count_rows(pairs, undirected, local, rowcount, halo, num_halo):
     ``local[x]`` is the local id of inner nodes, -1 for unseen nodes; a halo
     node is marked -2 and appended to ``halo``. Returns the new halo count.
     """
-    for e in range(pairs.shape[0]):
+    m = pairs.shape[0]
+    for e in range(m):
+        if e + PREFETCH_DISTANCE < m:   # permuted ids: every lookup below is a cache miss otherwise
+            far_u = pairs[e + PREFETCH_DISTANCE, 0]
+            far_v = pairs[e + PREFETCH_DISTANCE, 1]
+            prefetch_row(rowcount, far_v)
+            prefetch_row(local, far_u)
+            if undirected:
+                prefetch_row(rowcount, far_u)
+                prefetch_row(local, far_v)
         u = pairs[e, 0]
         v = pairs[e, 1]
         rowcount[v] += 1
@@ -50,7 +60,16 @@ def _count_rows(pairs, undirected, local, rowcount, halo, num_halo):
 @njit(cache=True, nogil=True)
 def _fill_rows(pairs, undirected, local, row_lo, row_hi, cursor, out):
     """Counting-sort step: put the columns of rows [row_lo, row_hi) at ``cursor[row - row_lo]``."""
-    for e in range(pairs.shape[0]):
+    m = pairs.shape[0]
+    half = PREFETCH_DISTANCE // 2
+    for e in range(m):
+        if e + PREFETCH_DISTANCE < m:
+            prefetch_row(local, pairs[e + PREFETCH_DISTANCE, 0])
+            prefetch_row(local, pairs[e + PREFETCH_DISTANCE, 1])
+        if e + half < m:   # the row cursor of a pair whose local ids were asked for half the distance ago
+            ahead = local[pairs[e + half, 1]]
+            if row_lo <= ahead < row_hi:
+                prefetch_row(cursor, ahead - row_lo)
         lu = local[pairs[e, 0]]
         lv = local[pairs[e, 1]]
         if row_lo <= lv < row_hi:

@@ -26,6 +26,7 @@ from numba import njit
 from .._report import progress
 from ..errors import ParameterError
 from ..kernels.bitsets import new_bitsets, popcount64, set_bit
+from ..kernels.prefetch import prefetch_ends
 from ..store.graph import GraphStore
 
 
@@ -42,6 +43,8 @@ def _route_batch(src, dst, owner, undirected, degree, counts, pairs):
         counts[p] = 0
     n = src.shape[0]
     for e in range(n):
+        prefetch_ends(src, dst, e, owner)
+        prefetch_ends(src, dst, e, degree)
         u = src[e]
         v = dst[e]
         pv = owner[v]
