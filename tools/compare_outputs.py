@@ -13,7 +13,10 @@ code (``PYTHONPATH=<project root>``), or a second worktree with ``--new REV``. B
 the SAME absolute folder (``WORK/out``; manifests record absolute input paths), which is renamed
 to ``WORK/base`` and ``WORK/new`` after each run. The script then compares
 
-* the two output trees: same list of files and folders, same sha256 for every file;
+* the two output trees: same list of files and folders, same sha256 for every file (JSON files
+  may differ in timings and in a manifest's checksum of its own text, which covers them; DGL's
+  ``graph.dgl`` files, whose bytes differ between two runs of the same revision, are loaded and
+  must hold the same nodes, edges and fields);
 * every command's exit status and ``--json`` stdout, after dropping the fields that measure the
   run rather than describe the output (seconds, memory, throughput: ``VOLATILE_KEYS``).
 
@@ -72,6 +75,10 @@ VOLATILE_SUFFIXES = ("_seconds", "_time", "_per_second", "_rss", "_rss_bytes", "
 VOLATILE_PREFIXES = ("peak_rss",)
 DESCRIBES_OUTPUT = frozenset({"window_seconds"})   # the snapshots' window width: a result, kept
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+# A manifest's CRC-32C of its own text: it covers the timings too, so it follows them. Only the
+# top-level key is the manifest's own; the files list's crc32c values describe the output and stay.
+SELF_CHECKSUM = "crc32c"
+CHECKSUM_TEXT = re.compile(r'"crc32c":\s*"[0-9a-f]+"')
 
 
 def volatile(key: str) -> bool:
@@ -107,6 +114,7 @@ class Report:
     skipped: list[str] = field(default_factory=list)
     files_compared: int = 0
     volatile_only: list[str] = field(default_factory=list)   # JSON files equal but for timings/memory
+    same_graph_other_bytes: list[str] = field(default_factory=list)   # .dgl files holding the same graph
     planted: list[str] = field(default_factory=list)         # --perturb's changes
     bytes_compared: int = 0
     mismatches: list[dict] = field(default_factory=list)
@@ -257,17 +265,25 @@ def strip_volatile(obj):
     return obj
 
 
-def same_json_but_volatile(a: Path, b: Path) -> bool:
-    """True when two JSON files differ only in the values of volatile keys.
+def strip_self_checksum(obj):
+    if isinstance(obj, dict):
+        return {k: v for k, v in obj.items() if k != SELF_CHECKSUM}
+    return obj
 
-    Two checks: the texts with every number replaced by '#' are equal (same keys, order, strings
-    and layout), and the parsed values with the volatile keys dropped are equal (same numbers
-    everywhere else)."""
+
+def same_json_but_volatile(a: Path, b: Path) -> bool:
+    """True when two JSON files differ only in the values of volatile keys (and the self-checksum
+    that covers them).
+
+    Two checks: the texts with every number and checksum replaced by '#' are equal (same keys,
+    order, strings and layout), and the parsed values with the volatile keys and the top-level
+    self-checksum dropped are equal (same numbers and file checksums everywhere else)."""
     try:
         ta, tb = a.read_text(), b.read_text()
-        if NUMBER.sub("#", ta) != NUMBER.sub("#", tb):
+        if NUMBER.sub("#", CHECKSUM_TEXT.sub("#", ta)) != NUMBER.sub("#", CHECKSUM_TEXT.sub("#", tb)):
             return False
-        return strip_volatile(json.loads(ta)) == strip_volatile(json.loads(tb))
+        return (strip_volatile(strip_self_checksum(json.loads(ta)))
+                == strip_volatile(strip_self_checksum(json.loads(tb))))
     except (UnicodeDecodeError, ValueError):
         return False
 
@@ -306,7 +322,30 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def compare_trees(base: Path, new: Path, report: Report) -> None:
+# DGL's save_graphs does not write the same bytes twice for the same graph (the same revision run
+# twice differs in every graph.dgl), so .dgl files whose bytes differ are loaded and compared.
+SAME_DGL_GRAPHS = """
+import sys, dgl, torch
+(ga,), _ = dgl.load_graphs(sys.argv[1])
+(gb,), _ = dgl.load_graphs(sys.argv[2])
+def same(x, y):
+    return x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+ok = (ga.num_nodes() == gb.num_nodes() and all(same(x, y) for x, y in zip(ga.edges(), gb.edges()))
+      and ga.ndata.keys() == gb.ndata.keys() and ga.edata.keys() == gb.edata.keys()
+      and all(same(ga.ndata[k], gb.ndata[k]) for k in ga.ndata.keys())
+      and all(same(ga.edata[k], gb.edata[k]) for k in ga.edata.keys()))
+sys.exit(0 if ok else 1)
+"""
+
+
+def same_dgl_graphs(a: Path, b: Path, dgl_python: str | None) -> bool:
+    """True when two .dgl files hold the same graph: nodes, edges in order, every node and edge field."""
+    if dgl_python is None:
+        return False
+    return subprocess.run([dgl_python, "-c", SAME_DGL_GRAPHS, str(a), str(b)], capture_output=True).returncode == 0
+
+
+def compare_trees(base: Path, new: Path, report: Report, dgl_python: str | None = None) -> None:
     bf, bd = tree(base)
     nf, nd = tree(new)
     for d in sorted(bd ^ nd):
@@ -317,7 +356,7 @@ def compare_trees(base: Path, new: Path, report: Report) -> None:
         report.files_compared += 1
         size_b, size_n = bf[f].stat().st_size, nf[f].stat().st_size
         report.bytes_compared += size_b
-        if size_b != size_n and not f.endswith(".json"):
+        if size_b != size_n and not f.endswith((".json", ".dgl")):
             report.mismatches.append({"kind": "bytes", "path": f, "size_base": size_b, "size_new": size_n})
             continue
         hb, hn = sha256(bf[f]), sha256(nf[f])
@@ -325,6 +364,9 @@ def compare_trees(base: Path, new: Path, report: Report) -> None:
             continue
         if f.endswith(".json") and same_json_but_volatile(bf[f], nf[f]):
             report.volatile_only.append(f)
+            continue
+        if f.endswith(".dgl") and same_dgl_graphs(bf[f], nf[f], dgl_python):
+            report.same_graph_other_bytes.append(f)
             continue
         entry = {"kind": "bytes", "path": f, "sha256_base": hb, "sha256_new": hn}
         if f.endswith(".json"):         # say which values differ (or that only the layout does)
@@ -450,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.perturb:
             report.planted = perturb(new_out, new_records)
         t0 = time.perf_counter()
-        compare_trees(base_out, new_out, report)
+        compare_trees(base_out, new_out, report, dgl_python)
         compare_records(base_records, new_records, report)
         report.seconds["compare"] = round(time.perf_counter() - t0, 1)
         status = 2 if report.errors else (1 if report.mismatches else 0)
@@ -479,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
         if report.volatile_only:
             print(f"  {len(report.volatile_only)} JSON files differ only in timings/memory "
                   f"(e.g. {report.volatile_only[0]})")
+        if report.same_graph_other_bytes:
+            print(f"  {len(report.same_graph_other_bytes)} DGL files hold the same graph in other bytes "
+                  f"(e.g. {report.same_graph_other_bytes[0]})")
         for p in report.planted:
             print("  planted (--perturb):", p)
         for m in report.mismatches:
