@@ -81,7 +81,8 @@ RELABEL_BYTES_PER_NODE = 40
 # docs/partitioners.md, "Scale 24" tables: spring 0.94 GB, 2ps-l 1.02, hdrf/dbh/hash (edge) 0.99,
 # hash (vertex) 0.55) and scale 26 for spring (docs/format.md: 4.75 GB at 67M nodes, 67 B/node);
 # coarse-refine at scale 22, k=32 (docs/partition-quality.md: 571 MiB at 4.2M nodes, of which
-# k/4 = 8 B/node are refinement counters, so 70 + k/4).
+# k/4 = 8 B/node are refinement counters, so 70 + the counters' bytes: k/4 rounded up to 1, 2, 4
+# or a multiple of 8: counter_bytes below, which the partitioner allocates).
 PARTITION_BYTES_PER_NODE = {"coarse-refine": 70, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
 # Build: owner and degree (10 B/node) plus, per worker, a local map, a row counter and a halo
 # list (16 B/node per worker) plus the buffers per worker (read 64 MiB, sort 256 MiB, gather
@@ -151,6 +152,14 @@ class StepEstimate:
         return asdict(self)
 
 
+def counter_bytes(k: int) -> int:
+    """Bytes a node of coarse-refine's refinement counters: k 2-bit fields in the narrowest of one
+    8-, 16- or 32-bit word, past that in 64-bit words (the partitioner allocates exactly this)."""
+    for size in (1, 2, 4):
+        if 2 * k <= 8 * size:
+            return size
+    return 8 * ((k + 31) // 32)
+
 def store_bytes(num_edges: int, *, num_nodes: int = 0, with_time: bool = False, with_weight: bool = False,
                 id_map: bool = False) -> int:
     """Upper-end bytes of a graph store of ``num_edges`` edges."""
@@ -206,7 +215,7 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     partitions = {}
     for algo in algorithms:
         r = rf if rf is not None else assumed_rf(algo, k)
-        per_node = PARTITION_BYTES_PER_NODE[algo] + (k / 4 if algo == "coarse-refine" else 0)
+        per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) if algo == "coarse-refine" else 0)
         scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * size.entries if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
         partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..estimate import counter_bytes
 from ..kernels.hashing import hash_node
 from ..kernels.pairs import pair_key, pairs_to_csr
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
@@ -286,10 +287,10 @@ def cluster_moves(order, conn, cpart, csizes, size, cap):
 def new_counters(n: int, k: int) -> np.ndarray:
     """Zeroed counters for n nodes and k parts: (n, words) of the narrowest unsigned type holding k
     2-bit fields, 64-bit words past k = 32 (k/4 bytes a node rounded up to 1, 2, 4 or a multiple of 8)."""
-    for bits, dtype in ((8, np.uint8), (16, np.uint16), (32, np.uint32)):
-        if 2 * k <= bits:
-            return np.zeros((n, 1), dtype=dtype)
-    return np.zeros((n, (k + 31) // 32), dtype=np.uint64)
+    size = counter_bytes(k)   # the memory model's figure, so the two cannot drift apart
+    if size <= 4:
+        return np.zeros((n, 1), dtype=np.dtype(f"uint{8 * size}"))
+    return np.zeros((n, size // 8), dtype=np.uint64)
 
 
 _ZERO_FIELDS = np.uint64(0x5555555555555555)   # the low bit of every 2-bit field

@@ -25,7 +25,7 @@ reported apart as ``undirected_halo_rf``):
    synchronous rounds under the hard cap ``balance * n / k`` owned nodes a
    part: a node moves to the neighbouring part where (halo it adds) - (halo
    it removes) is most negative, from per-node counts of neighbours per part
-   (2-bit saturating, k/4 bytes a node) refreshed at the start of each sweep
+   (2-bit saturating, packed in words) refreshed at the start of each sweep
    and brought up to date at the end of every round.
 
 Steps 2 and 5 run their rounds with numba threads here, or as dask tasks
