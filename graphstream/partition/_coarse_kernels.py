@@ -285,8 +285,8 @@ def cluster_moves(order, conn, cpart, csizes, size, cap):
 # -- step 5: refinement for the replication factor ----------------------------------------------
 
 def new_counters(n: int, k: int) -> np.ndarray:
-    """Zeroed counters for n nodes and k parts: (n, words) of the narrowest unsigned type holding k
-    2-bit fields, 64-bit words past k = 32 (k/4 bytes a node rounded up to 1, 2, 4 or a multiple of 8)."""
+    """Zeroed counters for n nodes and k parts: one 8-, 16- or 32-bit word a node up to k = 16 (the
+    narrowest that holds k 2-bit fields), then ceil(k / 32) 64-bit words."""
     size = counter_bytes(k)   # the memory model's figure, so the two cannot drift apart
     if size <= 4:
         return np.zeros((n, 1), dtype=np.dtype(f"uint{8 * size}"))
