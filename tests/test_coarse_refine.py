@@ -150,3 +150,24 @@ def test_isolated_nodes_and_bounded_coarse_graph(tmp_path):
     check_plan(plan, n, 6, 1.05)
     assert plan.metrics["coarse_edges_dropped_weight"] > 0
     assert plan.metrics["replication_factor"] == pytest.approx(rf_by_sets(src, dst, plan.owner, n), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=0, max_size=300), st.integers(1, 300), st.booleans())
+def test_keep_heaviest_matches_a_stable_sort(small, m, heavy):
+    """The coarse graph's bound keeps the m heaviest entries, ties to the lowest index, order kept;
+    weights past the histogram (>= 2^16) take the sorting path."""
+    from graphstream.partition._coarse_kernels import keep_heaviest
+    weights = np.array(small, dtype=np.int64)
+    if heavy:
+        weights[::3] += 1 << 16
+        weights[::7] = 1 << 16
+    keys = np.arange(len(weights), dtype=np.int64) * 10
+    order = np.argsort(-weights, kind="stable")            # heaviest first, ties by index
+    keep = np.sort(order[:m])
+    want_keys, want_weights = keys[keep], weights[keep]
+    want_dropped = int(weights.sum() - want_weights.sum())
+    kept, dropped = keep_heaviest(keys, weights, m)
+    assert kept == len(want_keys)
+    assert np.array_equal(keys[:kept], want_keys) and np.array_equal(weights[:kept], want_weights)
+    assert dropped == want_dropped

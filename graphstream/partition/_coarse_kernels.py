@@ -219,6 +219,52 @@ def coarse_halo_keys_block(first, offs, nbrs, cl, num_clusters, stamp, out):
     return m
 
 
+_WEIGHT_BINS = 1 << 16   # keep_heaviest's histogram; heavier weights share the top bin
+
+
+@njit(cache=True)
+def keep_heaviest(keys, weights, m):
+    """Compact ``keys``/``weights`` in place to their ``m`` heaviest entries, order kept, ties to the
+    lowest index (on a key-sorted table: the lowest key, so the choice is deterministic); returns
+    (entries kept, weight dropped).
+
+    The m-th heaviest weight is found by a histogram of the weights (one pass; a sort of the few
+    weights past the histogram only when the threshold lies among them): a selection by
+    ``np.partition`` over the whole table for every block was most of step 3's time.
+    """
+    n = weights.shape[0]
+    if n <= m:
+        return n, 0
+    hist = np.zeros(_WEIGHT_BINS + 1, dtype=np.int64)
+    for i in range(n):
+        hist[min(weights[i], _WEIGHT_BINS)] += 1
+    above = 0   # entries heavier than bin t
+    t = _WEIGHT_BINS
+    while above + hist[t] < m:
+        above += hist[t]
+        t -= 1
+    w_min = t   # the lightest weight kept
+    if t == _WEIGHT_BINS:
+        big = np.sort(weights[weights >= _WEIGHT_BINS])
+        w_min = big[big.shape[0] - m]
+        above = 0
+        for i in range(big.shape[0]):
+            above += big[i] > w_min
+    ties = m - above
+    kept = 0
+    dropped = 0
+    for i in range(n):
+        w = weights[i]
+        if w > w_min or (w == w_min and ties > 0):
+            ties -= w == w_min
+            keys[kept] = keys[i]
+            weights[kept] = w
+            kept += 1
+        else:
+            dropped += w
+    return kept, dropped
+
+
 def symmetric_csr(keys, w, num_clusters):
     """The coarse graph as METIS wants it: both directions, rows sorted (xadj, adjncy, eweights)."""
     xadj = np.zeros(num_clusters + 1, dtype=np.int64)

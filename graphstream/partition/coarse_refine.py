@@ -284,22 +284,10 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
         bk, bw = collapse_sorted(np.sort(buf[:m]))
         keys, weights = merge_sorted(keys, weights, bk, bw)
         if len(keys) > max_edges:
-            keep = heaviest(weights, max_edges)
-            dropped += int(weights[~keep].sum())
-            keys, weights = keys[keep], weights[keep]
+            kept, lost = K.keep_heaviest(keys, weights, max_edges)
+            dropped += int(lost)
+            keys, weights = keys[:kept], weights[:kept]
     return keys, weights, dropped
-
-
-def heaviest(weights: np.ndarray, m: int) -> np.ndarray:
-    """Mask of the ``m`` heaviest entries, ties to the lowest index (on a key-sorted table: the lowest
-    key, so the choice is deterministic). O(len) by selection: a full sort of a table this size on
-    every block was most of step 3's time."""
-    cut = len(weights) - m
-    w_min = np.partition(weights, cut)[cut]     # the lightest weight that is kept
-    keep = weights > w_min
-    ties = np.flatnonzero(weights == w_min)[: m - int(np.count_nonzero(keep))]
-    keep[ties] = True
-    return keep
 
 
 # -- step 4 ---------------------------------------------------------------------------------------
