@@ -171,3 +171,22 @@ def test_keep_heaviest_matches_a_stable_sort(small, m, heavy):
     assert kept == len(want_keys)
     assert np.array_equal(keys[:kept], want_keys) and np.array_equal(weights[:kept], want_weights)
     assert dropped == want_dropped
+
+
+def test_trials_are_distinct_coarse_partitions():
+    """METIS returns the same partition for seeds 0 and 1: a repeated solution is not a trial."""
+    from graphstream.partition.coarse_refine import _distinct_solutions
+    calls = []
+
+    def solve(seed):
+        calls.append(seed)
+        return np.array([max(seed, 1), 0, 0], dtype=np.int32)   # seeds 0 and 1 alike
+
+    got = []
+    for cpart in _distinct_solutions(solve, 0, 3):
+        got.append(int(cpart[0]))
+        cpart[:] = 9          # the caller moves clusters in its copy; later trials still compare right
+    assert got == [1, 2, 3] and calls == [0, 1, 2, 3]
+    calls.clear()
+    assert len(list(_distinct_solutions(lambda s: (calls.append(s), np.zeros(3, np.int32))[1], 5, 3))) == 1
+    assert calls == [5, 6, 7, 8, 9, 10]   # gives up after 2 x trials seeds
