@@ -5,7 +5,7 @@ from numba import njit
 
 from graphstream.kernels.bitsets import count_bits, has_bit, new_bitsets, num_words, set_bit
 from graphstream.kernels.hashing import hash_node, mix64, py_hash_node, py_mix64
-from graphstream.kernels.merge import KeyCounter, collapse_sorted, merge_sorted
+from graphstream.kernels.merge import KeyCounter, collapse_sorted, merge_sorted, radix_sort
 from graphstream.kernels.packing import pack_least_loaded
 from graphstream.kernels.pairs import pair_key, pairs_to_csr
 from graphstream.kernels.prefetch import PREFETCH_DISTANCE, prefetch_ends, prefetch_row
@@ -96,3 +96,17 @@ def test_prefetch_compiles_for_the_state_layouts_and_changes_nothing():
                      rng.integers(0, 9, (1000, 1)).astype(np.uint16), rng.integers(0, 9, (1000, 4)).astype(np.int64)):
             expect = int(rows[ids].sum())
             assert gather(rows, ids) == expect
+
+
+@pytest.mark.parametrize("bits", [1, 11, 12, 22, 35, 41, 63])
+@pytest.mark.parametrize("n", [0, 1, 7, 5000])
+def test_radix_sort_matches_numpy(bits, n):
+    """Odd and even pass counts (the result ends in scratch or in place), keys up to 2^bits - 1."""
+    rng = np.random.default_rng(bits * 31 + n)
+    keys = rng.integers(0, 1 << bits, n, dtype=np.int64)
+    if n:
+        keys[0] = (1 << bits) - 1
+    want = np.sort(keys)
+    scratch = np.full(n + 3, -1, dtype=np.int64)    # longer than needed, as the coarse graph's is
+    radix_sort(keys, scratch, bits)
+    assert np.array_equal(keys, want)

@@ -54,7 +54,7 @@ from .._atomic import scratch_dir
 from .._report import log, phase_logger
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
-from ..kernels.merge import collapse_sorted, merge_sorted
+from ..kernels.merge import collapse_sorted, merge_sorted, radix_sort
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
@@ -272,17 +272,21 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
     weights = np.empty(0, dtype=np.int64)
     dropped = 0
     buf = np.empty(0, dtype=np.int64)
+    scratch = buf
+    key_bits = max(1, (num_clusters * num_clusters - 1).bit_length())   # pair keys cu * C + cv < C^2
     stamp = np.zeros(num_clusters if halo else 0, dtype=np.int64)
     for blk in vs.blocks(block_entries):
         if len(buf) < len(blk.neighbours):
             buf = np.empty(len(blk.neighbours), dtype=np.int64)
+            scratch = np.empty(len(blk.neighbours), dtype=np.int64)
         if halo:
             m = K.coarse_halo_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, stamp, buf)
         else:
             m = K.coarse_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, buf)
         if m == 0:
             continue
-        bk, bw = collapse_sorted(np.sort(buf[:m]))
+        radix_sort(buf[:m], scratch, key_bits)
+        bk, bw = collapse_sorted(buf[:m])
         keys, weights = merge_sorted(keys, weights, bk, bw)
         if len(keys) > max_edges:
             kept, lost = K.keep_heaviest(keys, weights, max_edges)
