@@ -190,3 +190,19 @@ def test_trials_are_distinct_coarse_partitions():
     calls.clear()
     assert len(list(_distinct_solutions(lambda s: (calls.append(s), np.zeros(3, np.int32))[1], 5, 3))) == 1
     assert calls == [5, 6, 7, 8, 9, 10]   # gives up after 2 x trials seeds
+
+
+def test_metis_trial_seeds_give_different_partitions():
+    """METIS treats seeds 0 and 1 alike; partition_coarse's seeds 0, 1, 2 must still be three partitions."""
+    from graphstream.kernels.pairs import pair_key
+    from graphstream.partition._coarse_kernels import symmetric_csr
+    from graphstream.partition.coarse_refine import partition_coarse
+    rng = np.random.default_rng(3)
+    n = 400
+    a, b = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
+    a, b = np.minimum(a, b)[a != b], np.maximum(a, b)[a != b]
+    keys = np.unique(np.array([pair_key(x, y, n) for x, y in zip(a, b)], dtype=np.int64))
+    xadj, adjncy, ew = symmetric_csr(keys, np.ones(len(keys), dtype=np.int64), n)
+    parts = [partition_coarse(xadj, adjncy, ew, np.ones(n, dtype=np.int64), 4, s, 1.05) for s in range(3)]
+    assert not np.array_equal(parts[0], parts[1]) and not np.array_equal(parts[1], parts[2])
+    assert not np.array_equal(parts[0], parts[2])

@@ -341,8 +341,9 @@ def _coarse_solver(cfg: CoarseRefineParams, xadj: np.ndarray, adjncy: np.ndarray
 
 def _distinct_solutions(solve, seed: int, trials: int):
     """Up to ``trials`` different coarse partitions from the seeds seed, seed + 1, ... (at most
-    2 x trials calls): METIS gives seeds 0 and 1 the same partition (measured on R-MAT and the
-    shared graphs), so the default seed's three trials were two, one of them judged twice."""
+    2 x trials calls): a solver may give two seeds the same partition (METIS did for 0 and 1, so
+    the default's three trials were two, one of them judged twice; partition_coarse now avoids
+    that pair), and a repeated partition is not another trial."""
     seen: list[np.ndarray] = []
     for s in range(seed, seed + 2 * trials):
         cpart = solve(s)
@@ -372,7 +373,9 @@ def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csize
         return part
     import pymetis  # in-memory on the bounded coarse graph only
 
-    opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=int(seed) & 0x7FFFFFFF)
+    # METIS gives seeds 0 and 1 the same partition (every graph tried): seed s asks it for s + 1, so
+    # the trials' seeds 0, 1, 2 are three partitions without a wasted call
+    opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=(int(seed) + 1) & 0x7FFFFFFF)
     if method == "kway-vol":
         opts.objtype = 1   # METIS_OBJTYPE_VOL (cluster sizes are not passed as vsize: measured worse)
     if hasattr(pymetis, "CSRAdjacency"):   # pymetis >= 2025 deprecates xadj=/adjncy=
