@@ -273,7 +273,7 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
     dropped = 0
     buf = np.empty(0, dtype=np.int64)
     scratch = buf
-    key_bits = max(1, (num_clusters * num_clusters - 1).bit_length())   # pair keys cu * C + cv < C^2
+    key_bits = max(1, (int(num_clusters) ** 2 - 1).bit_length())   # pair keys cu * C + cv < C^2
     stamp = np.zeros(num_clusters if halo else 0, dtype=np.int64)
     for blk in vs.blocks(block_entries):
         if len(buf) < len(blk.neighbours):
