@@ -105,8 +105,9 @@ INGEST_EDGES_PER_S = {"text": 12.4e6, "npy": 30.9e6, "parquet": 12.4e6}
 # Partitioners, end to end (degree, main and owner passes): R-MAT scale 24, k=32
 # (docs/partitioners.md, "Scale 24" tables: spring 10.5M, 2ps-l 2.0M, hdrf 2.32M, dbh 6.6M, hash
 # (edge) 11.7M; hash (vertex) needs only a degree pass, 22.0M edges/s, docs/store.md);
-# coarse-refine 263 s for 67.1M edges at scale 22 (docs/partition-quality.md): 0.255M edges/s.
-PARTITION_EDGES_PER_S = {"coarse-refine": 0.255e6, "spring": 10.5e6, "2ps-l": 2.0e6, "hdrf": 2.32e6,
+# coarse-refine 1383.8 s for 1.07B edges at scale 26 (docs/format.md, "With the default
+# partitioner"): 0.78M edges/s (1.02M at scale 24 since the coarse graph's speed-up, 2026-11-25).
+PARTITION_EDGES_PER_S = {"coarse-refine": 0.78e6, "spring": 10.5e6, "2ps-l": 2.0e6, "hdrf": 2.32e6,
                          "dbh": 6.6e6, "hash": 22.0e6}
 # The quality-metric pass that `partition` runs after the partitioner: one streamed pass
 # (streaming read + degree pass, 22.0M edges/s at scale 20, docs/store.md).
