@@ -81,6 +81,29 @@ def test_metrics_in_groups_equal_one_pass(tmp_path, monkeypatch):
     assert one["replication_factor"] == pytest.approx(set_metrics(src, dst, owner, n, k))
 
 
+@pytest.mark.parametrize("directed", [False, True])
+def test_metrics_lanes_equal_one_lane(directed):
+    """The halo marking cut into node lanes (one a thread) sets the bits and counts the edges of one lane."""
+    from graphstream.partition.metrics import _lanes, _mark_halo
+    rng = np.random.default_rng(1)
+    n, k = 1000, 70   # two words a node; lanes of 64-node multiples, the last one short
+    src, dst = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
+    owner = rng.integers(0, k, n).astype(np.int32)
+    marked = []
+    for lanes in (_lanes(n, 1), _lanes(n, 3), _lanes(n, 7)):
+        assert lanes[0] == 0 and lanes[-1] == n and np.all(lanes[1:-1] % 64 == 0)
+        bits = np.zeros((n, 2), dtype=np.uint64)
+        counts = np.zeros((len(lanes) - 1, k), dtype=np.int64)
+        _mark_halo(src, dst, owner, bits, 0, k, counts, directed, lanes)
+        marked.append((bits, counts.sum(axis=0)))
+    for bits, counts in marked[1:]:
+        assert np.array_equal(bits, marked[0][0]) and np.array_equal(counts, marked[0][1])
+    expect = np.zeros(k, dtype=np.int64)   # edges with an owned endpoint, once a part
+    np.add.at(expect, owner[src], 1)
+    np.add.at(expect, owner[dst], owner[dst] != owner[src])
+    assert np.array_equal(marked[0][1], expect)
+
+
 def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):
     import graphstream.partition.edge_parts as shared
     rng = np.random.default_rng(1)

@@ -201,9 +201,11 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
         solve = _coarse_solver(cfg, xadj, adjncy, eweights, csizes, k, balance, work)
         judged = 0   # trials whose replication factor was measured (one stream pass each)
+        cluster_stream_passes = 0
         for cpart in _distinct_solutions(solve, seed, cfg.coarse_trials):
             if cfg.cluster_passes:
-                cluster_refine(vs, cl, cpart, csizes, k, cap, cfg.cluster_passes, cfg.block_entries)
+                cluster_stream_passes += cluster_refine(vs, cl, cpart, csizes, k, cap, cfg.cluster_passes,
+                                                        cfg.block_entries)[1]
             trial = np.zeros(n, dtype=np.int32)
             K.project_parts(cl, cpart, trial)
             tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
@@ -220,18 +222,22 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # The refinement's objective counts the halo in both directions (the vertex stream holds in- and
         # out-neighbours); on a directed store the builder's halo is the in-neighbours only, so there the
         # replication factor proper is measured by the metrics pass (once before, once after refining).
-        objective_before = replicas(vs, owner, k, cfg.block_entries) / n
+        # The judged trials' passes already counted the objective of the one kept.
+        objective_before = (best if judged else replicas(vs, owner, k, cfg.block_entries)) / n
         rf_before = _builder_rf(store, owner, k, client) if store.directed else objective_before
         sweeps, moves = refine(rounds, owner, size, k, cap, cfg.refine_passes, cfg.refine_rounds,
                                cfg.max_candidates)
         watch.lap("refine")
         accept_seconds = rounds.accept_seconds
 
-    objective = replicas(vs, owner, k, cfg.block_entries) / n
     metrics = _metrics(store, owner, k, client)
     rf = metrics["replication_factor"]
-    # LP, coarse edges, trials, rf_before, refine (counters, proposals, the moved nodes' lists), rf
-    passes_vs = lp_sweeps + 1 + judged + 1 + 3 * sweeps + 1
+    # undirected, the builder's halo is the objective's (tests/test_rf_truth.py): no pass to count it again
+    objective = replicas(vs, owner, k, cfg.block_entries) / n if store.directed else rf
+    # LP, coarse edges, trials (each: its cluster moves, then judged), the objective before refining
+    # unless a judged trial counted it, refine (counters, proposals, the moved nodes' lists), the objective
+    # after when directed
+    passes_vs = lp_sweeps + 1 + cluster_stream_passes + judged + (judged == 0) + 3 * sweeps + int(store.directed)
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,
@@ -298,19 +304,22 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
 # -- step 4 ---------------------------------------------------------------------------------------
 
 def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: np.ndarray, k: int, cap: int,
-                   passes: int, block_entries: int) -> int:
+                   passes: int, block_entries: int) -> tuple[int, int]:
     """Whole clusters moved to the part holding most of their neighbours on the full graph (the coarse
-    graph the solver saw may have lost edges), ``passes`` stream passes; returns the moves."""
+    graph the solver saw may have lost edges), up to ``passes`` stream passes; returns the moves and
+    the passes run."""
     if len(csizes) * k > MAX_CLUSTER_PART_ENTRIES:
         log(f"coarse-refine: {len(csizes)} clusters x {k} parts is too many counters to move whole clusters; "
             "skipped")
-        return 0
+        return 0, 0
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
     total = 0
     node_part = np.full(len(cl), -1, dtype=np.int32)
     # a table per thread while they fit in the bound together, else one (counted sequentially)
     runs = max(1, min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (len(csizes) * k)))
+    done = 0
     for _ in range(passes):
+        done += 1
         K.project_parts(cl, cpart, node_part)
         tables = np.zeros((runs, len(csizes), k), dtype=np.int32)
         for blk in vs.blocks(block_entries):
@@ -324,7 +333,7 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         total += moved
         if moved == 0:
             break
-    return total
+    return total, done
 
 
 def _coarse_solver(cfg: CoarseRefineParams, xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray,

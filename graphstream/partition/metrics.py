@@ -31,13 +31,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .._atomic import scratch_dir
 from ..cluster import check_visible, run_tasks, save_shard, split_range, task_count
 from ..kernels.bitsets import count_bits, popcount64
-from ..kernels.prefetch import prefetch_ends
+from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, open_store
 from .edge_parts import open_edge_parts, part_groups, stream_with_parts
 
@@ -45,28 +46,58 @@ if TYPE_CHECKING:
     from distributed import Client
 
 
-@njit(cache=True, nogil=True)
-def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count, directed):
+@njit(cache=True, parallel=True)
+def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count, directed, lanes):
     """Bits for parts [p_lo, p_hi): u needed by owner[v]; v needed by owner[u] unless ``directed``
-    (a directed part holds the in-edges of its inner nodes only, as the builder writes it)."""
-    for i in range(src.shape[0]):
-        prefetch_ends(src, dst, i, owner)
-        prefetch_ends(src, dst, i, bits)
-        u = src[i]
-        v = dst[i]
-        pu = owner[u]
-        pv = owner[v]
-        if not directed and p_lo <= pu < p_hi:
-            j = pu - p_lo
-            bits[v, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
-        if p_lo <= pv < p_hi:
-            j = pv - p_lo
-            bits[u, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
-        if p_lo == 0:
-            # the edge belongs to owner[u]'s part and to owner[v]'s (once if equal)
-            edge_count[pu] += 1
-            if pv != pu:
-                edge_count[pv] += 1
+    (a directed part holds the in-edges of its inner nodes only, as the builder writes it).
+
+    The nodes are cut into lanes (node ranges ``lanes[t]:lanes[t + 1]``, a multiple of 64 nodes
+    apart) marked in parallel: every lane reads the whole batch but writes the bits of its own nodes
+    only (no two threads write one word, so no bit is lost) and counts the edges whose source is
+    its own in ``edge_count[t]`` (the caller sums the rows: integers, the same figures). One lane
+    is the sequential loop; at R-MAT scale 21 the marking took 1.0 s of the pass's 1.2-1.5 s.
+    """
+    n_edges = src.shape[0]
+    for t in prange(lanes.shape[0] - 1):
+        a = lanes[t]
+        b = lanes[t + 1]
+        for i in range(n_edges):
+            j = i + PREFETCH_DISTANCE
+            if j < n_edges:
+                x = src[j]
+                y = dst[j]
+                if a <= x < b:
+                    prefetch_row(owner, y)
+                    prefetch_row(bits, x)
+                if not directed and a <= y < b:
+                    prefetch_row(owner, x)
+                    prefetch_row(bits, y)
+            u = src[i]
+            v = dst[i]
+            if a <= u < b:
+                pv = owner[v]
+                if p_lo <= pv < p_hi:
+                    q = pv - p_lo
+                    bits[u, q >> 6] |= np.uint64(1) << np.uint64(q & 63)
+                if p_lo == 0:
+                    # the edge belongs to owner[u]'s part and to owner[v]'s (once if equal)
+                    pu = owner[u]
+                    edge_count[t, pu] += 1
+                    if pv != pu:
+                        edge_count[t, pv] += 1
+            if not directed and a <= v < b:
+                pu = owner[u]
+                if p_lo <= pu < p_hi:
+                    q = pu - p_lo
+                    bits[v, q >> 6] |= np.uint64(1) << np.uint64(q & 63)
+
+
+def _lanes(n: int, count: int) -> np.ndarray:
+    """Node ranges for ``count`` lanes of _mark_halo, cut at multiples of 64 nodes (a lane's bit rows
+    share no cache line with another's)."""
+    cuts = np.arange(count + 1, dtype=np.int64) * n // count // 64 * 64
+    cuts[-1] = n
+    return cuts
 
 
 @njit(cache=True, nogil=True)
@@ -123,15 +154,17 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
     if client is not None:
         edge_count, present = _counts_on_cluster(client, store, owner, k, groups, batch_size, work_dir)
     else:
-        edge_count = np.zeros(k, dtype=np.int64)
+        lanes = _lanes(n, numba.get_num_threads())
+        edge_counts = np.zeros((len(lanes) - 1, k), dtype=np.int64)
         present = np.zeros(k, dtype=np.int64)       # |inner ∪ halo| per part
         for lo, hi in groups:
             bits = np.zeros((n, (hi - lo + 63) // 64), dtype=np.uint64)
             _mark_owned(owner, bits, lo, hi)
             for batch in store.stream(batch_size):
-                _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_count, store.directed)
+                _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_counts, store.directed, lanes)
             present[lo:hi] = _column_counts(bits, hi - lo)
             del bits
+        edge_count = edge_counts.sum(axis=0)
     total = int(present.sum())
     return {
         "replication_factor": total / n if n else 0.0,
@@ -177,11 +210,12 @@ def halo_bits_range(start: int, stop: int, shard: str, store_path: str, owner_pa
     store = open_store(store_path)
     owner = np.load(owner_path)   # in RAM: read at random
     bits = np.zeros((store.num_nodes, (p_hi - p_lo + 63) // 64), dtype=np.uint64)
-    edge_count = np.zeros(k, dtype=np.int64)
+    edge_count = np.zeros((1, k), dtype=np.int64)
+    one_lane = _lanes(store.num_nodes, 1)   # a task is one thread: its workers' threads run the others
     for batch in store.stream(batch_size, start=start, stop=stop):
-        _mark_halo(batch.src, batch.dst, owner, bits, p_lo, p_hi, edge_count, store.directed)
+        _mark_halo(batch.src, batch.dst, owner, bits, p_lo, p_hi, edge_count, store.directed, one_lane)
     save_shard(shard, bits)
-    return edge_count
+    return edge_count[0]
 
 
 def present_range(a: int, b: int, shards: list[str], owner_path: str, p_lo: int, p_hi: int) -> np.ndarray:
