@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_length(sorted_keys, weights, out_keys, out_counts):
     """Collapse equal neighbours of a sorted array, summing ``weights``."""
     m = -1
@@ -27,7 +27,7 @@ def run_length(sorted_keys, weights, out_keys, out_counts):
 RADIX_BITS = 11   # digits of the LSD radix sort: a 2048-entry count table stays in L1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def radix_sort(keys, scratch, key_bits):
     """Sort non-negative int64 ``keys`` in place (``scratch``: as long), all below ``2**key_bits``.
 
@@ -58,7 +58,7 @@ def radix_sort(keys, scratch, key_bits):
         keys[:] = src
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def merge_counts(ak, ac, bk, bc, sign, out_k, out_c):
     """out = a + sign * b over sorted keys; keys whose count drops to 0 vanish."""
     i = 0

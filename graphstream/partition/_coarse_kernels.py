@@ -173,7 +173,7 @@ def compact_labels(label, offsets):
 
 # -- step 3: the coarse graph --------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def coarse_keys_block(first, offs, nbrs, cl, num_clusters, out):
     """Keys cu * C + cv (cu < cv) of the inter-cluster entries of a block; returns how many.
 
@@ -192,7 +192,7 @@ def coarse_keys_block(first, offs, nbrs, cl, num_clusters, out):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def coarse_halo_keys_block(first, offs, nbrs, cl, num_clusters, stamp, out):
     """Like :func:`coarse_keys_block`, but each node emits each neighbouring cluster once.
 
@@ -222,7 +222,7 @@ def coarse_halo_keys_block(first, offs, nbrs, cl, num_clusters, stamp, out):
 _WEIGHT_BINS = 1 << 16   # keep_heaviest's histogram; heavier weights share the top bin
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def keep_heaviest(keys, weights, m):
     """Compact ``keys``/``weights`` in place to their ``m`` heaviest entries, order kept, ties to the
     lowest index (on a key-sorted table: the lowest key, so the choice is deterministic); returns

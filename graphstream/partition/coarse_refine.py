@@ -43,6 +43,8 @@ one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -272,11 +274,34 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
 
     Each block's keys are sorted and run-length reduced, then merged into the
     running table; when the table outgrows ``max_edges`` the lightest edges
-    are dropped (their weight is returned, so callers can report it).
+    are dropped (their weight is returned, so callers can report it). The
+    next block's keys are made and sorted in a second thread while this one
+    merges (the kernels release the GIL; the blocks still merge in order, so
+    the table is the same): R-MAT s21, k = 32, 2.5 -> 1.7 s.
     """
     keys = np.empty(0, dtype=np.int64)
     weights = np.empty(0, dtype=np.int64)
     dropped = 0
+    runs = _sorted_block_runs(vs, cl, num_clusters, block_entries, halo)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-coarse") as pool:
+        ahead = pool.submit(next, runs, None)
+        try:
+            while (run := ahead.result()) is not None:
+                ahead = pool.submit(next, runs, None)
+                keys, weights = merge_sorted(keys, weights, *run)
+                if len(keys) > max_edges:
+                    kept, lost = K.keep_heaviest(keys, weights, max_edges)
+                    dropped += int(lost)
+                    keys, weights = keys[:kept], weights[:kept]
+        finally:
+            wait([ahead])   # the generator is closed only when no thread is running it
+            runs.close()
+    return keys, weights, dropped
+
+
+def _sorted_block_runs(vs: VertexStream, cl: np.ndarray, num_clusters: int, block_entries: int, halo: bool
+                       ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Each block's inter-cluster pair keys, sorted, with their counts (blocks without any skipped)."""
     buf = np.empty(0, dtype=np.int64)
     scratch = buf
     key_bits = max(1, (int(num_clusters) ** 2 - 1).bit_length())   # pair keys cu * C + cv < C^2
@@ -292,13 +317,7 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
         if m == 0:
             continue
         radix_sort(buf[:m], scratch, key_bits)
-        bk, bw = collapse_sorted(buf[:m])
-        keys, weights = merge_sorted(keys, weights, bk, bw)
-        if len(keys) > max_edges:
-            kept, lost = K.keep_heaviest(keys, weights, max_edges)
-            dropped += int(lost)
-            keys, weights = keys[:kept], weights[:kept]
-    return keys, weights, dropped
+        yield collapse_sorted(buf[:m])   # new arrays: buf is refilled while the caller merges them
 
 
 # -- step 4 ---------------------------------------------------------------------------------------
