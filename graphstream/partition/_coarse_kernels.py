@@ -308,6 +308,45 @@ def cluster_part_entries(first, offs, nbrs, cl, node_part, conn):
                     conn[t, c, p] += 1
 
 
+@njit(cache=True, parallel=True)
+def cluster_part_moved(first, offs, nbrs, cl, before, cpart, delta):
+    """The change of :func:`cluster_part_entries`'s counts after clusters moved from ``before`` to
+    ``cpart``, into ``delta[t]`` as that kernel cuts the block: the list of a node y of a moved
+    cluster holds one entry for every entry to y in its neighbours' lists (the stream holds both
+    directions), so each clustered neighbour's cluster has one entry fewer to y's old part and one
+    more to its new one. Integers: the counts plus the change equal a recount, and only the moved
+    clusters' lists are scanned."""
+    nloc = offs.shape[0] - 1
+    runs = delta.shape[0]
+    for t in prange(runs):
+        lo = nloc * t // runs
+        hi = nloc * (t + 1) // runs
+        for i in range(lo, hi):
+            c = cl[first + i]
+            if c < 0 or before[c] == cpart[c]:
+                continue
+            a = before[c]
+            b = cpart[c]
+            for j in range(offs[i], offs[i + 1]):
+                if j + PREFETCH_DISTANCE < offs[i + 1]:
+                    prefetch_row(cl, nbrs[j + PREFETCH_DISTANCE])
+                cu = cl[nbrs[j]]
+                if cu >= 0:
+                    delta[t, cu, a] -= 1
+                    delta[t, cu, b] += 1
+
+
+@njit(cache=True)
+def moved_entries(cl, offsets, before, cpart):
+    """Entries in the lists of the nodes whose cluster moved from ``before`` to ``cpart``."""
+    total = 0
+    for v in range(cl.shape[0]):
+        c = cl[v]
+        if c >= 0 and before[c] != cpart[c]:
+            total += offsets[v + 1] - offsets[v]
+    return total
+
+
 @njit(cache=True)
 def cluster_moves(order, conn, cpart, csizes, size, cap):
     """Move clusters (in ``order``) to the part holding most of their entries when that cuts fewer

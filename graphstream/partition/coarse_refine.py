@@ -332,22 +332,37 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
             "skipped")
         return 0, 0
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
-    total = 0
+    # a table per thread while they fit in the bound beside the counts, else the counts themselves,
+    # counted sequentially
+    runs = min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (len(csizes) * k) - 1)
+    conn = np.zeros((len(csizes), k), dtype=np.int32)
+    tables = np.zeros((runs, len(csizes), k), dtype=np.int32) if runs > 1 else conn[np.newaxis]
     node_part = np.full(len(cl), -1, dtype=np.int32)
-    # a table per thread while they fit in the bound together, else one (counted sequentially)
-    runs = max(1, min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (len(csizes) * k)))
+    total = 0
     done = 0
-    for _ in range(passes):
-        done += 1
-        K.project_parts(cl, cpart, node_part)
-        tables = np.zeros((runs, len(csizes), k), dtype=np.int32)
+    before = None
+    while done < passes:
+        # after moves, only the change the moved clusters make is counted, from their lists alone, unless
+        # they hold more than half the entries: integers, the same counts as a recount (R-MAT s21, k = 32:
+        # a trial's four passes 1.2-1.6 -> 0.95 s, the same moves)
+        recount = before is None or 2 * K.moved_entries(cl, vs.offsets, before, cpart) > vs.num_entries
+        if recount:
+            K.project_parts(cl, cpart, node_part)
+            conn[:] = 0
+        if runs > 1:
+            tables[:] = 0
         for blk in vs.blocks(block_entries):
-            K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, tables)
-        conn = tables[0] if runs == 1 else tables.sum(axis=0, dtype=np.int32)
-        del tables
+            if recount:
+                K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, tables)
+            else:
+                K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, tables)
+        if runs > 1:
+            conn += tables.sum(axis=0, dtype=np.int32)
+        done += 1
         gain = conn.max(axis=1) - conn[np.arange(len(cpart)), cpart]
         order = np.lexsort((np.arange(len(cpart)), -gain))
         order = order[gain[order] > 0]
+        before = cpart.copy()
         moved = K.cluster_moves(order, conn, cpart, csizes, size, cap)
         total += moved
         if moved == 0:
