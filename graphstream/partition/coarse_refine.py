@@ -37,7 +37,7 @@ O(E x ceil(k / 32)): every part's change is tested at once on packed
 counter words). Memory: offsets (8 bytes/node), labels and sizes (8, plus
 the proposals of one round), owner (4), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), the coarse graph (bounded), cluster x part counters (4
-bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` over all threads' tables),
+bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables),
 one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 """
 from __future__ import annotations
