@@ -106,7 +106,7 @@ INGEST_EDGES_PER_S = {"text": 12.4e6, "npy": 30.9e6, "parquet": 12.4e6}
 # (docs/partitioners.md, "Scale 24" tables: spring 10.5M, 2ps-l 2.0M, hdrf 2.32M, dbh 6.6M, hash
 # (edge) 11.7M; hash (vertex) needs only a degree pass, 22.0M edges/s, docs/store.md);
 # coarse-refine 1383.8 s for 1.07B edges at scale 26 (docs/format.md, "With the default
-# partitioner"): 0.78M edges/s (1.02M at scale 24 since the coarse graph's speed-up, 2026-11-25).
+# partitioner"): 0.78M edges/s (1.08M at scale 24 on the version of 2026-11-25, docs/format.md).
 PARTITION_EDGES_PER_S = {"coarse-refine": 0.78e6, "spring": 10.5e6, "2ps-l": 2.0e6, "hdrf": 2.32e6,
                          "dbh": 6.6e6, "hash": 22.0e6}
 # The quality-metric pass that `partition` runs after the partitioner: one streamed pass
