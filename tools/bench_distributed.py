@@ -33,10 +33,16 @@ worker has: the overhead of the cluster machinery itself is the 1-worker time
 against that mode (``overhead_vs_in_process_1_core``).
 
     .venv/bin/python tools/bench_distributed.py [--scale 22] [--workers 1 2] [--k 8]
-        [--algo coarse-refine] [--workdir /tmp/bench_distributed] [--doc docs/distributed.md]
+        [--algo coarse-refine] [--workdir /tmp/bench_distributed] [--doc docs/distributed.md [--section NAME]]
+        [--log modes.jsonl] [--render-log modes.jsonl]
 
 ``--doc FILE`` rewrites the table between ``<!-- bench_distributed:begin -->``
-and ``<!-- bench_distributed:end -->`` in FILE (command, machine, date).
+and ``<!-- bench_distributed:end -->`` in FILE (command, machine, date);
+``--section NAME`` uses the markers ``bench_distributed-NAME`` instead, so
+that runs on different machines keep their own tables. ``--log FILE`` appends
+each mode's result to FILE as soon as it is measured (a run cut short keeps
+what it measured); ``--render-log FILE`` makes the report and the table from
+such a file without running anything (the machine and date are the run's).
 
 Goals (specs/distributed.md): speedup >= 1.7 at 2 workers for generate,
 ingest, degrees, partition rounds and build on a 2-core machine; overhead of
@@ -156,6 +162,9 @@ def main() -> None:
     ap.add_argument("--algo", default="coarse-refine")
     ap.add_argument("--workdir", default="/tmp/bench_distributed")
     ap.add_argument("--doc", help="markdown file whose bench_distributed section gets the table")
+    ap.add_argument("--section", default="", help="name of the doc section (markers bench_distributed-NAME)")
+    ap.add_argument("--log", help="append each mode's result to this JSON-lines file as soon as it is measured")
+    ap.add_argument("--render-log", help="no runs: the report (and --doc table) of the modes in this log")
     ap.add_argument("--mode", type=int, help=argparse.SUPPRESS)   # internal: run one mode
     args = ap.parse_args()
     work = Path(args.workdir)
@@ -163,13 +172,36 @@ def main() -> None:
     if args.mode is not None:
         print(json.dumps(run_mode(args.mode, args.scale, args.k, args.algo, work, text)))
         return
+    if args.render_log:
+        lines = [json.loads(line) for line in Path(args.render_log).read_text().splitlines() if line.strip()]
+        head, modes = lines[0], {m["workers"]: m["result"] for m in lines[1:]}
+    else:
+        head, modes = _run_modes(args, work, text)
+    report = _report(head, modes)
+    json.dump(report, sys.stdout, indent=1)
+    print()
+    if args.doc:
+        _write_doc(Path(args.doc), report, args.section)
+    if not args.render_log:
+        shutil.rmtree(work, ignore_errors=True)
 
+
+def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
+    """Every mode in its own child process, in-process ones first; each logged (``--log``) when done, so that a
+    run cut short still leaves the modes it measured."""
     work.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     _write_text(work, args.scale, text)
-    setup = time.perf_counter() - t
+    head = {"scale": args.scale, "edges": 16 * 2**args.scale, "k": args.k, "algo": args.algo,
+            "cpu_count": os.cpu_count(), "text_setup_seconds": time.perf_counter() - t,
+            "command": " ".join([".venv/bin/python", "tools/bench_distributed.py",
+                                 *(a for a in sys.argv[1:] if a != "--log" and not a.endswith(".jsonl"))]),
+            "machine": _machine(), "date": time.strftime("%Y-%m-%d")}
+    log = Path(args.log) if args.log else None
+    if log:
+        log.write_text(json.dumps(head) + "\n")
     modes = {}
-    for workers in [0, ONE_CORE, *args.workers]:
+    for workers in [0, *args.workers, ONE_CORE]:   # the pinned mode last: on many cores it matters least
         cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
                "--algo", args.algo, "--workdir", str(work)]
         env = dict(os.environ)
@@ -179,9 +211,19 @@ def main() -> None:
         if done.returncode != 0:
             sys.exit(f"mode {workers} failed:\n{done.stderr[-4000:]}")
         modes[workers] = json.loads(done.stdout.strip().splitlines()[-1])
-    base, one_core, one = modes[0], modes[ONE_CORE], modes[args.workers[0]]
-    report = {"scale": args.scale, "edges": 16 * 2**args.scale, "k": args.k, "algo": args.algo,
-              "cpu_count": os.cpu_count(), "text_setup_seconds": setup, "goals": GOALS, "modes": {}}
+        if log:
+            with log.open("a") as f:
+                f.write(json.dumps({"workers": workers, "result": modes[workers]}) + "\n")
+    return head, modes
+
+
+def _report(head: dict, modes: dict) -> dict:
+    """Ratios between the modes: N workers against the fewest, 1 worker against both in-process modes."""
+    base, one_core = modes[0], modes.get(ONE_CORE)
+    counts = sorted(w for w in modes if w > 0)
+    one = modes[counts[0]] if counts else None
+    report = {**{key: head[key] for key in ("scale", "edges", "k", "algo", "cpu_count", "text_setup_seconds")},
+              "goals": GOALS, "workers": counts, "modes": {}}
     for workers, m in modes.items():
         entry = {key: m[key] for key in ("cluster_start", "seconds", "phases", "replication_factor",
                                          "client_peak_rss_bytes") if key in m}
@@ -189,20 +231,15 @@ def main() -> None:
         entry["identical"] = {name: m["digests"][name] == base["digests"][name] for name in m["digests"]}
         if workers > 0:
             entry["overhead_vs_in_process"] = {s: _ratio(m["seconds"][s], base["seconds"][s]) for s in STAGES}
-            entry["overhead_vs_in_process_1_core"] = {s: _ratio(m["seconds"][s], one_core["seconds"][s])
-                                                      for s in STAGES}
+            if one_core is not None:
+                entry["overhead_vs_in_process_1_core"] = {s: _ratio(m["seconds"][s], one_core["seconds"][s])
+                                                          for s in STAGES}
             entry["speedup_vs_1_worker"] = {s: _ratio(one["seconds"][s], m["seconds"][s]) for s in STAGES}
             rf, rf0 = m.get("replication_factor"), base.get("replication_factor")
             entry["rf_vs_in_process"] = rf / rf0 if rf and rf0 else None
         report["modes"][_mode_name(workers)] = entry
-    report["command"] = " ".join([".venv/bin/python", "tools/bench_distributed.py", *sys.argv[1:]])
-    report["machine"] = _machine()
-    report["date"] = time.strftime("%Y-%m-%d")
-    json.dump(report, sys.stdout, indent=1)
-    print()
-    if args.doc:
-        _write_doc(Path(args.doc), report, args.workers)
-    shutil.rmtree(work, ignore_errors=True)
+    report.update(command=head["command"], machine=head["machine"], date=head["date"])
+    return report
 
 
 def _machine() -> str:
@@ -214,44 +251,48 @@ def _machine() -> str:
             f"Python {platform.python_version()}")
 
 
-def _write_doc(path: Path, report: dict, workers: list[int]) -> None:
-    """The per-stage table of ``report`` between the markers of ``path``."""
-    modes = report["modes"]
-    names = ["in-process", "in-process-1-core", *[f"{w}_workers" for w in workers]]
-    head = ["stage", "in-process", "in-process, 1 core", *[f"{w} worker{'s' * (w > 1)}" for w in workers]]
-    if len(workers) > 1:
-        head.append(f"{workers[-1]} vs {workers[0]} workers")
-    head += [f"{workers[0]} worker vs in-process", f"{workers[0]} worker vs in-process, 1 core"]
+def _write_doc(path: Path, report: dict, section: str = "") -> None:
+    """The per-stage table of ``report`` between the markers of ``path`` (``section`` names them apart)."""
+    begin, end = (BEGIN, END) if not section else (BEGIN.replace(":", f"-{section}:"), END.replace(":", f"-{section}:"))
+    modes, workers = report["modes"], report["workers"]
+    names = [m for m in ("in-process", "in-process-1-core") if m in modes]
+    head = ["stage", *({"in-process": "in-process", "in-process-1-core": "in-process, 1 core"}[m] for m in names)]
+    head += [f"{w} worker{'s' * (w > 1)}" + (f" (vs {workers[0]})" if w != workers[0] else "") for w in workers]
+    first = modes[f"{workers[0]}_workers"]
+    overheads = [key for key in ("overhead_vs_in_process", "overhead_vs_in_process_1_core") if key in first]
+    head += [f"{workers[0]} worker vs in-process" + (", 1 core" if key.endswith("core") else "") for key in overheads]
     label = {"generate": "generate", "ingest_text": "ingest (text)", "degrees": "degrees",
              "partition": "partition (coarse-refine, all phases)", "rounds": "coarse-refine's rounds (LP + refine)",
              "metrics": "metrics", "build": "build"}
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    first, last = modes[f"{workers[0]}_workers"], modes[f"{workers[-1]}_workers"]
     for stage in STAGES:
         cells = [label[stage]] + [f"{modes[m]['seconds'][stage]:.1f} s" for m in names]
-        if len(workers) > 1:
-            cells.append(f"{last['speedup_vs_1_worker'][stage]:.2f}x")
-        cells += [f"{first[key][stage]:.2f}x" for key in ("overhead_vs_in_process", "overhead_vs_in_process_1_core")]
+        for w in workers:
+            m = modes[f"{w}_workers"]
+            cells.append(f"{m['seconds'][stage]:.1f} s" + (f" ({m['speedup_vs_1_worker'][stage]:.2f}x)"
+                                                         if w != workers[0] else ""))
+        cells += [f"{first[key][stage]:.2f}x" for key in overheads]
         rows.append("| " + " | ".join(cells) + " |")
     same = all(all(m["identical"].values()) for m in modes.values())
     rfs = sorted({round(m["replication_factor"], 4) for m in modes.values()})
-    accept = last.get("phases", {}).get("rounds_accept")
+    accept = modes[f"{workers[-1]}_workers"].get("phases", {}).get("rounds_accept")
     text = "\n".join([
-        BEGIN, "",
+        begin, "",
         f"Command: `{report['command']}`  ",
         f"Machine: {report['machine']}  ",
         f"Date: {report['date']}  ",
         f"Graph: R-MAT scale {report['scale']} ({report['edges']:,} directed edges), k = {report['k']}, "
-        f"{report['algo']}; single-threaded workers; each stage without the cluster's start; one run.",
+        f"{report['algo']}; single-threaded workers; each stage without the cluster's start; one run. "
+        f"In brackets: the speedup against {workers[0]} worker{'s' * (workers[0] > 1)}.",
         "", *rows, "",
         f"Outputs identical in every mode (generated store, ingested store, built parts): {same}; "
         f"replication factor {', '.join(map(str, rfs))}."
         + (f" The rounds' sequential part (accepting proposals, applying moves, on the client) took "
            f"{accept:.1f} s with {workers[-1]} workers." if accept is not None else ""),
-        "", END])
+        "", end])
     doc = path.read_text()
-    if BEGIN in doc and END in doc:
-        doc = doc[:doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + text + doc[doc.index(end) + len(end):]
     else:
         doc = doc.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(doc)
