@@ -14,7 +14,7 @@ from test_coarse_refine import check_plan, cora_edges, rf_by_sets, write_store  
 
 from graphstream.ingest.rmat import generate_rmat
 from graphstream.partition import _coarse_kernels as K
-from graphstream.partition import coarse_refine
+from graphstream.partition import coarse_refine, coarse_rounds
 from graphstream.partition.coarse_rounds import SEGMENT, round_bounds
 from graphstream.partition.vertex_stream import build_vertex_stream
 from graphstream.store import open_store
@@ -59,17 +59,41 @@ def test_same_owner_for_1_and_2_threads(graphs, tmp_path, name):
 
 
 @pytest.mark.parametrize("name", ["rmat", "cora"])
-def test_same_owner_in_process_and_on_a_cluster(graphs, dask_client, tmp_path, name):
+def test_same_owner_in_process_and_on_a_cluster(graphs, dask_client, tmp_path, name, monkeypatch):
     store = graphs[name]
     params = {**PARAMS, "lp_passes": 3, "refine_passes": 3}   # every task costs a scheduler round trip
     here = coarse_refine.run(store, 8, seed=1, **params)
-    # small blocks on the cluster: a round is read in several pieces by several tasks
+    # small blocks and small tasks on the cluster: a round is read in several pieces by several tasks
+    monkeypatch.setattr(coarse_rounds, "MIN_TASK_ENTRIES", 1000)
     there = coarse_refine.run(store, 8, seed=1, client=dask_client, work_dir=tmp_path / "w", block_entries=5000,
                               **params)
     check_plan(there, store.num_nodes, 8, 1.05)
     np.testing.assert_array_equal(here.owner, there.owner)
     assert there.metrics["replication_factor"] == here.metrics["replication_factor"]
     assert not (tmp_path / "w" / "rounds").exists() or not list((tmp_path / "w" / "rounds").glob("*-*.npy"))
+
+
+def test_rounds_cut_into_tasks_of_at_least_min_entries(graphs, dask_client, tmp_path, monkeypatch):
+    """A round is cut into one task per worker thread only where each gets MIN_TASK_ENTRIES entries (a task
+    costs a scheduler round trip per round); the cut does not change the result."""
+    from distributed import get_task_stream
+
+    store = graphs["rmat"]
+    params = {**PARAMS, "lp_passes": 2, "refine_passes": 2}
+    entries = 2 * store.num_edges   # both directions of every edge
+    owners, tasks = [], []
+    for min_entries in (entries, 1000):   # a whole round under the minimum; every round over twice it
+        monkeypatch.setattr(coarse_rounds, "MIN_TASK_ENTRIES", min_entries)
+        with get_task_stream(dask_client) as stream:
+            plan = coarse_refine.run(store, 8, seed=1, client=dask_client, work_dir=tmp_path / str(min_entries),
+                                     **params)
+        owners.append(plan.owner)
+        tasks.append(sum(str(r["key"]).startswith("coarse-refine: refine-") for r in stream.data))
+    np.testing.assert_array_equal(owners[0], owners[1])
+    threads = sum(dask_client.nthreads().values())
+    assert threads == 2 and tasks[0] > 0
+    # one task a round, then up to one per thread (a round of a single segment, hubs, stays whole)
+    assert tasks[0] < tasks[1] <= threads * tasks[0]
 
 
 def test_round_bounds_cover_the_nodes_on_segment_bounds():
