@@ -232,19 +232,29 @@ def render_markdown(result: dict) -> str:
             ("Host -> device transfer over a whole sequence, full snapshots vs keyframe + deltas "
              f"({tr.get('note', 'device: ' + str(next(iter(tr.values()))['device']))}):"),
             ["sequence", "snapshots", "edges/snapshot", "full bytes", "delta bytes", "ratio", "ratio after 1st",
-             "full s", "delta s"],
+             "full s", "delta s", "full host s", "delta host s"],
             [[name, r["snapshots"], f"{r['edges_per_snapshot_mean']:.0f}", r["full"]["bytes"], r["delta"]["bytes"],
               f"{r['bytes_ratio']:.2f}x", f"{r['bytes_ratio_after_first']:.2f}x", f"{r['full']['seconds']:.4f}",
-              f"{r['delta']['seconds']:.4f}"] for name, r in tr.items() if isinstance(r, dict)])
-    gpu = result.get("gpu")
-    if gpu:
-        lines.append(f"GPU: {gpu.get('skipped') or json.dumps(gpu)}")
+              f"{r['delta']['seconds']:.4f}", f"{r['full'].get('host_seconds', 0.0):.4f}",
+              f"{r['delta'].get('host_seconds', 0.0):.4f}"] for name, r in tr.items() if isinstance(r, dict)])
+    gpus = result.get("gpu")
+    for gpu in gpus if isinstance(gpus, list) else [gpus] if gpus else []:
+        if "skipped" in gpu:
+            lines.append(f"GPU: {gpu['skipped']}")
+            continue
+        lines += _table(
+            (f"Mini-batch training on {gpu['device']}: R-MAT scale {gpu['scale']}, 128 random features, 16 random "
+             "classes (accuracy is chance, 1/16: the figure is the epoch time), hidden 256, one part, 5 epochs:"),
+            ["model", "s/epoch", "test accuracy"],
+            [[model, f"{r['epoch_seconds']:.3f}", f"{100 * r['test_accuracy']:.1f}"]
+             for model, r in gpu["results"].items()])
     return "\n".join(lines)
 
 
-def write_doc(doc: Path, text: str) -> None:
-    """Replace what lies between the bench markers of ``doc`` with ``text``."""
-    start, end = "<!-- bench_train:begin -->", "<!-- bench_train:end -->"
+def write_doc(doc: Path, text: str, section: str = "") -> None:
+    """Replace what lies between the bench markers of ``doc`` (``bench_train-SECTION`` if named) with ``text``."""
+    name = f"bench_train-{section}" if section else "bench_train"
+    start, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     body = doc.read_text()
     if start not in body or end not in body:
         raise SystemExit(f"{doc}: no {start} ... {end} markers")
@@ -270,9 +280,10 @@ def main() -> None:
     ap.add_argument("--gpu-scale", type=int, default=22)
     ap.add_argument("--doc", default=None, help="also write the figures into this markdown file (between markers)")
     ap.add_argument("--render", default=None, help="only render a saved result JSON into --doc (no runs)")
+    ap.add_argument("--section", default="", help="write between the markers bench_train-SECTION of --doc")
     args = ap.parse_args()
     if args.render:
-        write_doc(Path(args.doc), render_markdown(json.loads(Path(args.render).read_text())))
+        write_doc(Path(args.doc), render_markdown(json.loads(Path(args.render).read_text())), args.section)
         return
     import torch
     torch.set_num_threads(1)
@@ -301,8 +312,9 @@ def main() -> None:
         result["gpu"] = gpu_section(work, args.gpu_scale)
     result["seconds"] = time.perf_counter() - t0
     result["machine"]["load_average_end"] = os.getloadavg()
+    result["date"] = time.strftime("%Y-%m-%d")
     if args.doc:
-        write_doc(Path(args.doc), render_markdown(result))
+        write_doc(Path(args.doc), render_markdown(result), args.section)
     print(json.dumps(result))
 
 
