@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -219,8 +220,14 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
     from distributed import as_completed
 
     run_id = uuid.uuid4().hex[:8]   # fresh keys: a shared cluster must not serve another run's results
-    futures = [client.submit(fn, *task, key=f"{stage}-{run_id}-{i}", pure=False, resources=resources, **common)
-               for i, task in enumerate(tasks)]
+    keys = [f"{stage}-{run_id}-{i}" for i in range(len(tasks))]
+    call = partial(fn, **common)   # the task's keywords kept apart from map's own (batch_size, workers, ...)
+    if tasks and all(tasks):   # one message to the scheduler for the whole stage (a wave of 8 no-op tasks
+        # on 2 workers: 35 ms against 40 ms with a submit per task, which coarse-refine's rounds pay ~170 times)
+        futures = client.map(call, *zip(*tasks, strict=True), key=keys, pure=False, resources=resources)
+    else:
+        futures = [client.submit(call, *task, key=key, pure=False, resources=resources)
+                   for key, task in zip(keys, tasks, strict=True)]
     index = {f.key: i for i, f in enumerate(futures)}
     results: list[Any] = [None] * len(futures)
     total = len(tasks) if size is None else sum(size(t) for t in tasks)
