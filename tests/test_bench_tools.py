@@ -1,0 +1,43 @@
+"""The benchmarks' reports: a run cut short keeps what it measured, and the tables say what was measured."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("generate", "ingest_text", "degrees", "partition", "rounds", "metrics", "build")
+
+
+def _mode(name: str, seconds: float, digest: str = "same") -> dict:
+    return {"mode": name, "cluster_start": 0.5, "seconds": {s: seconds for s in STAGES},
+            "phases": {"rounds_accept": 0.25}, "replication_factor": 1.5, "client_peak_rss_bytes": 1,
+            "digests": {"g.zarr": digest, "t.zarr": "same", "parts": "same"}}
+
+
+def test_bench_distributed_renders_a_log(tmp_path):
+    """--render-log makes the report and the named doc section from the logged modes alone, in any order."""
+    head = {"scale": 10, "edges": 16384, "k": 8, "algo": "coarse-refine", "cpu_count": 16, "text_setup_seconds": 0.1,
+            "command": "cmd", "machine": "16 cores (test)", "date": "2026-01-02"}
+    modes = [(0, _mode("in-process", 2.0)), (4, _mode("4_workers", 1.0, "other")), (1, _mode("1_workers", 4.0)),
+             (-1, _mode("in-process-1-core", 8.0))]
+    log = tmp_path / "modes.jsonl"
+    log.write_text("\n".join(json.dumps(x) for x in [head, *({"workers": w, "result": r} for w, r in modes)]) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("# Measured\n\n<!-- bench_distributed:begin -->\nthe 2-core table\n<!-- bench_distributed:end -->\n")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--render-log", str(log),
+                           "--doc", str(doc), "--section", "16-core"], capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout)
+    assert report["workers"] == [1, 4]
+    four = report["modes"]["4_workers"]
+    assert four["speedup_vs_1_worker"]["build"] == 4.0
+    assert four["identical"] == {"g.zarr": False, "t.zarr": True, "parts": True}
+    assert report["modes"]["1_workers"]["overhead_vs_in_process_1_core"]["rounds"] == 0.5
+    text = doc.read_text()
+    assert "the 2-core table" in text   # the other machine's section is kept
+    section = text[text.index("<!-- bench_distributed-16-core:begin -->"):]
+    assert "Machine: 16 cores (test)" in section and "Date: 2026-01-02" in section
+    assert "| build | 2.0 s | 8.0 s | 4.0 s | 1.0 s (4.00x) | 2.00x | 0.50x |" in section
+    assert "identical in every mode (generated store, ingested store, built parts): False" in section
+    assert section.rstrip().endswith("<!-- bench_distributed-16-core:end -->")
