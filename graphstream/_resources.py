@@ -1,6 +1,8 @@
 """Peak memory and wall time, measured the same way by every command and benchmark; node-state estimates."""
 from __future__ import annotations
 
+import math
+import os
 import resource
 import sys
 import time
@@ -83,6 +85,23 @@ def available_memory_bytes() -> int:
     except (OSError, ValueError):
         pass
     return avail
+
+
+def usable_cores() -> int:
+    """Cores this process may use: its CPU affinity (taskset, a container's cpuset), capped by a cgroup v2
+    CPU quota (a Kubernetes limit shows every core of the host in the affinity)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
 
 
 def node_state_shortfall(num_nodes: int, bytes_per_node: int) -> str | None:

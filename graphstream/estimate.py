@@ -89,12 +89,14 @@ PARTITION_BYTES_PER_NODE = {"coarse-refine": 70, "spring": 67, "2ps-l": 45, "hdr
 # 128 MiB), which small graphs do not fill: counted as at most twice the routed pairs
 # (docs/format.md, "How it is built"; measured 1.92 GB at scale 24, 4.43 GB at scale 26;
 # 385 MB at scale 18, k=8, partition and build in one process, docs/estimate.md).
-BUILD_WORKERS = 2
-BUILD_BYTES_PER_NODE = 10 + BUILD_WORKERS * 16
-BUILD_BUFFERS = BUILD_WORKERS * (64 + 256 + 128) * 2**20
+# Those measurements built 2 parts at a time; the builder now takes as many workers as the cores
+# and half of the available memory allow (BuildConfig.resolve_workers), and so does this model.
+BUILD_BYTES_PER_NODE = 10
+BUILD_BYTES_PER_NODE_PER_WORKER = 16
+BUILD_BUFFERS_PER_WORKER = (64 + 256 + 128) * 2**20
 # Feature split: memory maps of bounded windows (128 MiB per worker); 0.59 GB measured at scale 24
 # with 128 float32 features (docs/format.md).
-FEATURE_SPLIT_RSS = BASE_RSS + BUILD_WORKERS * 128 * 2**20
+FEATURE_SPLIT_BYTES_PER_WORKER = 128 * 2**20
 
 # -- time (wall seconds on the measuring machine: 2-core AMD EPYC) ---------------------------------
 # generate: 21.0M edges/s at scale 24, 22.0M at scale 26 (docs/format.md); 23.9M at scale 20
@@ -202,9 +204,16 @@ def feature_bytes(size: GraphSize, rf: float) -> int:
 
 
 def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] = ALGORITHMS,
-                   rf: float | None = None, ingest_format: str = "text") -> dict:
-    """Disk, peak memory and time of each step for a graph of ``size`` split into ``k`` parts."""
+                   rf: float | None = None, ingest_format: str = "text", build_workers: int | None = None) -> dict:
+    """Disk, peak memory and time of each step for a graph of ``size`` split into ``k`` parts.
+
+    ``build_workers``: parts built at once (default: what the builder would choose on this machine).
+    Build times are those measured with 2 workers on 2 cores: an upper bound with more.
+    """
+    from .assemble.config import BuildConfig
+
     n, e = size.num_nodes, size.num_edges
+    workers = BuildConfig(workers=build_workers).resolve_workers(n, k)
     store = size.store_bytes if size.store_bytes is not None else store_bytes(
         e, num_nodes=n, with_time=size.with_time, with_weight=size.with_weight)
     steps = [
@@ -212,7 +221,8 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
         StepEstimate("ingest", store, 0, INGEST_RSS, e / INGEST_EDGES_PER_S.get(ingest_format, 12.4e6)),
     ]
     id_width = 8 if size.wide_ids else 4
-    buffers = min(BUILD_BUFFERS, 2 * SPILL_BYTES_PER_PAIR * size.entries)
+    buffers = min(workers * BUILD_BUFFERS_PER_WORKER, 2 * SPILL_BYTES_PER_PAIR * size.entries)
+    build_per_node = BUILD_BYTES_PER_NODE + workers * BUILD_BYTES_PER_NODE_PER_WORKER
     partitions = {}
     for algo in algorithms:
         r = rf if rf is not None else assumed_rf(algo, k)
@@ -223,13 +233,15 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S)
         build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),
                              SPILL_BYTES_PER_PAIR * (2 if size.wide_ids else 1) * size.entries,
-                             int(BASE_RSS + BUILD_BYTES_PER_NODE * n + buffers), e / BUILD_EDGES_PER_S)
+                             int(BASE_RSS + build_per_node * n + buffers), e / BUILD_EDGES_PER_S)
         partitions[algo] = {"replication_factor": r, "partition": partition.to_dict(), "build": build.to_dict()}
         if size.features:
             written = feature_bytes(size, r)
             partitions[algo]["feature_split"] = StepEstimate(
-                f"feature split {algo}", written, 0, FEATURE_SPLIT_RSS, written / FEATURE_SPLIT_BYTES_PER_S).to_dict()
-    return {"num_nodes": n, "num_edges": e, "directed": size.directed, "k": k, "features": size.features,
+                f"feature split {algo}", written, 0, BASE_RSS + workers * FEATURE_SPLIT_BYTES_PER_WORKER,
+                written / FEATURE_SPLIT_BYTES_PER_S).to_dict()
+    return {"num_nodes": n, "num_edges": e, "directed": size.directed, "k": k, "build_workers": workers,
+            "features": size.features,
             "feature_itemsize": size.feature_itemsize, "store_bytes_estimated": size.store_bytes is None,
             "store_bytes": store, "steps": {s.step: s.to_dict() for s in steps}, "partitioners": partitions}
 

@@ -699,3 +699,65 @@ def test_manifest_refuses_part_paths_outside_the_folder(built, path):
     _edit_part(built, 1, path=path)
     with pytest.raises(PartitionsError, match="part 1"):
         open_partitions(built)
+
+
+# ---------------------------------------------------------------------------
+# parts built at once: one per core, as memory allows
+# ---------------------------------------------------------------------------
+
+def test_build_workers_follow_cores_and_memory(monkeypatch):
+    from graphstream import _resources
+
+    config = BuildConfig()
+    n = 1_000_000
+    one = config.worker_bytes(n)
+    assert one == 16 * n + config.read_bytes + config.sort_bytes + config.gather_bytes
+    monkeypatch.setattr(_resources, "usable_cores", lambda: 16)
+    monkeypatch.setattr(_resources, "available_memory_bytes", lambda: 1 << 50)
+    assert config.resolve_workers(n, k=32) == 16      # the cores
+    assert config.resolve_workers(n, k=4) == 4        # no more than the parts
+    monkeypatch.setattr(_resources, "available_memory_bytes", lambda: 2 * 3 * one + 1)
+    assert config.resolve_workers(n, k=32) == 3       # half of the available memory
+    monkeypatch.setattr(_resources, "available_memory_bytes", lambda: one)
+    assert config.resolve_workers(n, k=32) == 1       # always at least one
+    assert BuildConfig(workers=5).resolve_workers(n, k=32) == 5    # an explicit count wins...
+    assert BuildConfig(workers=5).resolve_workers(n, k=2) == 2     # ...up to the parts
+    with pytest.raises(ParameterError, match="workers"):
+        BuildConfig(workers=0)
+
+
+def test_usable_cores_follow_the_affinity_and_the_cgroup_quota(monkeypatch, tmp_path):
+    import builtins
+
+    from graphstream import _resources
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
+    quota = tmp_path / "cpu.max"
+    real_open = builtins.open
+
+    def fake_open(path, *a, **kw):
+        return real_open(quota if str(path) == "/sys/fs/cgroup/cpu.max" else path, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    quota.write_text("max 100000\n")
+    assert _resources.usable_cores() == 6
+    quota.write_text("250000 100000\n")     # 2.5 cores of quota: 3 threads
+    assert _resources.usable_cores() == 3
+
+
+def test_more_build_workers_same_bytes(tmp_path, monkeypatch):
+    """Parts built 1, 2 or 4 at a time are the same files; the manifest says how many were used."""
+    from graphstream import _resources
+
+    src, dst, n = _random_graph(seed=4)
+    store = _write_store(tmp_path / "g.zarr", src, dst, n, directed=False, chunk=257)
+    owner = _owner("random", n, 6, seed=2)
+    digests = {}
+    for workers in (1, 2, None):
+        if workers is None:
+            monkeypatch.setattr(_resources, "usable_cores", lambda: 4)
+        out = tmp_path / f"parts-{workers}"
+        manifest = build_partitions(store, _plan(owner, 6), out, config=BuildConfig(workers=workers))
+        assert manifest["metrics"]["build_passes"]["workers"] == (workers or 4)
+        digests[workers] = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.npy"))}
+    assert digests[1] and digests[1] == digests[2] == digests[None]

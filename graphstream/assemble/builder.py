@@ -92,11 +92,10 @@ if TYPE_CHECKING:
 
 def _build_parts(spill: Spill | SpillSet, owner: np.ndarray, k: int, undirected: bool, degree: np.ndarray,
                  node_data: NodeData | None, folder: Path, config: BuildConfig, num_nodes: int,
-                 id_dtype: np.dtype) -> dict[str, float]:
-    """Passes 2 and 3 for every part, ``config.workers`` parts at a time (threads: the kernels
+                 id_dtype: np.dtype, workers: int) -> dict[str, float]:
+    """Passes 2 and 3 for every part, ``workers`` parts at a time (threads: the kernels
     release the GIL). Each worker has its own O(num_nodes) scratch. Returns the seconds spent
     in each pass, summed over workers."""
-    workers = max(1, min(config.workers, k))
     scratches: Queue = Queue()
     for _ in range(workers):
         scratches.put(Scratch.create(num_nodes, id_dtype))
@@ -219,11 +218,11 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
                 spill_bytes = int(spill.pairs.sum()) * 2 * store.id_dtype.itemsize
 
                 # 2. and 3. per part: its CSR, then its node data rows
+                workers = config.resolve_workers(store.num_nodes, k)
                 busy = _build_parts(spill, owner, k, undirected, degree, node_data, tmp, config,
-                                    store.num_nodes, store.id_dtype)
+                                    store.num_nodes, store.id_dtype, workers)
                 watch.lap("parts")
                 del degree
-                workers = config.workers
             else:   # the same passes as tasks; the parts come back measured
                 from .distributed import build_parts_on_cluster, route_on_cluster, widen_halo_on_cluster
 

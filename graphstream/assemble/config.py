@@ -19,23 +19,42 @@ class BuildConfig:
     buffer (a part with more column entries is filled in several row blocks).
     ``gather_bytes``: node data window mapped at once (and largest block copied).
     ``workers``: parts built at once (threads); each adds its own O(num_nodes)
-    scratch (about 16 bytes per node) and buffers.
+    scratch (about 16 bytes per node) and buffers. None: as many as the usable
+    cores, and half of the available memory, hold (:meth:`resolve_workers`).
     """
     batch_size: int | None = None
     read_bytes: int = 64 * MiB
     sort_bytes: int = 256 * MiB
     gather_bytes: int = 128 * MiB
-    workers: int = 2
+    workers: int | None = None
 
     def read_pairs(self, id_dtype: np.dtype) -> int:
         """(src, dst) pairs of ``id_dtype`` per spill file read."""
         return max(1, self.read_bytes // (2 * np.dtype(id_dtype).itemsize))
 
+    def worker_bytes(self, num_nodes: int) -> int:
+        """Memory one worker may take: its scratch (local map, row counter, halo list) and its buffers."""
+        return 16 * int(num_nodes) + self.read_bytes + self.sort_bytes + self.gather_bytes
+
+    def resolve_workers(self, num_nodes: int, k: int) -> int:
+        """Parts built at once: ``workers`` if set; else one per usable core, at most ``k``, and no more
+        than half of the available memory holds at :meth:`worker_bytes` each (at least one).
+
+        The kernels of a part are sequential and release the GIL, so threads scale with the cores
+        (R-MAT scale 21: 16 single-threaded dask workers built in 1.7-2.1 s what 2 threads built in
+        5.8 s); the memory bound keeps a large graph on a small machine from swapping instead.
+        """
+        if self.workers is not None:
+            return max(1, min(self.workers, k))
+        from .._resources import available_memory_bytes, usable_cores
+        by_memory = available_memory_bytes() // 2 // self.worker_bytes(num_nodes)
+        return int(max(1, min(usable_cores(), k, by_memory)))
+
     def __post_init__(self) -> None:
         for name in ("read_bytes", "sort_bytes", "gather_bytes"):
             if getattr(self, name) < 16:
                 raise ParameterError(f"BuildConfig.{name} must be >= 16 bytes, got {getattr(self, name)}")
-        if self.workers < 1:
+        if self.workers is not None and self.workers < 1:
             raise ParameterError(f"BuildConfig.workers must be >= 1, got {self.workers}")
         if self.batch_size is not None and self.batch_size < 1:
             raise ParameterError(f"BuildConfig.batch_size must be >= 1, got {self.batch_size}")
