@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ._report import format_bytes
+from ._resources import workers_within
 from .errors import ResourceError
 
 MB = 1_000_000
@@ -210,10 +211,9 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     ``build_workers``: parts built at once (default: what the builder would choose on this machine).
     Build times are those measured with 2 workers on 2 cores: an upper bound with more.
     """
-    from .assemble.config import BuildConfig
-
     n, e = size.num_nodes, size.num_edges
-    workers = BuildConfig(workers=build_workers).resolve_workers(n, k)
+    # as BuildConfig.resolve_workers chooses them (the builder sits above this module)
+    workers = build_workers or workers_within(BUILD_BYTES_PER_NODE_PER_WORKER * n + BUILD_BUFFERS_PER_WORKER, k)
     store = size.store_bytes if size.store_bytes is not None else store_bytes(
         e, num_nodes=n, with_time=size.with_time, with_weight=size.with_weight)
     steps = [

@@ -715,6 +715,8 @@ def test_build_workers_follow_cores_and_memory(monkeypatch):
     monkeypatch.setattr(_resources, "usable_cores", lambda: 16)
     monkeypatch.setattr(_resources, "available_memory_bytes", lambda: 1 << 50)
     assert config.resolve_workers(n, k=32) == 16      # the cores
+    from graphstream.estimate import GraphSize, estimate_steps
+    assert estimate_steps(GraphSize(num_nodes=n, num_edges=16 * n), k=32)["build_workers"] == 16
     assert config.resolve_workers(n, k=4) == 4        # no more than the parts
     monkeypatch.setattr(_resources, "available_memory_bytes", lambda: 2 * 3 * one + 1)
     assert config.resolve_workers(n, k=32) == 3       # half of the available memory

@@ -46,9 +46,8 @@ class BuildConfig:
         """
         if self.workers is not None:
             return max(1, min(self.workers, k))
-        from .._resources import available_memory_bytes, usable_cores
-        by_memory = available_memory_bytes() // 2 // self.worker_bytes(num_nodes)
-        return int(max(1, min(usable_cores(), k, by_memory)))
+        from .._resources import workers_within
+        return workers_within(self.worker_bytes(num_nodes), k)
 
     def __post_init__(self) -> None:
         for name in ("read_bytes", "sort_bytes", "gather_bytes"):
