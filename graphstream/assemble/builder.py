@@ -84,7 +84,7 @@ from ..store.partitions_manifest import (
 from .config import BuildConfig
 from .csr import Scratch, build_part_csr
 from .features import gather_node_data
-from .spill import Spill, SpillSet, route_edges, widen_halo
+from .spill import Spill, SpillSet, route_edges_in_ranges, widen_halo
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -211,14 +211,15 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
             # 1. route the edges to one spill file per part
             log(f"build: routing {store.num_edges} edges to {k} parts")
             if client is None:
-                spill, degree = route_edges(store, owner, k, spill_dir, config.batch_size)
+                # the route's threads take 8 B/node each, within the parts' 16 B/node + buffers
+                workers = config.resolve_workers(store.num_nodes, k)
+                spill, degree = route_edges_in_ranges(store, owner, k, spill_dir, config.batch_size, workers)
                 spill = widen_halo(store, owner, k, spill, spill_dir, halo_hops, config.batch_size,
                                    config.read_pairs(store.id_dtype))
                 watch.lap("route")
                 spill_bytes = int(spill.pairs.sum()) * 2 * store.id_dtype.itemsize
 
                 # 2. and 3. per part: its CSR, then its node data rows
-                workers = config.resolve_workers(store.num_nodes, k)
                 busy = _build_parts(spill, owner, k, undirected, degree, node_data, tmp, config,
                                     store.num_nodes, store.id_dtype, workers)
                 watch.lap("parts")

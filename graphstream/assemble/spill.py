@@ -4,6 +4,9 @@ One streaming pass over the store. Each edge goes to the part owning its
 target (and, undirected, to the part owning its source as well); the pairs
 are appended to one file per part. The aggregation degree of every node is
 counted on the way (O(num_nodes)). Disk: 8 or 16 bytes per routed pair.
+With several threads (:func:`route_edges_in_ranges`), each routes a
+chunk-aligned edge range into spill files of its own, as a cluster's tasks
+do, with a degree array of its own (8 bytes per node per thread).
 
 With ``--halo-hops H`` > 1, H - 1 further passes widen every part by one hop
 each (:func:`route_hop`): a part's *reach* is every node its routed pairs
@@ -15,15 +18,18 @@ After pass h every node within h hops of an inner node has a complete row.
 from __future__ import annotations
 
 import resource
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Lock
 
 import numpy as np
 from numba import njit
 
 from .._report import progress
+from ..cluster import split_range
 from ..errors import ParameterError
 from ..kernels.bitsets import new_bitsets, popcount64, set_bit
 from ..kernels.prefetch import prefetch_ends
@@ -150,13 +156,51 @@ def _raise_open_files_limit(need: int) -> None:
             raise ParameterError(f"{need - 64} parts need {need} open files; the limit is {hard}")
 
 
+def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Path,
+                          batch_size: int | None, threads: int) -> tuple[Spill | SpillSet, np.ndarray]:
+    """:func:`route_edges` over ``threads`` chunk-aligned edge ranges at once, each into a spill folder
+    of its own (``folder/range-NNNNN``); their degrees summed. The routing kernel, the stream's reads
+    and the writes release the GIL: R-MAT scale 21 on 2 cores routes in 1.4 s with 2 threads against
+    2.5-2.8 s with one. The parts' CSRs do not depend on the order of their pairs (rows are sorted),
+    so the dataset is the same bytes whatever the thread count."""
+    ranges = split_range(store.num_edges, threads, align=store.chunk_size)
+    if len(ranges) <= 1:
+        return route_edges(store, owner, num_parts, folder, batch_size)
+    with progress(store.num_edges, "build: route edges") as bar:
+        advance = _locked(bar.update)
+
+        def one(i: int) -> tuple[Spill, np.ndarray]:
+            sub = folder / f"range-{i:05d}"
+            sub.mkdir()
+            a, b = ranges[i]
+            return route_edges(store, owner, num_parts, sub, batch_size, a, b, advance=advance)
+
+        with ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="graphstream-route") as pool:
+            routed = list(pool.map(one, range(len(ranges))))
+    degree = routed[0][1]
+    for _, more in routed[1:]:
+        degree += more
+    return SpillSet(tuple(spill for spill, _ in routed)), degree
+
+
+def _locked(update: Callable[[int], object]) -> Callable[[int], None]:
+    """``update`` called under a lock: one progress bar advanced by several threads."""
+    lock = Lock()
+
+    def advance(n: int) -> None:
+        with lock:
+            update(n)
+    return advance
+
+
 def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Path,
-                batch_size: int | None = None, start: int = 0, stop: int | None = None,
-                ) -> tuple[Spill, np.ndarray]:
+                batch_size: int | None = None, start: int = 0, stop: int | None = None, *,
+                advance: Callable[[int], None] | None = None) -> tuple[Spill, np.ndarray]:
     """Pass 1: one spill file of (src, dst) pairs per part, plus every node's aggregation degree.
 
     ``start``/``stop``: route only the edges in that range (a task of a build on a cluster:
-    :mod:`graphstream.assemble.distributed`); the degree then counts those edges only.
+    :mod:`graphstream.assemble.distributed`, or a thread of :func:`route_edges_in_ranges`); the
+    degree then counts those edges only. ``advance(n)``: reports progress instead of a bar of its own.
     """
     undirected = not store.directed
     degree = np.zeros(store.num_nodes, dtype=np.int64)
@@ -170,14 +214,15 @@ def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Pa
             pairs = np.empty((need, 2), dtype=store.id_dtype)
         return pairs, _route_batch(src, dst, owner, undirected, degree, counts, pairs)
 
-    spill = _route(store, num_parts, folder, batch_size, start, stop, "build: route edges", group)
+    spill = _route(store, num_parts, folder, batch_size, start, stop, "build: route edges", group, advance)
     return spill, degree
 
 
 def _route(store: GraphStore, num_parts: int, folder: Path, batch_size: int | None, start: int,
-           stop: int | None, desc: str, group) -> Spill:
+           stop: int | None, desc: str, group, advance: Callable[[int], None] | None = None) -> Spill:
     """The routing loop of every pass: stream edges [start, stop), ``group(src, dst) -> (pairs,
-    offsets)`` sorts a batch's pairs by part, and each part's run is appended to its spill file."""
+    offsets)`` sorts a batch's pairs by part, and each part's run is appended to its spill file.
+    Progress goes to ``advance`` when given, else to a bar of its own."""
     id_dtype = store.id_dtype
     written = np.zeros(num_parts, dtype=np.int64)
     spill = Spill(folder, id_dtype, written)
@@ -186,15 +231,15 @@ def _route(store: GraphStore, num_parts: int, folder: Path, batch_size: int | No
         # Unbuffered: every write is one large slice, and a failure surfaces at the write.
         files = [stack.enter_context(open(spill.path(p), "wb", buffering=0)) for p in range(num_parts)]
         stop = store.num_edges if stop is None else stop
-        with progress(stop - start, desc) as bar:
-            for batch in store.stream(batch_size, start=start, stop=stop):
-                pairs, offsets = group(batch.src.astype(id_dtype, copy=False), batch.dst.astype(id_dtype, copy=False))
-                for p in range(num_parts):
-                    a, b = offsets[p], offsets[p + 1]
-                    if b > a:
-                        _write_all(files[p], pairs[a:b])
-                        written[p] += b - a
-                bar.update(len(batch))
+        bar = stack.enter_context(progress(stop - start, desc)) if advance is None else None
+        for batch in store.stream(batch_size, start=start, stop=stop):
+            pairs, offsets = group(batch.src.astype(id_dtype, copy=False), batch.dst.astype(id_dtype, copy=False))
+            for p in range(num_parts):
+                a, b = offsets[p], offsets[p + 1]
+                if b > a:
+                    _write_all(files[p], pairs[a:b])
+                    written[p] += b - a
+            (advance or bar.update)(len(batch))
     return spill
 
 
