@@ -748,7 +748,7 @@ def test_usable_cores_follow_the_affinity_and_the_cgroup_quota(monkeypatch, tmp_
 
 
 @pytest.mark.parametrize("directed", [False, True])
-@pytest.mark.parametrize("halo_hops", [1, 2])
+@pytest.mark.parametrize("halo_hops", [1, 3])   # 3: a hop reads every range of the hop before it
 def test_more_build_workers_same_bytes(tmp_path, monkeypatch, directed, halo_hops):
     """Edges routed by 1, 2 or 4 threads (an edge range each) and parts built as many at a time give the
     same files; the manifest says how many workers were used."""
@@ -758,18 +758,21 @@ def test_more_build_workers_same_bytes(tmp_path, monkeypatch, directed, halo_hop
     src, dst, n = _random_graph(seed=4)
     store = _write_store(tmp_path / "g.zarr", src, dst, n, directed=directed, chunk=257)
     owner = _owner("random", n, 6, seed=2)
-    ranges = []
-    real_route = spill_mod.route_edges
+    ranges, hop_ranges = [], []
+    real_route, real_hop = spill_mod.route_edges, spill_mod.route_hop
     monkeypatch.setattr(spill_mod, "route_edges", lambda *a, **kw: ranges.append(a[5:7]) or real_route(*a, **kw))
+    monkeypatch.setattr(spill_mod, "route_hop", lambda *a, **kw: hop_ranges.append(a[6:8]) or real_hop(*a, **kw))
     digests = {}
     for workers in (1, 2, None):
         if workers is None:
             monkeypatch.setattr(_resources, "usable_cores", lambda: 4)
         out = tmp_path / f"parts-{workers}"
         ranges.clear()
+        hop_ranges.clear()
         manifest = build_partitions(store, _plan(owner, 6), out, config=BuildConfig(workers=workers),
                                     halo_hops=halo_hops)
         assert manifest["metrics"]["build_passes"]["workers"] == (workers or 4)
-        assert len(ranges) == (workers or 4)    # one edge range per thread
+        assert len(ranges) == (workers or 4)    # one edge range per thread, in every pass
+        assert len(hop_ranges) == (halo_hops - 1) * (workers or 4)
         digests[workers] = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.npy"))}
     assert digests[1] and digests[1] == digests[2] == digests[None]

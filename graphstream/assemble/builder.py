@@ -215,7 +215,7 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
                 workers = config.resolve_workers(store.num_nodes, k)
                 spill, degree = route_edges_in_ranges(store, owner, k, spill_dir, config.batch_size, workers)
                 spill = widen_halo(store, owner, k, spill, spill_dir, halo_hops, config.batch_size,
-                                   config.read_pairs(store.id_dtype))
+                                   config.read_pairs(store.id_dtype), workers)
                 watch.lap("route")
                 spill_bytes = int(spill.pairs.sum()) * 2 * store.id_dtype.itemsize
 

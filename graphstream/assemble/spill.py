@@ -4,9 +4,10 @@ One streaming pass over the store. Each edge goes to the part owning its
 target (and, undirected, to the part owning its source as well); the pairs
 are appended to one file per part. The aggregation degree of every node is
 counted on the way (O(num_nodes)). Disk: 8 or 16 bytes per routed pair.
-With several threads (:func:`route_edges_in_ranges`), each routes a
-chunk-aligned edge range into spill files of its own, as a cluster's tasks
-do, with a degree array of its own (8 bytes per node per thread).
+With several threads, every pass routes chunk-aligned edge ranges at once,
+each into spill files of its own, as a cluster's tasks do
+(:func:`route_edges_in_ranges`, :func:`widen_halo`); the first pass keeps a
+degree array per thread (8 bytes per node each), summed at its end.
 
 With ``--halo-hops H`` > 1, H - 1 further passes widen every part by one hop
 each (:func:`route_hop`): a part's *reach* is every node its routed pairs
@@ -159,28 +160,38 @@ def _raise_open_files_limit(need: int) -> None:
 def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Path,
                           batch_size: int | None, threads: int) -> tuple[Spill | SpillSet, np.ndarray]:
     """:func:`route_edges` over ``threads`` chunk-aligned edge ranges at once, each into a spill folder
-    of its own (``folder/range-NNNNN``); their degrees summed. The routing kernel, the stream's reads
-    and the writes release the GIL: R-MAT scale 21 on 2 cores routes in 1.4 s with 2 threads against
-    2.5-2.8 s with one. The parts' CSRs do not depend on the order of their pairs (rows are sorted),
-    so the dataset is the same bytes whatever the thread count."""
-    ranges = split_range(store.num_edges, threads, align=store.chunk_size)
-    if len(ranges) <= 1:
-        return route_edges(store, owner, num_parts, folder, batch_size)
-    with progress(store.num_edges, "build: route edges") as bar:
-        advance = _locked(bar.update)
-
-        def one(i: int) -> tuple[Spill, np.ndarray]:
-            sub = folder / f"range-{i:05d}"
-            sub.mkdir()
-            a, b = ranges[i]
-            return route_edges(store, owner, num_parts, sub, batch_size, a, b, advance=advance)
-
-        with ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="graphstream-route") as pool:
-            routed = list(pool.map(one, range(len(ranges))))
+    of its own; their degrees summed. The routing kernel, the stream's reads and the writes release
+    the GIL: R-MAT scale 24 on 2 cores routes in 17-20 s with 2 threads against 30-38 s with one. The
+    parts' CSRs do not depend on the order of their pairs (rows are sorted), so the dataset is the
+    same bytes whatever the thread count."""
+    routed = _in_ranges(store, folder, threads, "build: route edges",
+                        lambda a, b, sub, advance: route_edges(store, owner, num_parts, sub, batch_size, a, b,
+                                                               advance=advance))
+    if len(routed) == 1:
+        return routed[0]
     degree = routed[0][1]
     for _, more in routed[1:]:
         degree += more
     return SpillSet(tuple(spill for spill, _ in routed)), degree
+
+
+def _in_ranges(store: GraphStore, folder: Path, threads: int, desc: str, route_range) -> list:
+    """``route_range(start, stop, folder, advance)`` over ``threads`` chunk-aligned edge ranges at once,
+    each range into a subfolder of its own (``folder/range-NNNNN``); one progress bar. Their results,
+    in range order (one range: ``folder`` itself)."""
+    ranges = split_range(store.num_edges, threads, align=store.chunk_size)
+    if len(ranges) <= 1:
+        return [route_range(0, store.num_edges, folder, None)]
+    with progress(store.num_edges, desc) as bar:
+        advance = _locked(bar.update)
+
+        def one(i: int):
+            sub = folder / f"range-{i:05d}"
+            sub.mkdir()
+            return route_range(*ranges[i], sub, advance)
+
+        with ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="graphstream-route") as pool:
+            return list(pool.map(one, range(len(ranges))))
 
 
 def _locked(update: Callable[[int], object]) -> Callable[[int], None]:
@@ -319,10 +330,11 @@ def mark_reach(spill: Spill | SpillSet, k: int, bits: np.ndarray, chunk_pairs: i
             _mark_pairs(chunk, p, bits)
 
 
-def widen_halo(store: GraphStore, owner: np.ndarray, num_parts: int, spill: Spill, folder: Path, hops: int,
-               batch_size: int | None, chunk_pairs: int) -> Spill | SpillSet:
+def widen_halo(store: GraphStore, owner: np.ndarray, num_parts: int, spill: Spill | SpillSet, folder: Path,
+               hops: int, batch_size: int | None, chunk_pairs: int, threads: int = 1) -> Spill | SpillSet:
     """The further passes of ``--halo-hops hops`` after :func:`route_edges`: the spill files of every
-    hop (``folder/hop-H``), as one set. Two per-node part bitsets (done, reach) while it runs."""
+    hop (``folder/hop-H``), as one set. Two per-node part bitsets (done, reach) while it runs. Each
+    pass routes ``threads`` edge ranges at once (:func:`_in_ranges`); the bitsets are only read then."""
     if hops == 1:
         return spill
     done = inner_bits(owner, num_parts)
@@ -333,13 +345,17 @@ def widen_halo(store: GraphStore, owner: np.ndarray, num_parts: int, spill: Spil
         mark_reach(spills[-1], num_parts, reach, chunk_pairs)
         hop_dir = folder / f"hop-{h}"
         hop_dir.mkdir()
-        spills.append(route_hop(store, reach, done, num_parts, hop_dir, batch_size))
+        hop = _in_ranges(store, hop_dir, threads, "build: route halo hop",
+                         lambda a, b, sub, advance, reach=reach, done=done: route_hop(
+                             store, reach, done, num_parts, sub, batch_size, a, b, advance=advance))
+        spills.append(hop[0] if len(hop) == 1 else SpillSet(tuple(hop)))   # the next hop reads all of it
         done = reach
     return SpillSet(tuple(spills))
 
 
 def route_hop(store: GraphStore, reach: np.ndarray, done: np.ndarray, num_parts: int, folder: Path,
-              batch_size: int | None = None, start: int = 0, stop: int | None = None) -> Spill:
+              batch_size: int | None = None, start: int = 0, stop: int | None = None, *,
+              advance: Callable[[int], None] | None = None) -> Spill:
     """One more halo hop: the edges each part needs to complete the rows of its ``reach`` nodes
     that are not ``done`` (:func:`_hop_wanted`), into spill files of their own in ``folder``.
 
@@ -357,7 +373,7 @@ def route_hop(store: GraphStore, reach: np.ndarray, done: np.ndarray, num_parts:
         _hop_place(src, dst, undirected, reach, done, offsets, pairs)
         return pairs, offsets
 
-    return _route(store, num_parts, folder, batch_size, start, stop, "build: route halo hop", group)
+    return _route(store, num_parts, folder, batch_size, start, stop, "build: route halo hop", group, advance)
 
 
 def _write_all(f, arr: np.ndarray) -> None:
