@@ -776,3 +776,35 @@ def test_more_build_workers_same_bytes(tmp_path, monkeypatch, directed, halo_hop
         assert len(hop_ranges) == (halo_hops - 1) * (workers or 4)
         digests[workers] = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.npy"))}
     assert digests[1] and digests[1] == digests[2] == digests[None]
+
+
+def test_a_failing_route_range_stops_the_others(tmp_path, monkeypatch):
+    """An error in one thread's edge range is raised as itself, the other ranges stop at their next
+    batch instead of routing to their end, and no output or scratch is left."""
+    import time
+
+    from graphstream.assemble import spill as spill_mod
+
+    src, dst, n = _random_graph(seed=5, e=6000)
+    store = _write_store(tmp_path / "g.zarr", src, dst, n, directed=False, chunk=100)
+    owner = _owner("random", n, 4, seed=1)
+    real_route = spill_mod.route_edges
+    batches = []
+
+    def route(store_, owner_, k, folder, batch_size, start=0, stop=None, *, advance=None):
+        if start > 0:
+            raise GraphStreamError(f"edges from {start}: damaged chunk")
+
+        def slow(count):
+            time.sleep(0.02)
+            batches.append(count)
+            advance(count)
+        return real_route(store_, owner_, k, folder, batch_size, start, stop, advance=slow)
+
+    monkeypatch.setattr(spill_mod, "route_edges", route)
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(GraphStreamError, match="damaged chunk"):
+        build_partitions(store, _plan(owner, 4), tmp_path / "parts", config=BuildConfig(workers=2), work_dir=work)
+    assert len(batches) < 30 - 1          # range 0 holds 30 chunks of 100 edges: it stopped early
+    assert not (tmp_path / "parts").exists() and list(work.iterdir()) == []

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import resource
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from threading import Lock
+from threading import Event, Lock
 
 import numpy as np
 from numba import njit
@@ -178,12 +178,22 @@ def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, 
 def _in_ranges(store: GraphStore, folder: Path, threads: int, desc: str, route_range) -> list:
     """``route_range(start, stop, folder, advance)`` over ``threads`` chunk-aligned edge ranges at once,
     each range into a subfolder of its own (``folder/range-NNNNN``); one progress bar. Their results,
-    in range order (one range: ``folder`` itself)."""
+    in range order (one range: ``folder`` itself).
+
+    The first range to fail (a damaged chunk, a full disk), or an interrupt of this thread, stops the
+    others at their next batch (``advance`` raises in them), so the error is raised at once rather
+    than after every other range has been routed.
+    """
     ranges = split_range(store.num_edges, threads, align=store.chunk_size)
     if len(ranges) <= 1:
         return [route_range(0, store.num_edges, folder, None)]
+    stopping, lock = Event(), Lock()
     with progress(store.num_edges, desc) as bar:
-        advance = _locked(bar.update)
+        def advance(n: int) -> None:
+            if stopping.is_set():
+                raise _Stopped
+            with lock:   # one bar, several threads
+                bar.update(n)
 
         def one(i: int):
             sub = folder / f"range-{i:05d}"
@@ -191,17 +201,21 @@ def _in_ranges(store: GraphStore, folder: Path, threads: int, desc: str, route_r
             return route_range(*ranges[i], sub, advance)
 
         with ThreadPoolExecutor(max_workers=len(ranges), thread_name_prefix="graphstream-route") as pool:
-            return list(pool.map(one, range(len(ranges))))
+            futures = [pool.submit(one, i) for i in range(len(ranges))]
+            try:
+                wait(futures, return_when=FIRST_EXCEPTION)
+            finally:
+                if not all(f.done() and f.exception() is None for f in futures):
+                    stopping.set()
+            errors = [f.exception() for f in futures if f.exception() is not None]
+            first = next((e for e in errors if not isinstance(e, _Stopped)), errors[0] if errors else None)
+            if first is not None:
+                raise first
+            return [f.result() for f in futures]
 
 
-def _locked(update: Callable[[int], object]) -> Callable[[int], None]:
-    """``update`` called under a lock: one progress bar advanced by several threads."""
-    lock = Lock()
-
-    def advance(n: int) -> None:
-        with lock:
-            update(n)
-    return advance
+class _Stopped(Exception):
+    """Raised in a range's thread when another range failed: its work is moot."""
 
 
 def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Path,
