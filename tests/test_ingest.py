@@ -543,3 +543,57 @@ def test_cli_subprocess_exit_code(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "g.txt:2" in proc.stderr and proc.stdout == ""
+
+
+# ---------------------------------------------------------------------------
+# plain text parsed in threads, pieces appended in file order
+# ---------------------------------------------------------------------------
+
+def _threads(monkeypatch, n: int) -> None:
+    from graphstream.ingest import pipeline
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: n)
+
+
+@pytest.mark.parametrize("relabel", [False, True])
+def test_text_parsed_in_threads_is_the_same_store(tmp_path, monkeypatch, relabel):
+    rng = np.random.default_rng(3)
+    lines = ["src dst time weight"]
+    for i in range(60_000):
+        if i % 997 == 0:
+            lines.append("# a comment line")
+        if i % 1409 == 0:
+            lines.append("")
+        u, v = rng.integers(0, 5000 if not relabel else 10**12, 2)
+        lines.append(f"{u}\t{v}\t{1_600_000_000 + i}\t{rng.random():.3f}")
+    src = write(tmp_path / "g.tsv", "\n".join(lines) + "\n")
+    assert src.stat().st_size > 8 * 65536     # several pieces of one 64 KiB block each
+    from graphstream.ingest import pipeline
+    pieces = []
+    real_blocks = pipeline.blocks
+    monkeypatch.setattr(pipeline, "blocks", lambda *a, piece=None, **kw: pieces.append(piece) or real_blocks(
+        *a, piece=piece, **kw))
+    stores = {}
+    for threads in (1, 4):
+        _threads(monkeypatch, threads)
+        pieces.clear()
+        stores[threads] = ingest(src, tmp_path / f"g{threads}.zarr", header="yes", time_column=2, weight_column=3,
+                                 relabel=relabel, block_bytes=65536, rows_per_block=5000, chunk_size=7000)
+        assert len(pieces) == (1 if threads == 1 else len(set(pieces))) and (threads == 1 or len(pieces) > 8)
+    one, four = (columns(stores[t]) for t in (1, 4))
+    assert one.keys() == four.keys() >= {"src", "dst", "time", "weight"}
+    for c in one:
+        assert np.array_equal(one[c], four[c]), c
+    assert stores[1].num_edges == stores[4].num_edges == 60_000
+    if relabel:
+        assert np.array_equal(stores[1].id_map(), stores[4].id_map())
+
+
+def test_text_parsed_in_threads_names_the_first_bad_line(tmp_path, monkeypatch):
+    lines = [f"{i} {i + 1}" for i in range(200_000)]
+    lines[150_001] = "12 oops"    # in a later piece
+    lines[190_000] = "13 worse"   # a later piece's error is not the one raised
+    src = write(tmp_path / "g.txt", "# head\n" + "\n".join(lines) + "\n")
+    _threads(monkeypatch, 4)
+    with pytest.raises(InvalidIdError, match=r"g\.txt:150003: non-numeric"):
+        ingest(src, tmp_path / "g.zarr", block_bytes=65536)
+    assert_no_store(tmp_path / "g.zarr")
