@@ -46,7 +46,7 @@ from ..errors import ParameterError, StoreError
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, degree_pass
 
-DEFAULT_BUCKET_ENTRIES = 1 << 24   # 64 MiB of int32 neighbours per bucket buffer
+DEFAULT_BUCKET_ENTRIES = 1 << 24   # 64 MiB of int32 neighbours per bucket buffer (two: one sorted, one written)
 DEFAULT_BLOCK_ENTRIES = 1 << 22    # neighbours per block when reading (16 MiB of int32)
 META = "vertex_stream.json"
 
@@ -251,9 +251,12 @@ def _build_in_memory(store, offsets, out_degree, id_dtype, out, data_offset, bat
     buf = np.empty(int(offsets[-1]), dtype=id_dtype)
     fwd = offsets[:-1].copy()
     rev = offsets[:-1] + out_degree
-    for batch in track(store.stream(batch_size), store.num_edges, "vertex stream", size=len):
-        _scatter(batch.src, batch.dst, 0, 0, fwd, buf)
-        _scatter(batch.dst, batch.src, 0, 0, rev, buf)
+    # the backward entries in a second thread: their own cursors and slots (see _build_spilled)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-vstream") as pool:
+        for batch in track(store.stream(batch_size), store.num_edges, "vertex stream", size=len):
+            backward = pool.submit(_scatter, batch.dst, batch.src, 0, 0, rev, buf)
+            _scatter(batch.src, batch.dst, 0, 0, fwd, buf)
+            backward.result()
     del fwd, rev
     _write_at(out, data_offset, 0, buf)
     del n
@@ -267,40 +270,61 @@ def _build_spilled(store, offsets, out_degree, id_dtype, out, data_offset, batch
     spill_dir.mkdir(exist_ok=True)
     names = [(spill_dir / f"f{i:05d}.bin", spill_dir / f"r{i:05d}.bin") for i in range(nb)]
     files = [(open(a, "wb"), open(b, "wb")) for a, b in names]
-    try:
-        for batch in track(store.stream(batch_size), store.num_edges, "vertex stream: spill", size=len):
-            for direction, (u, v) in enumerate(((batch.src, batch.dst), (batch.dst, batch.src))):
-                pairs, counts = _route(u, v, starts)
-                pos = 0
-                for i in range(nb):
-                    c = int(counts[i])
-                    if c:
-                        pairs[pos:pos + c].tofile(files[i][direction])
-                        pos += c
-    finally:
-        for fa, fb in files:
-            fa.close()
-            fb.close()
-    # 4. each bucket: counting sort by node into the buffer, then one write in place.
-    piece = 1 << 20
-    buf = np.empty(0, dtype=id_dtype)
-    for i, (a, b) in enumerate(buckets):
-        lo, hi = int(offsets[a]), int(offsets[b])
-        if len(buf) < hi - lo:
-            buf = np.empty(hi - lo, dtype=id_dtype)
-        cursors = (offsets[a:b].copy(), offsets[a:b] + out_degree[a:b])
-        for direction in (0, 1):
-            path = names[i][direction]
-            with open(path, "rb") as f:
-                while True:
-                    pairs = np.fromfile(f, dtype=id_dtype, count=2 * piece)
-                    if len(pairs) == 0:
-                        break
-                    pairs = pairs.reshape(-1, 2)
-                    _scatter(pairs[:, 0], pairs[:, 1], a, lo, cursors[direction], buf)
-            path.unlink()
-        _write_at(out, data_offset, lo, buf[:hi - lo])
+
+    def spill(direction: int, u: np.ndarray, v: np.ndarray) -> None:
+        pairs, counts = _route(u, v, starts)
+        pos = 0
+        for i in range(nb):
+            c = int(counts[i])
+            if c:
+                pairs[pos:pos + c].tofile(files[i][direction])
+                pos += c
+
+    # The two directions in two threads: each has its own files (and, below, its own cursors and its own
+    # slots of every list: forward entries first), and the kernels release the GIL, so the files, and
+    # the neighbour lists, are the same bytes as in one thread.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphstream-vstream") as pool:
+        try:
+            for batch in track(store.stream(batch_size), store.num_edges, "vertex stream: spill", size=len):
+                backward = pool.submit(spill, 1, batch.dst, batch.src)
+                spill(0, batch.src, batch.dst)
+                backward.result()
+        finally:
+            for fa, fb in files:
+                fa.close()
+                fb.close()
+        # 4. each bucket: counting sort by node into the buffer, then one write in place (in the
+        # background, while the next bucket is sorted into the other buffer).
+        buffers = [np.empty(0, dtype=id_dtype), np.empty(0, dtype=id_dtype)]
+        writing = None
+        for i, (a, b) in enumerate(buckets):
+            lo, hi = int(offsets[a]), int(offsets[b])
+            if len(buffers[i % 2]) < hi - lo:
+                buffers[i % 2] = np.empty(hi - lo, dtype=id_dtype)
+            buf = buffers[i % 2]
+            cursors = (offsets[a:b].copy(), offsets[a:b] + out_degree[a:b])
+            backward = pool.submit(_scatter_file, names[i][1], id_dtype, a, lo, cursors[1], buf)
+            _scatter_file(names[i][0], id_dtype, a, lo, cursors[0], buf)
+            backward.result()
+            if writing is not None:
+                writing.result()
+            writing = pool.submit(_write_at, out, data_offset, lo, buf[:hi - lo])
+        if writing is not None:
+            writing.result()
     spill_dir.rmdir()
+
+
+def _scatter_file(path: Path, id_dtype: np.dtype, first_node: int, first_entry: int, cursor: np.ndarray,
+                  buf: np.ndarray, piece: int = 1 << 20) -> None:
+    """One direction's spill file of a bucket, counting-sorted into ``buf``; the file removed."""
+    with open(path, "rb") as f:
+        while True:
+            pairs = np.fromfile(f, dtype=id_dtype, count=2 * piece)
+            if len(pairs) == 0:
+                break
+            pairs = pairs.reshape(-1, 2)
+            _scatter(pairs[:, 0], pairs[:, 1], first_node, first_entry, cursor, buf)
+    path.unlink()
 
 
 def _write_at(f, data_offset: int, entry: int, arr: np.ndarray) -> None:
@@ -335,7 +359,7 @@ def _cut_ranges(offsets: np.ndarray, limit: int) -> list[tuple[int, int]]:
 
 # -- kernels ------------------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scatter(u, v, base_node, base_entry, cursor, buf):
     """buf[cursor[u - base_node] - base_entry] = v, cursor advancing: a stable counting sort step."""
     m = len(u)
@@ -350,7 +374,7 @@ def _scatter(u, v, base_node, base_entry, cursor, buf):
         cursor[j] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _route(u, v, starts):
     """Pairs (u, v) grouped by the bucket of u (stable), and the count per bucket."""
     nb = len(starts) - 1
