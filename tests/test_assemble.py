@@ -808,3 +808,32 @@ def test_a_failing_route_range_stops_the_others(tmp_path, monkeypatch):
         build_partitions(store, _plan(owner, 4), tmp_path / "parts", config=BuildConfig(workers=2), work_dir=work)
     assert len(batches) < 30 - 1          # range 0 holds 30 chunks of 100 edges: it stopped early
     assert not (tmp_path / "parts").exists() and list(work.iterdir()) == []
+
+
+def test_route_threads_fit_the_open_files_limit(tmp_path, monkeypatch):
+    """Each route thread holds one file per part open: with a hard limit for only two ranges' files,
+    two threads route (not four), and the dataset is the same."""
+    import resource
+
+    from graphstream import _resources
+    from graphstream.assemble import spill as spill_mod
+
+    src, dst, n = _random_graph(seed=6)
+    store = _write_store(tmp_path / "g.zarr", src, dst, n, directed=False, chunk=257)
+    k = 6
+    owner = _owner("random", n, k, seed=3)
+    reference = tmp_path / "one"
+    build_partitions(store, _plan(owner, k), reference, config=BuildConfig(workers=1))
+
+    limit = [2 * k + spill_mod.OTHER_FILES + 3]
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (limit[0], 2 * k + spill_mod.OTHER_FILES + 3))
+    monkeypatch.setattr(resource, "setrlimit", lambda what, pair: limit.__setitem__(0, pair[0]))
+    monkeypatch.setattr(_resources, "usable_cores", lambda: 4)
+    ranges = []
+    real_route = spill_mod.route_edges
+    monkeypatch.setattr(spill_mod, "route_edges", lambda *a, **kw: ranges.append(a[5:7]) or real_route(*a, **kw))
+    out = tmp_path / "four"
+    build_partitions(store, _plan(owner, k), out, config=BuildConfig())
+    assert len(ranges) == 2
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.npy"))
+    assert files and all((out / f).read_bytes() == (reference / f).read_bytes() for f in files)

@@ -148,13 +148,24 @@ class SpillSet:
             spill.remove(p)
 
 
-def _raise_open_files_limit(need: int) -> None:
+OTHER_FILES = 64   # open files left for the rest of the process (the store's chunks, the output, logs)
+
+
+def _open_files_limit(need: int) -> int:
+    """Raise this process's soft limit on open files towards ``need`` (up to the hard limit); the soft
+    limit after it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        target = need if hard == resource.RLIM_INFINITY else min(hard, need)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        if target < need:
-            raise ParameterError(f"{need - 64} parts need {need} open files; the limit is {hard}")
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return need if soft == resource.RLIM_INFINITY else soft
+    target = need if hard == resource.RLIM_INFINITY else min(hard, need)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
+
+
+def _raise_open_files_limit(need: int) -> None:
+    if _open_files_limit(need) < need:
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        raise ParameterError(f"{need - OTHER_FILES} parts need {need} open files; the limit is {hard}")
 
 
 def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Path,
@@ -164,7 +175,7 @@ def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, 
     the GIL: R-MAT scale 24 on 2 cores routes in 17-20 s with 2 threads against 30-38 s with one. The
     parts' CSRs do not depend on the order of their pairs (rows are sorted), so the dataset is the
     same bytes whatever the thread count."""
-    routed = _in_ranges(store, folder, threads, "build: route edges",
+    routed = _in_ranges(store, folder, threads, num_parts, "build: route edges",
                         lambda a, b, sub, advance: route_edges(store, owner, num_parts, sub, batch_size, a, b,
                                                                advance=advance))
     if len(routed) == 1:
@@ -175,16 +186,20 @@ def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, 
     return SpillSet(tuple(spill for spill, _ in routed)), degree
 
 
-def _in_ranges(store: GraphStore, folder: Path, threads: int, desc: str, route_range) -> list:
+def _in_ranges(store: GraphStore, folder: Path, threads: int, num_parts: int, desc: str, route_range) -> list:
     """``route_range(start, stop, folder, advance)`` over ``threads`` chunk-aligned edge ranges at once,
     each range into a subfolder of its own (``folder/range-NNNNN``); one progress bar. Their results,
     in range order (one range: ``folder`` itself).
+
+    Every range holds ``num_parts`` files open: fewer ranges run when the open-files limit (raised
+    up to the hard limit) cannot hold them all.
 
     The first range to fail (a damaged chunk, a full disk), or an interrupt of this thread, stops the
     others at their next batch (``advance`` raises in them), so the error is raised at once rather
     than after every other range has been routed.
     """
-    ranges = split_range(store.num_edges, threads, align=store.chunk_size)
+    room = _open_files_limit(threads * num_parts + OTHER_FILES) - OTHER_FILES
+    ranges = split_range(store.num_edges, max(1, min(threads, room // max(1, num_parts))), align=store.chunk_size)
     if len(ranges) <= 1:
         return [route_range(0, store.num_edges, folder, None)]
     stopping, lock = Event(), Lock()
@@ -251,7 +266,7 @@ def _route(store: GraphStore, num_parts: int, folder: Path, batch_size: int | No
     id_dtype = store.id_dtype
     written = np.zeros(num_parts, dtype=np.int64)
     spill = Spill(folder, id_dtype, written)
-    _raise_open_files_limit(num_parts + 64)
+    _raise_open_files_limit(num_parts + OTHER_FILES)
     with ExitStack() as stack:
         # Unbuffered: every write is one large slice, and a failure surfaces at the write.
         files = [stack.enter_context(open(spill.path(p), "wb", buffering=0)) for p in range(num_parts)]
@@ -359,7 +374,7 @@ def widen_halo(store: GraphStore, owner: np.ndarray, num_parts: int, spill: Spil
         mark_reach(spills[-1], num_parts, reach, chunk_pairs)
         hop_dir = folder / f"hop-{h}"
         hop_dir.mkdir()
-        hop = _in_ranges(store, hop_dir, threads, "build: route halo hop",
+        hop = _in_ranges(store, hop_dir, threads, num_parts, "build: route halo hop",
                          lambda a, b, sub, advance, reach=reach, done=done: route_hop(
                              store, reach, done, num_parts, sub, batch_size, a, b, advance=advance))
         spills.append(hop[0] if len(hop) == 1 else SpillSet(tuple(hop)))   # the next hop reads all of it
