@@ -89,11 +89,15 @@ def available_memory_bytes() -> int:
 
 def usable_cores() -> int:
     """Cores this process may use: its CPU affinity (taskset, a container's cpuset), capped by a cgroup v2
-    CPU quota (a Kubernetes limit shows every core of the host in the affinity)."""
+    CPU quota (a Kubernetes limit shows every core of the host in the affinity) and by ``NUMBA_NUM_THREADS``
+    when it is set (one knob for every thread pool of a command: the numba kernels' and ours)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:   # not Linux
         cores = os.cpu_count() or 1
+    asked = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if asked.isdigit() and int(asked) >= 1:
+        cores = min(cores, int(asked))
     try:
         with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
             quota, period = f.read().split()[:2]

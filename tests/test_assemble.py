@@ -733,6 +733,7 @@ def test_usable_cores_follow_the_affinity_and_the_cgroup_quota(monkeypatch, tmp_
 
     from graphstream import _resources
 
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
     quota = tmp_path / "cpu.max"
     real_open = builtins.open
@@ -745,6 +746,8 @@ def test_usable_cores_follow_the_affinity_and_the_cgroup_quota(monkeypatch, tmp_
     assert _resources.usable_cores() == 6
     quota.write_text("250000 100000\n")     # 2.5 cores of quota: 3 threads
     assert _resources.usable_cores() == 3
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "2")   # the user's thread count caps ours too
+    assert _resources.usable_cores() == 2
 
 
 @pytest.mark.parametrize("directed", [False, True])
