@@ -87,17 +87,13 @@ def available_memory_bytes() -> int:
     return avail
 
 
-def usable_cores() -> int:
-    """Cores this process may use: its CPU affinity (taskset, a container's cpuset), capped by a cgroup v2
-    CPU quota (a Kubernetes limit shows every core of the host in the affinity) and by ``NUMBA_NUM_THREADS``
-    when it is set (one knob for every thread pool of a command: the numba kernels' and ours)."""
+def machine_cores() -> int:
+    """Cores this process may run on: its CPU affinity (taskset, a container's cpuset), capped by a cgroup v2
+    CPU quota (a Kubernetes limit shows every core of the host in the affinity)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:   # not Linux
         cores = os.cpu_count() or 1
-    asked = os.environ.get("NUMBA_NUM_THREADS", "").strip()
-    if asked.isdigit() and int(asked) >= 1:
-        cores = min(cores, int(asked))
     try:
         with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
             quota, period = f.read().split()[:2]
@@ -105,6 +101,16 @@ def usable_cores() -> int:
             cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
     except (OSError, ValueError):
         pass
+    return cores
+
+
+def usable_cores() -> int:
+    """Threads a command's pools may use: :func:`machine_cores`, capped by ``NUMBA_NUM_THREADS`` when it is
+    set (one knob for every thread pool of a command: the numba kernels' and ours)."""
+    cores = machine_cores()
+    asked = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if asked.isdigit() and int(asked) >= 1:
+        cores = min(cores, int(asked))
     return cores
 
 

@@ -257,3 +257,19 @@ def test_restart_after_sigkill(tmp_path):
     assert done["result"]["num_edges"] == 8 * 2**24
     verify = graphstream("verify", str(root / "g.zarr"), "--json")
     assert json.loads(verify.stdout)["ok"] is True
+
+
+def test_a_step_gets_its_share_of_the_machine(monkeypatch):
+    """A job's step process gets this machine's cores / --max-running as NUMBA_NUM_THREADS (at least one),
+    not the worker's own task-thread count, and never the service's scheduler variable."""
+    from graphstream import _resources
+    from graphstream.serve.runner import step_env
+
+    monkeypatch.setattr(_resources, "machine_cores", lambda: 8)
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "1")          # what a dask worker of one thread has
+    monkeypatch.setenv("GRAPHSTREAM_SCHEDULER", "tcp://elsewhere:8786")
+    env = step_env({"max_running": 2})
+    assert env["NUMBA_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "4"
+    assert "GRAPHSTREAM_SCHEDULER" not in env and env["GRAPHSTREAM_PROGRESS"] == "1"
+    assert step_env({"max_running": 16})["NUMBA_NUM_THREADS"] == "1"
+    assert step_env({})["NUMBA_NUM_THREADS"] == "8"       # a run adopted from a spec without the field

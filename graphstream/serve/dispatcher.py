@@ -112,7 +112,7 @@ class Dispatcher:
         job_dir = self.job_dir(job.id)
         job_dir.mkdir(parents=True, exist_ok=True)
         spec = {"job_id": job.id, "attempt": job.attempts, "root": str(self.root), "job_dir": str(job_dir),
-                "steps": job.steps, "scheduler": self.scheduler}
+                "steps": job.steps, "scheduler": self.scheduler, "max_running": self.max_running}
         future = self.client.submit(run_job, spec, key=f"graphstream-job-{job.id}-{job.attempts}", pure=False)
         self._runs[job.id] = _Run(job, future)
 

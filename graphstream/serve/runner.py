@@ -100,6 +100,18 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
     return _outcome(job_dir, spec, "succeeded", result=results[0] if len(steps) == 1 else {"steps": results})
 
 
+def step_env(spec: dict[str, Any]) -> dict[str, str]:
+    """The environment of a step's process: the worker's, without the service's scheduler variable, and a
+    thread budget of this machine's cores shared by the jobs that may run at once (``max_running``). The
+    worker's own NUMBA_NUM_THREADS counts its task threads, which a job's process is not one of."""
+    from .._resources import machine_cores
+
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHSTREAM_SCHEDULER"}
+    threads = str(max(1, machine_cores() // max(1, int(spec.get("max_running") or 1))))
+    env.update(GRAPHSTREAM_PROGRESS="1", PYTHONUNBUFFERED="1", NUMBA_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+    return env
+
+
 def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, status: _Status,
               name: str) -> tuple[str, Any, str | None]:
     """One child process; (state, result, error)."""
@@ -107,8 +119,7 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
     if step.get("cluster") and spec.get("scheduler"):
         argv += ["--scheduler", spec["scheduler"]]   # the command's own tasks run on the service's cluster
     cmd = [sys.executable, "-m", "graphstream", step["kind"], *argv, "--json"]
-    env = {k: v for k, v in os.environ.items() if k != "GRAPHSTREAM_SCHEDULER"}
-    env.update(GRAPHSTREAM_PROGRESS="1", PYTHONUNBUFFERED="1")
+    env = step_env(spec)
     _log(log, f"{name}: graphstream {' '.join([step['kind'], *argv])}")
     start = time.monotonic()
     out_path = job_dir / f".stdout-{uuid.uuid4().hex[:8]}"
