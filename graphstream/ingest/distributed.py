@@ -41,7 +41,6 @@ from ..errors import InputFormatError
 from ..store import GraphWriter, id_dtype_for, is_url
 from ..store.graph import EdgeRangeWriter
 from . import sources
-from .blocks import compression_of, line_cuts
 from .config import IngestConfig
 from .pipeline import (
     IngestPlan,
@@ -50,11 +49,11 @@ from .pipeline import (
     relabelled_nodes,
     source_name,
     store_attrs,
+    text_pieces,
     write,
     writer_columns,
 )
 from .relabel import IntRelabeler
-from .sniff import SNIFF_BYTES
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -170,11 +169,9 @@ def _pieces(client: Client, paths: list[str], plans: list[IngestPlan], config: I
         elif plan.fmt == "parquet":
             groups = sources.parquet_row_groups(path)
             spans = split_range(len(groups), max(share, -(-sum(groups) // PIECE_MAX_ROWS)))
-        elif compression_of(path) is not None:
-            spans = [None]
-        else:
-            spans = line_cuts(path, max(share, -(-sizes[i] // PIECE_MAX_BYTES)),
-                              min_bytes=max(SNIFF_BYTES, min(PIECE_MIN_BYTES, config.block_bytes)))
+        else:   # None: a compressed file, one piece
+            spans = text_pieces(path, max(share, -(-sizes[i] // PIECE_MAX_BYTES)),
+                                min(PIECE_MIN_BYTES, config.block_bytes))
         pieces += [Piece(i, span) for span in spans or [None]]
     return pieces
 

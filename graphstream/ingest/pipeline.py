@@ -175,6 +175,15 @@ def blocks(path: str, plan: IngestPlan, config: IngestConfig, on_bytes=None, *,
                           start=start, stop=stop)
 
 
+def text_pieces(path: str, parts: int, min_bytes: int) -> list[tuple[int, int]] | None:
+    """A plain text file cut at line ends into at most ``parts`` byte ranges of at least ``min_bytes``,
+    and never less than the sniffed head, so that a header stays in the first range (a later one is
+    read without it); None for a compressed file, which is read whole."""
+    if compression_of(path) is not None:
+        return None
+    return line_cuts(path, parts, min_bytes=max(SNIFF_BYTES, min_bytes))
+
+
 def blocks_in_threads(path: str, plan: IngestPlan, config: IngestConfig, threads: int,
                       on_bytes=None) -> Iterator[text.TextBlock]:
     """The blocks of a plain text file, parsed ``threads`` pieces at a time and yielded in file order:
@@ -186,12 +195,10 @@ def blocks_in_threads(path: str, plan: IngestPlan, config: IngestConfig, threads
     2 x ``threads`` pieces are parsed ahead, so memory stays a few blocks per thread. Compressed
     files, string ids (whose spans point into the block) and one thread read as :func:`blocks`.
     """
-    if threads <= 1 or plan.fmt in ("npy", "parquet") or plan.string_ids or compression_of(path) is not None:
-        yield from blocks(path, plan, config, on_bytes)
-        return
-    size = os.path.getsize(path)
-    spans = line_cuts(path, -(-size // config.block_bytes), min_bytes=max(SNIFF_BYTES, config.block_bytes // 2))
-    if len(spans) <= 1:
+    spans = None
+    if threads > 1 and plan.fmt not in ("npy", "parquet") and not plan.string_ids:
+        spans = text_pieces(path, -(-os.path.getsize(path) // config.block_bytes), config.block_bytes // 2)
+    if spans is None or len(spans) <= 1:
         yield from blocks(path, plan, config, on_bytes)
         return
 
