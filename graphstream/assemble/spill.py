@@ -219,10 +219,9 @@ def _in_ranges(store: GraphStore, folder: Path, threads: int, num_parts: int, de
             futures = [pool.submit(one, i) for i in range(len(ranges))]
             try:
                 wait(futures, return_when=FIRST_EXCEPTION)
-            finally:
-                if not all(f.done() and f.exception() is None for f in futures):
-                    stopping.set()
-            errors = [f.exception() for f in futures if f.exception() is not None]
+            finally:   # all done, one failed, or this thread interrupted: the others (if any) stop now
+                stopping.set()
+            errors = [e for e in (f.exception() for f in futures) if e is not None]
             first = next((e for e in errors if not isinstance(e, _Stopped)), errors[0] if errors else None)
             if first is not None:
                 raise first
