@@ -175,7 +175,7 @@ def test_keep_heaviest_matches_a_stable_sort(small, m, heavy):
 
 def test_trials_are_distinct_coarse_partitions():
     """METIS returns the same partition for seeds 0 and 1: a repeated solution is not a trial."""
-    from graphstream.partition.coarse_refine import _distinct_solutions
+    from graphstream.partition.coarse_solvers import distinct_solutions
     calls = []
 
     def solve(seed):
@@ -183,12 +183,12 @@ def test_trials_are_distinct_coarse_partitions():
         return np.array([max(seed, 1), 0, 0], dtype=np.int32)   # seeds 0 and 1 alike
 
     got = []
-    for cpart in _distinct_solutions(solve, 0, 3):
+    for cpart in distinct_solutions(solve, 0, 3):
         got.append(int(cpart[0]))
         cpart[:] = 9          # the caller moves clusters in its copy; later trials still compare right
     assert got == [1, 2, 3] and calls == [0, 1, 2, 3]
     calls.clear()
-    assert len(list(_distinct_solutions(lambda s: (calls.append(s), np.zeros(3, np.int32))[1], 5, 3))) == 1
+    assert len(list(distinct_solutions(lambda s: (calls.append(s), np.zeros(3, np.int32))[1], 5, 3))) == 1
     assert calls == [5, 6, 7, 8, 9, 10]   # gives up after 2 x trials seeds
 
 
@@ -196,7 +196,7 @@ def test_metis_trial_seeds_give_different_partitions():
     """METIS treats seeds 0 and 1 alike; partition_coarse's seeds 0, 1, 2 must still be three partitions."""
     from graphstream.kernels.pairs import pair_key
     from graphstream.partition._coarse_kernels import symmetric_csr
-    from graphstream.partition.coarse_refine import partition_coarse
+    from graphstream.partition.coarse_solvers import partition_coarse
     rng = np.random.default_rng(3)
     n = 400
     a, b = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
@@ -206,6 +206,92 @@ def test_metis_trial_seeds_give_different_partitions():
     parts = [partition_coarse(xadj, adjncy, ew, np.ones(n, dtype=np.int64), 4, s, 1.05) for s in range(3)]
     assert not np.array_equal(parts[0], parts[1]) and not np.array_equal(parts[1], parts[2])
     assert not np.array_equal(parts[0], parts[2])
+
+
+def _random_coarse_graph(n=400, m=3000, seed=3):
+    from graphstream.kernels.pairs import pair_key
+    from graphstream.partition._coarse_kernels import symmetric_csr
+    from graphstream.partition.coarse_solvers import CoarseGraph
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+    a, b = np.minimum(a, b)[a != b], np.maximum(a, b)[a != b]
+    keys = np.unique(np.array([pair_key(x, y, n) for x, y in zip(a, b)], dtype=np.int64))
+    xadj, adjncy, ew = symmetric_csr(keys, rng.integers(1, 5, len(keys)).astype(np.int64), n)
+    return CoarseGraph(xadj, adjncy, ew, rng.integers(1, 9, n).astype(np.int64))
+
+
+@pytest.mark.parametrize("solver_name", ["metis", "kaminpar"])
+def test_seeds_solved_ahead_by_child_processes_equal_solved_here(tmp_path, monkeypatch, solver_name):
+    """Child processes give every seed the parts this process gives it; they and their files are gone
+    at the end."""
+    from graphstream.partition import coarse_solvers as S
+    from graphstream.partition import kaminpar_solver
+    if solver_name == "kaminpar" and not kaminpar_solver.available():
+        pytest.skip("the optional kaminpar package is not installed")
+    graph = _random_coarse_graph()
+    solver = S.make_solver(solver_name, "kway", graph, 4, 1.05, tmp_path)
+    assert solver.solver == solver_name
+    messages = []
+    monkeypatch.setattr(S, "log", messages.append)
+    here = [S.solve(solver, graph, s) for s in range(4)]
+    with S.SolvedAhead(solver, graph, [1, 2, 3], tmp_path / "ahead", processes=2) as ahead:
+        assert len(ahead.children) == 2 and ahead.children[0][1] == [1, 3]
+        got = [ahead(s) for s in range(4)]
+        children = [proc for proc, _, _ in ahead.children]
+    assert all(np.array_equal(g, h) for g, h in zip(got, here, strict=True))
+    assert all(proc.returncode == 0 for proc in children)
+    assert messages == []   # no seed fell back to this process
+    assert not (tmp_path / "ahead").exists()
+
+
+def test_a_failing_child_costs_its_seeds_solved_here(tmp_path, monkeypatch):
+    """A child that exits without its parts: the seed is solved here, with the child's exit logged."""
+    import sys
+
+    from graphstream.partition import coarse_solvers as S
+    graph = _random_coarse_graph()
+    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+    monkeypatch.setattr(sys, "executable", "/bin/false")   # the child exits 1 at once
+    messages = []
+    monkeypatch.setattr(S, "log", messages.append)
+    with S.SolvedAhead(solver, graph, [1, 2], tmp_path / "ahead", processes=1) as ahead:
+        got = [ahead(s) for s in range(3)]
+    assert all(np.array_equal(g, S.solve(solver, graph, s)) for s, g in enumerate(got))
+    assert len(messages) == 2 and all("exited with 1; solving it here" in m for m in messages)
+
+
+def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, monkeypatch):
+    """The whole coarse-refine plan with the later trials solved by children (forced on a small coarse
+    graph, two children) equals the plan solved in one process; the children's files go with the work."""
+    from graphstream.partition import coarse_solvers as S
+    src, dst, n = cora_edges()
+    store = write_store(tmp_path / "cora.zarr", src, dst, n, chunk=512)
+    params = dict(cluster_cap_factor=8.0, coarse_trials=3)
+    trials = []   # every trial's coarse parts, not only the one kept
+
+    def recorded(solve_seed, seed, count):
+        for cpart in S.distinct_solutions(solve_seed, seed, count):
+            trials[-1].append(cpart.copy())
+            yield cpart
+    monkeypatch.setattr(coarse_refine, "distinct_solutions", recorded)
+    monkeypatch.setattr(S, "AHEAD_MIN_ENTRIES", 1 << 40)
+    trials.append([])
+    alone = coarse_refine.run(store, 8, seed=0, work_dir=tmp_path / "w1", **params)
+    started = []
+    real = S.SolvedAhead.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        started.append(len(self.children))
+    monkeypatch.setattr(S, "AHEAD_MIN_ENTRIES", 0)
+    monkeypatch.setattr(S, "usable_cores", lambda: 3)
+    monkeypatch.setattr(S.SolvedAhead, "__init__", spy)
+    trials.append([])
+    ahead = coarse_refine.run(store, 8, seed=0, work_dir=tmp_path / "w2", **params)
+    assert started == [2]
+    assert len(trials[0]) == 3 and all(np.array_equal(a, b) for a, b in zip(*trials, strict=True))
+    assert np.array_equal(alone.owner, ahead.owner)
+    assert not (tmp_path / "w2" / "coarse_trials").exists()
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -61,6 +61,7 @@ from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
 from .coarse_rounds import Rounds, label_propagation, refine, replicas
+from .coarse_solvers import CoarseGraph, distinct_solutions, make_solver, solved_ahead
 from .plan import MAX_PARTS, PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
 
@@ -201,23 +202,26 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         isolated = np.flatnonzero(cl < 0)
         owner, size, best = None, None, None
         cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
-        solve = _coarse_solver(cfg, xadj, adjncy, eweights, csizes, k, balance, work)
+        graph = CoarseGraph(xadj, adjncy, eweights, csizes)
+        solver = make_solver(cfg.coarse_solver, cfg.coarse_metis, graph, k, balance, work)
         judged = 0   # trials whose replication factor was measured (one stream pass each)
         cluster_stream_passes = 0
-        for cpart in _distinct_solutions(solve, seed, cfg.coarse_trials):
-            if cfg.cluster_passes:
-                cluster_stream_passes += cluster_refine(vs, cl, cpart, csizes, k, cap, cfg.cluster_passes,
-                                                        cfg.block_entries)[1]
-            trial = np.zeros(n, dtype=np.int32)
-            K.project_parts(cl, cpart, trial)
-            tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
-            trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
-            r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
-            judged += cfg.coarse_trials > 1
-            if best is None or r < best:
-                owner, size, best = trial, tsize, r
-            del trial, cpart
-        del xadj, adjncy, eweights, cl, isolated
+        # the later trials' seeds are solved in child processes while this one judges the first
+        with solved_ahead(solver, graph, seed, cfg.coarse_trials, work / "coarse_trials") as solve_seed:
+            for cpart in distinct_solutions(solve_seed, seed, cfg.coarse_trials):
+                if cfg.cluster_passes:
+                    cluster_stream_passes += cluster_refine(vs, cl, cpart, csizes, k, cap, cfg.cluster_passes,
+                                                            cfg.block_entries)[1]
+                trial = np.zeros(n, dtype=np.int32)
+                K.project_parts(cl, cpart, trial)
+                tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
+                trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
+                r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
+                judged += cfg.coarse_trials > 1
+                if best is None or r < best:
+                    owner, size, best = trial, tsize, r
+                del trial, cpart
+        del xadj, adjncy, eweights, graph, cl, isolated
         watch.lap("metis")
 
         # 5. refinement for the replication factor under the hard cap
@@ -368,73 +372,6 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         if moved == 0:
             break
     return total, done
-
-
-def _coarse_solver(cfg: CoarseRefineParams, xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray,
-                   csizes: np.ndarray, k: int, balance: float, work: Path):
-    """``seed -> part of every cluster`` by the configured in-memory solver."""
-    if cfg.coarse_solver == "kaminpar" and k > 1 and len(adjncy) > 0 and len(csizes) > k:
-        from . import kaminpar_solver
-        if kaminpar_solver.available():
-            path = kaminpar_solver.write_parhip(work / "coarse.parhip", xadj, adjncy, csizes, ew)
-            return lambda seed: kaminpar_solver.partition(path, k, balance, seed)
-        log("coarse-refine: the kaminpar package is not installed; METIS (pymetis) partitions the coarse graph")
-    return lambda seed: partition_coarse(xadj, adjncy, ew, csizes, k, seed, balance, cfg.coarse_metis)
-
-
-def _distinct_solutions(solve, seed: int, trials: int):
-    """Up to ``trials`` different coarse partitions from the seeds seed, seed + 1, ... (at most
-    2 x trials calls): a solver may give two seeds the same partition (METIS did for 0 and 1, so
-    the default's three trials were two, one of them judged twice; partition_coarse now avoids
-    that pair), and a repeated partition is not another trial."""
-    seen: list[np.ndarray] = []
-    for s in range(seed, seed + 2 * trials):
-        cpart = solve(s)
-        if any(np.array_equal(cpart, other) for other in seen):
-            continue
-        seen.append(cpart.copy())   # the caller moves clusters in its copy
-        yield cpart
-        if len(seen) == trials:
-            return
-
-
-def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csizes: np.ndarray,
-                     k: int, seed: int, balance: float, method: str = "kway") -> np.ndarray:
-    """Part of every cluster: METIS on the weighted coarse graph (LPT packing when it is trivial).
-
-    The coarse graph is given as symmetric CSR (``xadj``, ``adjncy``, edge weights ``ew``);
-    ``csizes`` are the node weights.
-    """
-    num_clusters = len(csizes)
-    if k == 1 or num_clusters == 0:
-        return np.zeros(num_clusters, dtype=np.int32)
-    if num_clusters <= k or len(adjncy) == 0:
-        size = np.zeros(k, dtype=np.int64)
-        part = np.empty(num_clusters, dtype=np.int32)
-        order = np.argsort(-csizes, kind="stable")
-        _lpt(order, csizes, part, size)
-        return part
-    import pymetis  # in-memory on the bounded coarse graph only
-
-    # METIS gives seeds 0 and 1 the same partition (every graph tried): seed s asks it for s + 1, so
-    # the trials' seeds 0, 1, 2 are three partitions without a wasted call
-    opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=(int(seed) + 1) & 0x7FFFFFFF)
-    if method == "kway-vol":
-        opts.objtype = 1   # METIS_OBJTYPE_VOL (cluster sizes are not passed as vsize: measured worse)
-    if hasattr(pymetis, "CSRAdjacency"):   # pymetis >= 2025 deprecates xadj=/adjncy=
-        graph = {"adjacency": pymetis.CSRAdjacency(xadj, adjncy)}
-    else:
-        graph = {"xadj": xadj, "adjncy": adjncy}
-    res = pymetis.part_graph(k, **graph, vweights=csizes, eweights=ew, options=opts,
-                             recursive=method == "recursive")
-    return np.asarray(res[1], dtype=np.int32)
-
-
-def _lpt(order, weights, part, size) -> None:
-    for c in order:
-        p = int(np.argmin(size))
-        part[c] = p
-        size[p] += weights[c]
 
 
 def _builder_rf(store: GraphStore, owner: np.ndarray, k: int, client: Client | None) -> float:

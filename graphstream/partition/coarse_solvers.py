@@ -1,0 +1,236 @@
+"""coarse-refine's step 4 solvers on the bounded coarse graph, and their later trials solved ahead.
+
+METIS (pymetis) or KaMinPar partitions the coarse graph in memory, once per
+trial seed. Both hold the GIL for the whole call (two METIS calls in threads
+took as long as one after the other), so the seeds after the first are solved
+in child processes while this process moves the first trial's clusters on the
+full graph and judges it. The children are ``python -m`` processes given the
+coarse graph in one ``.npz`` and writing each part vector as a ``.npy``
+(renamed into place when complete): not ``multiprocessing``, whose spawn
+re-runs the caller's main module and whose fork copies a process that holds
+numba's and zarr's threads. Where a seed was solved does not change its
+partition, so the plan is the same with children or without; a child that
+fails costs its seeds being solved here, with the child's error logged.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._report import log
+from .._resources import usable_cores
+
+# Coarse graphs with fewer adjacency entries are solved here only: a child's start (~0.5 s: the
+# interpreter, numpy, zarr, pymetis) would cost more than the METIS calls it takes over (R-MAT s21,
+# k = 32: 524,288 entries, 1.1-1.3 s a call on one core).
+AHEAD_MIN_ENTRIES = 1 << 17
+
+
+@dataclass(frozen=True, slots=True)
+class CoarseSolver:
+    """Which solver, and its parameters (everything a child needs besides the graph and the seeds).
+
+    solver: "metis" or "kaminpar"; method: METIS's "kway", "recursive" or "kway-vol";
+    parhip: the coarse graph as a ParHiP file (KaMinPar loads graphs from files only).
+    """
+    k: int
+    balance: float
+    solver: str = "metis"
+    method: str = "kway"
+    parhip: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CoarseGraph:
+    """Symmetric weighted CSR: ``xadj``, ``adjncy``, edge weights ``ew``; node weights ``csizes``."""
+    xadj: np.ndarray
+    adjncy: np.ndarray
+    ew: np.ndarray
+    csizes: np.ndarray
+
+
+def make_solver(coarse_solver: str, method: str, graph: CoarseGraph, k: int, balance: float,
+                work: Path) -> CoarseSolver:
+    """The configured solver; KaMinPar's graph file is written here (pymetis when it is not installed)."""
+    if coarse_solver == "kaminpar" and k > 1 and len(graph.adjncy) > 0 and len(graph.csizes) > k:
+        from . import kaminpar_solver
+        if kaminpar_solver.available():
+            path = kaminpar_solver.write_parhip(work / "coarse.parhip", graph.xadj, graph.adjncy, graph.csizes,
+                                                graph.ew)
+            return CoarseSolver(k, balance, "kaminpar", method, str(path))
+        log("coarse-refine: the kaminpar package is not installed; METIS (pymetis) partitions the coarse graph")
+    return CoarseSolver(k, balance, "metis", method)
+
+
+def solve(solver: CoarseSolver, graph: CoarseGraph, seed: int) -> np.ndarray:
+    """Part (int32) of every cluster for ``seed``."""
+    if solver.solver == "kaminpar":
+        from . import kaminpar_solver
+        return kaminpar_solver.partition(solver.parhip, solver.k, solver.balance, seed)
+    return partition_coarse(graph.xadj, graph.adjncy, graph.ew, graph.csizes, solver.k, seed, solver.balance,
+                            solver.method)
+
+
+def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csizes: np.ndarray,
+                     k: int, seed: int, balance: float, method: str = "kway") -> np.ndarray:
+    """Part of every cluster: METIS on the weighted coarse graph (LPT packing when it is trivial).
+
+    The coarse graph is given as symmetric CSR (``xadj``, ``adjncy``, edge weights ``ew``);
+    ``csizes`` are the node weights.
+    """
+    num_clusters = len(csizes)
+    if k == 1 or num_clusters == 0:
+        return np.zeros(num_clusters, dtype=np.int32)
+    if num_clusters <= k or len(adjncy) == 0:
+        size = np.zeros(k, dtype=np.int64)
+        part = np.empty(num_clusters, dtype=np.int32)
+        order = np.argsort(-csizes, kind="stable")
+        _lpt(order, csizes, part, size)
+        return part
+    import pymetis  # in-memory on the bounded coarse graph only
+
+    # METIS gives seeds 0 and 1 the same partition (every graph tried): seed s asks it for s + 1, so
+    # the trials' seeds 0, 1, 2 are three partitions without a wasted call
+    opts = pymetis.Options(ufactor=max(1, int(round((balance - 1.0) * 1000))), seed=(int(seed) + 1) & 0x7FFFFFFF)
+    if method == "kway-vol":
+        opts.objtype = 1   # METIS_OBJTYPE_VOL (cluster sizes are not passed as vsize: measured worse)
+    if hasattr(pymetis, "CSRAdjacency"):   # pymetis >= 2025 deprecates xadj=/adjncy=
+        graph = {"adjacency": pymetis.CSRAdjacency(xadj, adjncy)}
+    else:
+        graph = {"xadj": xadj, "adjncy": adjncy}
+    res = pymetis.part_graph(k, **graph, vweights=csizes, eweights=ew, options=opts,
+                             recursive=method == "recursive")
+    return np.asarray(res[1], dtype=np.int32)
+
+
+def _lpt(order, weights, part, size) -> None:
+    for c in order:
+        p = int(np.argmin(size))
+        part[c] = p
+        size[p] += weights[c]
+
+
+def distinct_solutions(solve_seed: Callable[[int], np.ndarray], seed: int, trials: int) -> Iterator[np.ndarray]:
+    """Up to ``trials`` different coarse partitions from the seeds seed, seed + 1, ... (at most
+    2 x trials calls): a solver may give two seeds the same partition (METIS did for 0 and 1, so
+    the default's three trials were two, one of them judged twice; partition_coarse now avoids
+    that pair), and a repeated partition is not another trial."""
+    seen: list[np.ndarray] = []
+    for s in range(seed, seed + 2 * trials):
+        cpart = solve_seed(s)
+        if any(np.array_equal(cpart, other) for other in seen):
+            continue
+        seen.append(cpart.copy())   # the caller moves clusters in its copy
+        yield cpart
+        if len(seen) == trials:
+            return
+
+
+class SolvedAhead:
+    """``seed -> parts``: the seeds in ``ahead`` solved by child processes started now, the others here.
+
+    A context manager: leaving it stops the children still running and removes ``work``, the
+    folder of their files.
+    """
+
+    def __init__(self, solver: CoarseSolver, graph: CoarseGraph, ahead: list[int], work: Path, processes: int):
+        self.solver, self.graph, self.work = solver, graph, work
+        self.children: list[tuple[subprocess.Popen, list[int], Path]] = []
+        self.owner_of: dict[int, int] = {}
+        if not ahead or processes < 1:
+            return
+        work.mkdir(parents=True, exist_ok=True)
+        graph_path = work / "coarse-graph.npz"
+        np.savez(graph_path, **asdict(graph))
+        env = dict(os.environ)
+        # the child imports this package from where this process did, whatever the caller's sys.path
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env["NUMBA_NUM_THREADS"] = "1"   # a child calls METIS only
+        for i in range(processes):
+            seeds = ahead[i::processes]
+            job = work / f"coarse-job-{i}.json"
+            job.write_text(json.dumps({"graph": str(graph_path), "solver": asdict(solver), "seeds": seeds,
+                                       "out": str(work)}))
+            err = work / f"coarse-job-{i}.err"
+            with open(err, "wb") as stderr:
+                proc = subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+            self.children.append((proc, seeds, err))
+            for s in seeds:
+                self.owner_of[s] = i
+
+    def __call__(self, seed: int) -> np.ndarray:
+        child = self.owner_of.pop(seed, None)
+        if child is not None:
+            parts = self._wait(child, seed)
+            if parts is not None:
+                return parts
+        return solve(self.solver, self.graph, seed)
+
+    def _wait(self, child: int, seed: int) -> np.ndarray | None:
+        proc, _, err = self.children[child]
+        path = _part_path(self.work, seed)
+        while not path.exists():
+            if proc.poll() is not None and not path.exists():
+                detail = err.read_text(errors="replace").strip().splitlines()[-1:] if err.exists() else []
+                log(f"coarse-refine: the child process solving seed {seed} exited with {proc.returncode}"
+                    f"{': ' + detail[0] if detail else ''}; solving it here")
+                return None
+            time.sleep(0.005)
+        return np.load(path)
+
+    def __enter__(self) -> SolvedAhead:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc, seeds, _ in self.children:
+            done = all(_part_path(self.work, s).exists() for s in seeds)
+            try:
+                proc.wait(timeout=5 if done else 0)   # a child whose parts are all written is exiting
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.children:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def solved_ahead(solver: CoarseSolver, graph: CoarseGraph, seed: int, trials: int, work: Path) -> SolvedAhead:
+    """The trials' seeds after the first solved ahead by up to ``usable_cores() - 1`` children, when the
+    coarse graph is large enough to pay for their start (and there is a core to spare)."""
+    ahead = list(range(seed + 1, seed + trials))
+    processes = min(len(ahead), usable_cores() - 1)
+    if len(graph.adjncy) < AHEAD_MIN_ENTRIES or solver.k <= 1:
+        processes = 0
+    return SolvedAhead(solver, graph, ahead, work, processes)
+
+
+def _part_path(work: Path, seed: int) -> Path:
+    return work / f"coarse-part-{seed}.npy"
+
+
+def _child(job_path: str) -> None:
+    """A child: solve the job's seeds in order, each written complete before it is visible."""
+    job = json.loads(Path(job_path).read_text())
+    with np.load(job["graph"]) as z:
+        graph = CoarseGraph(z["xadj"], z["adjncy"], z["ew"], z["csizes"])
+    solver = CoarseSolver(**job["solver"])
+    out = Path(job["out"])
+    for s in job["seeds"]:
+        parts = solve(solver, graph, s)
+        tmp = out / f".coarse-part-{s}.tmp.npy"
+        np.save(tmp, parts)
+        os.replace(tmp, _part_path(out, s))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
