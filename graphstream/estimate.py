@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ._report import format_bytes
-from ._resources import workers_within
+from ._resources import usable_cores, workers_within
 from .errors import ResourceError
 
 MB = 1_000_000
@@ -84,6 +84,11 @@ RELABEL_BYTES_PER_NODE = 40
 # coarse-refine at scale 22, k=32 (docs/partition-quality.md: 571 MiB at 4.2M nodes, of which
 # k/4 = 8 B/node are refinement counters, so 70 + the counters' bytes: k/4 rounded up to 1, 2, 4
 # or a multiple of 8: counter_bytes below, which the partitioner allocates).
+# coarse-refine's step 4 solves its later trials' seeds in child processes (at most coarse_trials - 1
+# = 2, one per spare core), each ~120 MiB with the default coarse-graph bound whatever the graph
+# (measured at R-MAT s21, k = 32: the bound's 2^18 edges); they are counted with the step's peak.
+COARSE_TRIAL_CHILDREN = 2
+COARSE_TRIAL_CHILD_RSS = 120 * 2**20
 PARTITION_BYTES_PER_NODE = {"coarse-refine": 70, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
 # Build: owner and degree (10 B/node) plus, per worker, a local map, a row counter and a halo
 # list (16 B/node per worker) plus the buffers per worker (read 64 MiB, sort 256 MiB, gather
@@ -229,7 +234,9 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
         per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) if algo == "coarse-refine" else 0)
         scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * size.entries if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
-        partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n),
+        children = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS
+                    if algo == "coarse-refine" else 0)
+        partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + children),
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S)
         build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),
                              SPILL_BYTES_PER_PAIR * (2 if size.wide_ids else 1) * size.entries,

@@ -244,6 +244,24 @@ def test_seeds_solved_ahead_by_child_processes_equal_solved_here(tmp_path, monke
     assert not (tmp_path / "ahead").exists()
 
 
+def test_children_only_for_large_coarse_graphs_and_spare_cores(tmp_path, monkeypatch):
+    """No child below AHEAD_MIN_CLUSTERS coarse nodes or without a spare core; else one per spare core,
+    at most one per later trial."""
+    from graphstream.partition import coarse_solvers as S
+    graph = _random_coarse_graph()   # 400 clusters
+    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+
+    def children(cores, min_clusters):
+        monkeypatch.setattr(S, "usable_cores", lambda: cores)
+        monkeypatch.setattr(S, "AHEAD_MIN_CLUSTERS", min_clusters)
+        with S.solved_ahead(solver, graph, 0, 3, tmp_path / "ahead") as ahead:
+            return len(ahead.children)
+    assert children(16, S.AHEAD_MIN_CLUSTERS) == 0
+    assert children(1, 0) == 0
+    assert children(2, 0) == 1
+    assert children(16, 0) == 2
+
+
 def test_a_failing_child_costs_its_seeds_solved_here(tmp_path, monkeypatch):
     """A child that exits without its parts: the seed is solved here, with the child's exit logged."""
     import sys
@@ -262,7 +280,7 @@ def test_a_failing_child_costs_its_seeds_solved_here(tmp_path, monkeypatch):
 
 def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, monkeypatch):
     """The whole coarse-refine plan with the later trials solved by children (forced on a small coarse
-    graph, two children) equals the plan solved in one process; the children's files go with the work."""
+    graph, two children) equals the plan solved in one process; the children's files go at the end."""
     from graphstream.partition import coarse_solvers as S
     src, dst, n = cora_edges()
     store = write_store(tmp_path / "cora.zarr", src, dst, n, chunk=512)
@@ -274,18 +292,18 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
             trials[-1].append(cpart.copy())
             yield cpart
     monkeypatch.setattr(coarse_refine, "distinct_solutions", recorded)
-    monkeypatch.setattr(S, "AHEAD_MIN_ENTRIES", 1 << 40)
+    monkeypatch.setattr(S, "AHEAD_MIN_CLUSTERS", 1 << 40)
     trials.append([])
     alone = coarse_refine.run(store, 8, seed=0, work_dir=tmp_path / "w1", **params)
     started = []
-    real = S.SolvedAhead.__init__
+    real = S.SolvedAhead._start
 
-    def spy(self, *args, **kwargs):
-        real(self, *args, **kwargs)
+    def spy(self, *args):
+        real(self, *args)
         started.append(len(self.children))
-    monkeypatch.setattr(S, "AHEAD_MIN_ENTRIES", 0)
+    monkeypatch.setattr(S, "AHEAD_MIN_CLUSTERS", 0)
     monkeypatch.setattr(S, "usable_cores", lambda: 3)
-    monkeypatch.setattr(S.SolvedAhead, "__init__", spy)
+    monkeypatch.setattr(S.SolvedAhead, "_start", spy)
     trials.append([])
     ahead = coarse_refine.run(store, 8, seed=0, work_dir=tmp_path / "w2", **params)
     assert started == [2]

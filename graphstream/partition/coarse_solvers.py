@@ -29,10 +29,11 @@ import numpy as np
 from .._report import log
 from .._resources import usable_cores
 
-# Coarse graphs with fewer adjacency entries are solved here only: a child's start (~0.5 s: the
-# interpreter, numpy, zarr, pymetis) would cost more than the METIS calls it takes over (R-MAT s21,
-# k = 32: 524,288 entries, 1.1-1.3 s a call on one core).
-AHEAD_MIN_ENTRIES = 1 << 17
+# Coarse graphs with fewer nodes are solved here only: a child's start (~0.5 s: the interpreter,
+# numpy, zarr, pymetis) would cost more than the calls it takes over. METIS's time follows the
+# coarse nodes (the edges are bounded): R-MAT s18, k = 32, 35,009 clusters: 0.34 s a call;
+# s21, k = 32, 180,738 clusters: 1.1-1.3 s.
+AHEAD_MIN_CLUSTERS = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +137,8 @@ def distinct_solutions(solve_seed: Callable[[int], np.ndarray], seed: int, trial
 
 
 class SolvedAhead:
-    """``seed -> parts``: the seeds in ``ahead`` solved by child processes started now, the others here.
+    """``seed -> parts``: the seeds in ``ahead`` solved by ``processes`` child processes started now
+    (the seeds dealt out in turn), the others here.
 
     A context manager: leaving it stops the children still running and removes ``work``, the
     folder of their files.
@@ -146,28 +148,8 @@ class SolvedAhead:
         self.solver, self.graph, self.work = solver, graph, work
         self.children: list[tuple[subprocess.Popen, list[int], Path]] = []
         self.owner_of: dict[int, int] = {}
-        if not ahead or processes < 1:
-            return
-        work.mkdir(parents=True, exist_ok=True)
-        graph_path = work / "coarse-graph.npz"
-        np.savez(graph_path, **asdict(graph))
-        env = dict(os.environ)
-        # the child imports this package from where this process did, whatever the caller's sys.path
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        env["NUMBA_NUM_THREADS"] = "1"   # a child calls METIS only
-        for i in range(processes):
-            seeds = ahead[i::processes]
-            job = work / f"coarse-job-{i}.json"
-            job.write_text(json.dumps({"graph": str(graph_path), "solver": asdict(solver), "seeds": seeds,
-                                       "out": str(work)}))
-            err = work / f"coarse-job-{i}.err"
-            with open(err, "wb") as stderr:
-                proc = subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
-            self.children.append((proc, seeds, err))
-            for s in seeds:
-                self.owner_of[s] = i
+        if ahead and processes >= 1:
+            self._start(list(ahead), processes)
 
     def __call__(self, seed: int) -> np.ndarray:
         child = self.owner_of.pop(seed, None)
@@ -176,6 +158,32 @@ class SolvedAhead:
             if parts is not None:
                 return parts
         return solve(self.solver, self.graph, seed)
+
+    def _start(self, ahead: list[int], processes: int) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        graph_path = self.work / "coarse-graph.npz"
+        np.savez(graph_path, **asdict(self.graph))
+        env = dict(os.environ)
+        # the child imports this package from where this process did, whatever the caller's sys.path
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env["NUMBA_NUM_THREADS"] = "1"   # a child calls the solver only
+        for i in range(processes):
+            seeds = ahead[i::processes]
+            job = self.work / f"coarse-job-{i}.json"
+            job.write_text(json.dumps({"graph": str(graph_path), "solver": asdict(self.solver), "seeds": seeds,
+                                       "out": str(self.work)}))
+            err = self.work / f"coarse-job-{i}.err"
+            try:
+                with open(err, "wb") as stderr:
+                    proc = subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+            except OSError as e:   # no process to spare: the seeds are solved here
+                log(f"coarse-refine: no child process for the coarse trials ({e}); solving them here")
+                return
+            self.children.append((proc, seeds, err))
+            for s in seeds:
+                self.owner_of[s] = i
 
     def _wait(self, child: int, seed: int) -> np.ndarray | None:
         proc, _, err = self.children[child]
@@ -205,11 +213,11 @@ class SolvedAhead:
 
 
 def solved_ahead(solver: CoarseSolver, graph: CoarseGraph, seed: int, trials: int, work: Path) -> SolvedAhead:
-    """The trials' seeds after the first solved ahead by up to ``usable_cores() - 1`` children, when the
-    coarse graph is large enough to pay for their start (and there is a core to spare)."""
+    """The trials' seeds after the first solved ahead by up to ``usable_cores() - 1`` children, when
+    the coarse graph is large enough to pay for their start (and there is a core to spare)."""
     ahead = list(range(seed + 1, seed + trials))
     processes = min(len(ahead), usable_cores() - 1)
-    if len(graph.adjncy) < AHEAD_MIN_ENTRIES or solver.k <= 1:
+    if len(graph.csizes) < AHEAD_MIN_CLUSTERS or solver.k <= 1:
         processes = 0
     return SolvedAhead(solver, graph, ahead, work, processes)
 
