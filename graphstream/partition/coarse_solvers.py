@@ -217,7 +217,8 @@ def solved_ahead(solver: CoarseSolver, graph: CoarseGraph, seed: int, trials: in
     the coarse graph is large enough to pay for their start (and there is a core to spare)."""
     ahead = list(range(seed + 1, seed + trials))
     processes = min(len(ahead), usable_cores() - 1)
-    if len(graph.csizes) < AHEAD_MIN_CLUSTERS or solver.k <= 1:
+    # sys.executable is empty in an embedding interpreter that cannot name its Python
+    if len(graph.csizes) < AHEAD_MIN_CLUSTERS or solver.k <= 1 or not sys.executable:
         processes = 0
     return SolvedAhead(solver, graph, ahead, work, processes)
 
