@@ -23,7 +23,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -209,19 +209,23 @@ def _lost_scheduler(client: Client, exc: BaseException) -> ClusterError | None:
 
 def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple], *,
               unit: str = "task", size: Callable[[tuple], int] | None = None,
-              resources: dict | None = None, **common: Any) -> list[Any]:
+              resources: dict | None = None, task_kwargs: Mapping[str, Any] | None = None,
+              **common: Any) -> list[Any]:
     """Run ``fn(*task, **common)`` for every task on the cluster; their results, in the order of ``tasks``.
 
     ``stage`` names the progress bar and the task keys; ``size(task)`` is how
     many ``unit`` a task counts for in the bar (default 1 task). A task's own
     exception (a :class:`GraphStreamError` naming a bad chunk, say) is raised
     here as it was raised there; a lost scheduler is a :class:`ClusterError`.
+    ``task_kwargs`` go to every task too, whatever their names (a task keyword
+    named ``unit``, ``size`` or ``resources`` cannot be given as ``common``).
     """
     from distributed import as_completed
 
     run_id = uuid.uuid4().hex[:8]   # fresh keys: a shared cluster must not serve another run's results
     keys = [f"{stage}-{run_id}-{i}" for i in range(len(tasks))]
-    call = partial(fn, **common)   # the task's keywords kept apart from map's own (batch_size, workers, ...)
+    # the task's keywords kept apart from map's own (batch_size, workers, ...)
+    call = partial(fn, **common, **(task_kwargs or {}))
     if tasks and all(tasks):   # one message to the scheduler for the whole stage (a wave of 8 no-op tasks
         # on 2 workers: 35 ms against 40 ms with a submit per task, which coarse-refine's rounds pay ~170 times)
         futures = client.map(call, *zip(*tasks, strict=True), key=keys, pure=False, resources=resources)

@@ -37,6 +37,10 @@ def _pid_and_sum(a: int, b: int, c: int = 0) -> tuple[int, int]:
     return a + b + c, os.getpid()
 
 
+def _sized(a: int, *, size: int, unit: str, resources: str) -> tuple[int, str, str]:
+    return a * size, unit, resources
+
+
 def _bad_input(i: int) -> None:
     raise InputFormatError(f"edges.txt: line {i}: not an integer")
 
@@ -70,6 +74,14 @@ def test_tasks_run_on_worker_processes_in_order(dask_client):
     assert os.getpid() not in {r[1] for r in results}
     assert run_task(dask_client, "one", _pid_and_sum, 2, 3)[0] == 5
     assert all(rss > 0 for rss in worker_peak_rss(dask_client).values())
+
+
+def test_task_keywords_named_like_run_tasks_own_reach_the_task(dask_client):
+    """``unit``, ``size`` and ``resources`` are run_tasks's own: given as task_kwargs they go to the task."""
+    got = run_tasks(dask_client, "sized", _sized, [(1,), (2,)], unit="edge", size=lambda t: t[0],
+                    task_kwargs={"size": 10, "unit": "part", "resources": "r"})
+    assert got == [(10, "part", "r"), (20, "part", "r")]
+    assert run_task(dask_client, "one", _sized, 3, task_kwargs={"size": 2, "unit": "u", "resources": ""})[0] == 6
 
 
 def test_a_task_error_is_raised_as_itself(dask_client):
