@@ -278,6 +278,43 @@ def test_a_failing_child_costs_its_seeds_solved_here(tmp_path, monkeypatch):
     assert len(messages) == 2 and all("exited with 1; solving it here" in m for m in messages)
 
 
+@pytest.mark.parametrize("failure", ["graph file", "second child"])
+def test_children_that_cannot_start_leave_every_seed_to_this_process(tmp_path, monkeypatch, failure):
+    """A full disk writing the coarse graph, or no process for the second child: no child is left
+    running, every seed is solved here with the same parts, and the folder is gone."""
+    import errno
+    import subprocess
+
+    from graphstream.partition import coarse_solvers as S
+    graph = _random_coarse_graph()
+    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+    started = []
+    if failure == "graph file":
+        def savez(*a, **kw):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr(S.np, "savez", savez)
+    else:
+        real = subprocess.Popen
+
+        def popen(*a, **kw):
+            if started:
+                raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+            started.append(real(*a, **kw))
+            return started[-1]
+        monkeypatch.setattr(S.subprocess, "Popen", popen)
+    messages = []
+    monkeypatch.setattr(S, "log", messages.append)
+    with S.SolvedAhead(solver, graph, [1, 2], tmp_path / "ahead", processes=2) as ahead:
+        assert ahead.children == [] and ahead.owner_of == {}
+        got = [ahead(s) for s in range(3)]
+    monkeypatch.undo()
+    assert all(np.array_equal(g, S.solve(solver, graph, s)) for s, g in enumerate(got))
+    assert len(started) == (failure == "second child")
+    assert all(proc.poll() is not None for proc in started)   # the first child was stopped
+    assert len(messages) == 1 and "solving them here" in messages[0]
+    assert not (tmp_path / "ahead").exists()
+
+
 def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, monkeypatch):
     """The whole coarse-refine plan with the later trials solved by children (forced on a small coarse
     graph, two children) equals the plan solved in one process; the children's files go at the end."""

@@ -2,9 +2,10 @@
 
 METIS (pymetis) or KaMinPar partitions the coarse graph in memory, once per
 trial seed. Both hold the GIL for the whole call (two METIS calls in threads
-took as long as one after the other), so the seeds after the first are solved
-in child processes while this process moves the first trial's clusters on the
-full graph and judges it. The children are ``python -m`` processes given the
+took as long as one after the other), so on a coarse graph large enough to pay
+for a process start the seeds after the first are solved in child processes
+while this process moves the first trial's clusters on the full graph and
+judges it. The children are ``python -m`` processes given the
 coarse graph in one ``.npz`` and writing each part vector as a ``.npy``
 (renamed into place when complete): not ``multiprocessing``, whose spawn
 re-runs the caller's main module and whose fork copies a process that holds
@@ -149,7 +150,12 @@ class SolvedAhead:
         self.children: list[tuple[subprocess.Popen, list[int], Path]] = []
         self.owner_of: dict[int, int] = {}
         if ahead and processes >= 1:
-            self._start(list(ahead), processes)
+            try:
+                self._start(list(ahead), processes)
+            except OSError as e:   # a full disk, say: the seeds are solved here, as without children
+                log(f"coarse-refine: no child processes for the coarse trials ({e}); solving them here")
+                self.__exit__()
+                self.children, self.owner_of = [], {}
 
     def __call__(self, seed: int) -> np.ndarray:
         child = self.owner_of.pop(seed, None)
@@ -174,13 +180,9 @@ class SolvedAhead:
             job.write_text(json.dumps({"graph": str(graph_path), "solver": asdict(self.solver), "seeds": seeds,
                                        "out": str(self.work)}))
             err = self.work / f"coarse-job-{i}.err"
-            try:
-                with open(err, "wb") as stderr:
-                    proc = subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
-                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
-            except OSError as e:   # no process to spare: the seeds are solved here
-                log(f"coarse-refine: no child process for the coarse trials ({e}); solving them here")
-                return
+            with open(err, "wb") as stderr:
+                proc = subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
             self.children.append((proc, seeds, err))
             for s in seeds:
                 self.owner_of[s] = i
@@ -208,7 +210,7 @@ class SolvedAhead:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if self.children:
+        if self.children or self.work.exists():
             shutil.rmtree(self.work, ignore_errors=True)
 
 
