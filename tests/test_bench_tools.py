@@ -41,3 +41,18 @@ def test_bench_distributed_renders_a_log(tmp_path):
     assert "| build | 2.0 s | 8.0 s | 4.0 s | 1.0 s (4.00x) | 2.00x | 0.50x |" in section
     assert "identical in every mode (generated store, ingested store, built parts): False" in section
     assert section.rstrip().endswith("<!-- bench_distributed-16-core:end -->")
+
+
+def test_bench_distributed_warmup_runs_first_and_is_not_a_mode(tmp_path):
+    """--warmup: the in-process mode once before the timed ones, its seconds in the head, not among the modes."""
+    log = tmp_path / "modes.jsonl"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--scale", "9",
+                           "--workers", "1", "--warmup", "--workdir", str(tmp_path / "work"), "--log", str(log)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert set(lines[0]["warmup_seconds"]) >= {"generate", "ingest_text", "partition", "build"}
+    assert [line["workers"] for line in lines[1:]] == [0, 1, -1]
+    report = json.loads(done.stdout)
+    assert list(report["modes"]) == ["in-process", "1_workers", "in-process-1-core"]
+    assert report["warmup_seconds"] == lines[0]["warmup_seconds"]

@@ -34,7 +34,7 @@ against that mode (``overhead_vs_in_process_1_core``).
 
     .venv/bin/python tools/bench_distributed.py [--scale 22] [--workers 1 2] [--k 8]
         [--algo coarse-refine] [--workdir /tmp/bench_distributed] [--doc docs/distributed.md [--section NAME]]
-        [--log modes.jsonl] [--render-log modes.jsonl]
+        [--log modes.jsonl] [--render-log modes.jsonl] [--warmup]
 
 ``--doc FILE`` rewrites the table between ``<!-- bench_distributed:begin -->``
 and ``<!-- bench_distributed:end -->`` in FILE (command, machine, date);
@@ -43,6 +43,10 @@ that runs on different machines keep their own tables. ``--log FILE`` appends
 each mode's result to FILE as soon as it is measured (a run cut short keeps
 what it measured); ``--render-log FILE`` makes the report and the table from
 such a file without running anything (the machine and date are the run's).
+``--warmup`` runs the in-process mode once, untimed, first (its stage
+seconds are reported as ``warmup_seconds``): on a freshly started machine
+the first mode otherwise pays the disk's and page cache's first touches (a
+16-vCPU VM: text ingest 7.8 s in the first mode, 2.5-2.7 s run again).
 
 Goals (specs/distributed.md): speedup >= 1.7 at 2 workers for generate,
 ingest, degrees, partition rounds and build on a 2-core machine; overhead of
@@ -165,6 +169,9 @@ def main() -> None:
     ap.add_argument("--section", default="", help="name of the doc section (markers bench_distributed-NAME)")
     ap.add_argument("--log", help="append each mode's result to this JSON-lines file as soon as it is measured")
     ap.add_argument("--render-log", help="no runs: the report (and --doc table) of the modes in this log")
+    ap.add_argument("--warmup", action="store_true",
+                    help="run the in-process mode once, untimed, before the timed modes (a fresh machine's "
+                         "first touches of the disk and page cache otherwise land in the first mode)")
     ap.add_argument("--mode", type=int, help=argparse.SUPPRESS)   # internal: run one mode
     args = ap.parse_args()
     work = Path(args.workdir)
@@ -198,10 +205,10 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
                                  *(a for a in sys.argv[1:] if a != "--log" and not a.endswith(".jsonl"))]),
             "machine": _machine(), "date": time.strftime("%Y-%m-%d")}
     log = Path(args.log) if args.log else None
-    if log:
-        log.write_text(json.dumps(head) + "\n")
     modes = {}
-    for workers in [0, *args.workers, ONE_CORE]:   # the pinned mode last: on many cores it matters least
+    order = [0, *args.workers, ONE_CORE]   # the pinned mode last: on many cores it matters least
+    for i, workers in enumerate([0, *order] if args.warmup else order):
+        warmup = args.warmup and i == 0
         cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
                "--algo", args.algo, "--workdir", str(work)]
         env = dict(os.environ)
@@ -210,7 +217,12 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         if done.returncode != 0:
             sys.exit(f"mode {workers} failed:\n{done.stderr[-4000:]}")
+        if warmup:
+            head["warmup_seconds"] = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+            continue
         modes[workers] = json.loads(done.stdout.strip().splitlines()[-1])
+        if log and len(modes) == 1:   # the head first (with the warm-up's seconds, when there was one)
+            log.write_text(json.dumps(head) + "\n")
         if log:
             with log.open("a") as f:
                 f.write(json.dumps({"workers": workers, "result": modes[workers]}) + "\n")
@@ -223,6 +235,7 @@ def _report(head: dict, modes: dict) -> dict:
     counts = sorted(w for w in modes if w > 0)
     one = modes[counts[0]] if counts else None
     report = {**{key: head[key] for key in ("scale", "edges", "k", "algo", "cpu_count", "text_setup_seconds")},
+              **{key: head[key] for key in ("warmup_seconds",) if key in head},
               "goals": GOALS, "workers": counts, "modes": {}}
     for workers, m in modes.items():
         entry = {key: m[key] for key in ("cluster_start", "seconds", "phases", "replication_factor",
