@@ -16,7 +16,9 @@ reported apart as ``undirected_halo_rf``):
    ``max_coarse_edges`` edges (past that, the lightest are dropped: the
    coarse graph only seeds the partition, refinement sees the full graph);
 4. the coarse graph partitioned in memory by METIS (pymetis, node weights =
-   cluster sizes; or KaMinPar, ``coarse_solver``), then ``cluster_passes``
+   cluster sizes; or KaMinPar, ``coarse_solver``), once per trial seed, the
+   seeds after the first solved ahead in child processes on a large coarse
+   graph (:mod:`.coarse_solvers`), then ``cluster_passes``
    stream passes moving whole clusters to the part holding most of their
    neighbours in the full graph (the coarse graph may have lost most of its
    edges to the bound: on R-MAT this pass is worth 6% of RF); isolated nodes
