@@ -192,6 +192,21 @@ def test_trials_are_distinct_coarse_partitions():
     assert calls == [5, 6, 7, 8, 9, 10]   # gives up after 2 x trials seeds
 
 
+def test_trivial_coarse_graphs_are_packed_largest_first_onto_the_least_loaded_part():
+    """No edges (or no more clusters than parts): clusters largest first, each onto the least loaded
+    part, ties to the lowest part; against a direct loop."""
+    from graphstream.partition.coarse_solvers import partition_coarse
+    csizes = np.array([5, 1, 9, 3, 3, 7, 2, 8], dtype=np.int64)
+    empty = np.zeros(len(csizes) + 1, dtype=np.int64)
+    want = np.empty(len(csizes), dtype=np.int32)
+    loads = np.zeros(3, dtype=np.int64)
+    for c in np.argsort(-csizes, kind="stable"):
+        want[c] = int(np.argmin(loads))
+        loads[want[c]] += csizes[c]
+    got = partition_coarse(empty, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), csizes, 3, 0, 1.05)
+    assert np.array_equal(got, want)
+
+
 def test_metis_trial_seeds_give_different_partitions():
     """METIS treats seeds 0 and 1 alike; partition_coarse's seeds 0, 1, 2 must still be three partitions."""
     from graphstream.kernels.pairs import pair_key

@@ -93,10 +93,11 @@ def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csize
     if k == 1 or num_clusters == 0:
         return np.zeros(num_clusters, dtype=np.int32)
     if num_clusters <= k or len(adjncy) == 0:
-        size = np.zeros(k, dtype=np.int64)
+        # here, not at the top: a trial child never takes this branch and need not load numba
+        from ..kernels.packing import pack_least_loaded
         part = np.empty(num_clusters, dtype=np.int32)
         order = np.argsort(-csizes, kind="stable")
-        _lpt(order, csizes, part, size)
+        part[order] = pack_least_loaded(np.asarray(csizes, dtype=np.int64)[order], np.zeros(k, dtype=np.int64))
         return part
     import pymetis  # in-memory on the bounded coarse graph only
 
@@ -112,13 +113,6 @@ def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csize
     res = pymetis.part_graph(k, **graph, vweights=csizes, eweights=ew, options=opts,
                              recursive=method == "recursive")
     return np.asarray(res[1], dtype=np.int32)
-
-
-def _lpt(order, weights, part, size) -> None:
-    for c in order:
-        p = int(np.argmin(size))
-        part[c] = p
-        size[p] += weights[c]
 
 
 def distinct_solutions(solve_seed: Callable[[int], np.ndarray], seed: int, trials: int) -> Iterator[np.ndarray]:
