@@ -293,6 +293,34 @@ def test_a_failing_child_costs_its_seeds_solved_here(tmp_path, monkeypatch):
     assert len(messages) == 2 and all("exited with 1; solving it here" in m for m in messages)
 
 
+def test_parts_on_disk_are_checked_and_stale_ones_cleared(tmp_path, monkeypatch):
+    """A kept work folder's parts from a killed run are cleared before the children start, and a part
+    file of the wrong shape or parts out of range is not used: the seed is solved here."""
+    import sys
+
+    from graphstream.partition import coarse_solvers as S
+    graph = _random_coarse_graph()
+    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+    here = [S.solve(solver, graph, s) for s in range(3)]
+    work = tmp_path / "ahead"
+    work.mkdir()
+    np.save(work / "coarse-part-1.npy", np.zeros(len(graph.csizes), dtype=np.int32))   # another run's
+    with S.SolvedAhead(solver, graph, [1, 2], work, processes=1) as ahead:
+        assert all(np.array_equal(ahead(s), h) for s, h in enumerate(here))
+    messages = []
+    monkeypatch.setattr(S, "log", messages.append)
+    for bad in (np.zeros(5, dtype=np.int32), np.full(len(graph.csizes), 4, dtype=np.int32)):
+        np.save(tmp_path / "bad.npy", bad)
+        fake = tmp_path / "fake-python"   # a "child" that writes the bad parts for both seeds and exits
+        fake.write_text(f"#!/bin/sh\ncp {tmp_path / 'bad.npy'} {work}/coarse-part-1.npy\n"
+                        f"cp {tmp_path / 'bad.npy'} {work}/coarse-part-2.npy\n")
+        fake.chmod(0o755)
+        monkeypatch.setattr(sys, "executable", str(fake))
+        with S.SolvedAhead(solver, graph, [1, 2], work, processes=1) as ahead:
+            assert all(np.array_equal(ahead(s), h) for s, h in enumerate(here))
+    assert len(messages) == 4 and all("solving seed" in m for m in messages)
+
+
 @pytest.mark.parametrize("failure", ["graph file", "second child"])
 def test_children_that_cannot_start_leave_every_seed_to_this_process(tmp_path, monkeypatch, failure):
     """A full disk writing the coarse graph, or no process for the second child: no child is left

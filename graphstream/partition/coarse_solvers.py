@@ -160,7 +160,9 @@ class SolvedAhead:
         return solve(self.solver, self.graph, seed)
 
     def _start(self, ahead: list[int], processes: int) -> None:
-        self.work.mkdir(parents=True, exist_ok=True)
+        # a fresh folder: a killed run in a kept work folder leaves parts of another coarse graph there
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True)
         graph_path = self.work / "coarse-graph.npz"
         np.savez(graph_path, **asdict(self.graph))
         env = dict(os.environ)
@@ -191,7 +193,14 @@ class SolvedAhead:
                     f"{': ' + detail[0] if detail else ''}; solving it here")
                 return None
             time.sleep(0.005)
-        return np.load(path)
+        parts = np.load(path)
+        whole = parts.shape == self.graph.csizes.shape and (len(parts) == 0 or 0 <= parts.min() <= parts.max()
+                                                            < self.solver.k)
+        if not whole:   # never trusted unchecked: a bad file costs the seed being solved here
+            log(f"coarse-refine: {path} is not a part below {self.solver.k} for each of "
+                f"{len(self.graph.csizes)} clusters; solving seed {seed} here")
+            return None
+        return parts
 
     def __enter__(self) -> SolvedAhead:
         return self
