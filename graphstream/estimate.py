@@ -83,13 +83,15 @@ RELABEL_BYTES_PER_NODE = 40
 # hash (vertex) 0.55) and scale 26 for spring (docs/format.md: 4.75 GB at 67M nodes, 67 B/node);
 # coarse-refine at scale 22, k=32 (docs/partition-quality.md: 571 MiB at 4.2M nodes, of which
 # k/4 = 8 B/node are refinement counters, so 70 + the counters' bytes: k/4 rounded up to 1, 2, 4
-# or a multiple of 8: counter_bytes below, which the partitioner allocates).
+# or a multiple of 8: counter_bytes below, which the partitioner allocates; since then 1 B/node
+# more for the nodes whose counters need a refresh, 0.19 for the hubs' bitmap and ranks, and the
+# hubs' counts: hub_table_bytes below).
 # coarse-refine's step 4 solves its later trials' seeds in child processes (at most coarse_trials - 1
 # = 2, one per spare core), each ~120 MiB with the default coarse-graph bound whatever the graph
 # (measured at R-MAT s21, k = 32: the bound's 2^18 edges); they are counted with the step's peak.
 COARSE_TRIAL_CHILDREN = 2
 COARSE_TRIAL_CHILD_RSS = 120 * 2**20
-PARTITION_BYTES_PER_NODE = {"coarse-refine": 70, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
+PARTITION_BYTES_PER_NODE = {"coarse-refine": 72, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
 # Build: owner and degree (10 B/node) plus, per worker, a local map, a row counter and a halo
 # list (16 B/node per worker) plus the buffers per worker (read 64 MiB, sort 256 MiB, gather
 # 128 MiB), which small graphs do not fill: counted as at most twice the routed pairs
@@ -169,6 +171,18 @@ def counter_bytes(k: int) -> int:
             return size
     return 8 * ((k + 31) // 32)
 
+
+# coarse-refine's refinement keeps exact neighbour-per-part counts (int32) for at most this many of
+# the nodes of highest degree, and at most MAX_HUB_CELLS counts in all (the partitioner reads both)
+MAX_HUBS = 1 << 18
+MAX_HUB_CELLS = 1 << 23
+
+
+def hub_table_bytes(k: int) -> int:
+    """Bytes of coarse-refine's hub counts at most (their bitmap and ranks, 0.19 B/node, are in the
+    per-node figure)."""
+    return 4 * max(1, min(MAX_HUBS, MAX_HUB_CELLS // k)) * k
+
 def store_bytes(num_edges: int, *, num_nodes: int = 0, with_time: bool = False, with_weight: bool = False,
                 id_map: bool = False) -> int:
     """Upper-end bytes of a graph store of ``num_edges`` edges."""
@@ -234,9 +248,10 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
         per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) if algo == "coarse-refine" else 0)
         scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * size.entries if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
-        children = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS
-                    if algo == "coarse-refine" else 0)
-        partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + children),
+        # coarse-refine: its trial children and its hub table
+        fixed = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS + hub_table_bytes(k)
+                 if algo == "coarse-refine" else 0)
+        partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + fixed),
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S)
         build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),
                              SPILL_BYTES_PER_PAIR * (2 if size.wide_ids else 1) * size.entries,

@@ -118,6 +118,56 @@ def test_round_bounds_cover_the_nodes_on_segment_bounds():
                 assert all(offsets[y] - offsets[x] <= share + segment_entries for x, y in pieces)
 
 
+EVERY = np.empty(0, dtype=np.uint8)   # refine_summary's "recount every node"
+
+
+@pytest.mark.parametrize("max_hubs", [0, 20])
+@pytest.mark.parametrize("k", [3, 16, 40])
+def test_recounting_the_stale_nodes_gives_the_full_recount(tmp_path, k, max_hubs):
+    """Counters brought up to date by refine_apply over several rounds of moves, then refreshed only
+    where it marked them (the hubs from their exact counts, the others from their lists), equal
+    counters recounted from scratch (hubs: many counts saturate); the hubs' exact counts, kept by
+    the moves, equal a recount's."""
+    rng = np.random.default_rng(100 + k)
+    n, m = 2000, 8000
+    src = rng.integers(0, n, m)
+    dst = np.where(rng.random(m) < 0.5, rng.integers(0, 20, m), rng.integers(0, n, m))  # hubs 0..19
+    store = write_store(tmp_path / "g.zarr", src, dst, n)   # duplicates and self-loops kept: a multiset
+    vs = build_vertex_stream(store, tmp_path / "vs")
+    blk = next(iter(vs.blocks()))
+    hubs = K.hub_table(vs.offsets, k, max_hubs)
+    hub_ids = np.flatnonzero([K.hub_row(hubs[0], hubs[1], y) >= 0 for y in range(n)])
+    np.testing.assert_array_equal([K.hub_row(hubs[0], hubs[1], y) for y in hub_ids], np.arange(len(hub_ids)))
+    assert len(hub_ids) == (20 if max_hubs else 0)   # the 20 of degree >= 128 (23 have >= 16: too many)
+    owner = rng.integers(0, k, n).astype(np.int32)
+    counters = K.new_counters(n, k)
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *hubs)
+    stale = np.zeros(n, dtype=np.uint8)
+    for _ in range(5):
+        nodes = np.sort(rng.choice(n, 100, replace=False))
+        moved_to = ((owner[nodes] + rng.integers(1, k, len(nodes))) % k).astype(np.int32)
+        moved_from = owner[nodes].copy()
+        owner[nodes] = moved_to
+        local = np.full(n, -1, dtype=np.int64)
+        local[nodes] = np.arange(len(nodes))
+        K.refine_apply(blk.first, blk.offsets, blk.neighbours, local, moved_from, moved_to, counters, stale,
+                       *hubs)
+    fresh = K.new_counters(n, k)
+    fresh_hubs = K.hub_table(vs.offsets, k, max_hubs)
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, fresh, SEGMENT, EVERY, *fresh_hubs)
+    assert 0 < np.count_nonzero(stale) < n
+    wrong = np.flatnonzero((counters != fresh).any(axis=1))
+    assert len(wrong) > 0 and stale[wrong].all()   # the updates left some counts wrong, all of them marked
+    is_hub = np.zeros(n, dtype=bool)
+    is_hub[hub_ids] = True
+    assert set(stale[is_hub]) <= {0, K.FROM_TABLE} and set(stale[~is_hub]) <= {0, K.RECOUNT}
+    assert (K.FROM_TABLE in stale) == bool(max_hubs)
+    np.testing.assert_array_equal(hubs[2], fresh_hubs[2])
+    K.refresh_hubs(*hubs, counters, stale)
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
+    np.testing.assert_array_equal(counters, fresh)
+
+
 def test_refine_delta_is_exact_for_each_proposal(tmp_path):
     """The change a proposal claims is the real one when it alone is applied (degrees <= 2, so the 2-bit
     counters are exact)."""
@@ -134,7 +184,7 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
     size = np.bincount(owner, minlength=k).astype(np.int64)
     counters = K.new_counters(n, k)
     blk = next(iter(vs.blocks()))
-    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT)
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *K.hub_table(vs.offsets, k, 0))
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
@@ -192,7 +242,7 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
     counters = K.new_counters(n, k)
     blk = next(iter(vs.blocks()))
     assert np.diff(blk.offsets).max() > 4 * 15          # several spills of the 4-bit sums
-    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT)
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *K.hub_table(vs.offsets, k, 0))
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)

@@ -27,8 +27,9 @@ reported apart as ``undirected_halo_rf``):
    synchronous rounds under the hard cap ``balance * n / k`` owned nodes a
    part: a node moves to the neighbouring part where (halo it adds) - (halo
    it removes) is most negative, from per-node counts of neighbours per part
-   (2-bit saturating, packed in words) refreshed at the start of each sweep
-   and brought up to date at the end of every round.
+   (2-bit saturating, packed in words) counted at the start of the first
+   sweep, brought up to date at the end of every round, and recounted at the
+   start of later sweeps for the nodes whose counts a move left unknown.
 
 Steps 2 and 5 run their rounds with numba threads here, or as dask tasks
 over node ranges with ``client=``; the partition is the same for a seed
@@ -38,7 +39,8 @@ Time: O(E log) for the sort-free disk pass plus O(E) per sweep (refinement
 O(E x ceil(k / 32)): every part's change is tested at once on packed
 counter words). Memory: offsets (8 bytes/node), labels and sizes (8, plus
 the proposals of one round), owner (4), counters (k/4 rounded up to 1, 2, 4
-or a multiple of 8), the coarse graph (bounded), cluster x part counters (4
+or a multiple of 8), refresh marks (1) and the hubs' bitmap (0.19), the hubs' exact counts
+(at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
 bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables),
 one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 """

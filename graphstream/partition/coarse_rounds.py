@@ -147,15 +147,18 @@ class Rounds:
 
     # -- refinement -----------------------------------------------------------------------------
 
-    def summary(self, owner: np.ndarray, counters: np.ndarray) -> None:
-        """Fresh counters for every node (node-local: ranges in parallel, each writing its own rows)."""
+    def summary(self, owner: np.ndarray, counters: np.ndarray, stale: np.ndarray | None,
+                hubs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Fresh counters for every node (``stale`` None), or for the nodes marked in ``stale``, and the
+        exact counts of the hubs among them (node-local: ranges in parallel, each writing its own rows)."""
         n = self.vs.num_nodes
         if self.client is None:
-            _summary_range(self.vs, 0, n, owner, counters, self.block_entries)
+            _summary_range(self.vs, 0, n, owner, counters, self.block_entries, stale, hubs)
             return
-        self.sync(owner, counters)
+        self.sync(owner, counters, *hubs, *(() if stale is None else (stale,)))
         self._run("coarse-refine: refine summary", _summary_task, 0, n, owner_path=owner.filename,
-                  counters_path=counters.filename, flush=self.flush)
+                  counters_path=counters.filename, stale_path=None if stale is None else stale.filename,
+                  hub_paths=[h.filename for h in hubs], flush=self.flush)
 
     def refine_proposals(self, a: int, b: int, owner: np.ndarray, size: np.ndarray, counters: np.ndarray,
                          cap: int, force: bool, max_candidates: int, sweep: int) -> np.ndarray:
@@ -204,13 +207,20 @@ def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int
     Each sweep: one pass refreshing the neighbour-per-part counters, then the
     rounds (proposals, accepted in the order kind, delta, node id; the
     counters of the moved nodes' neighbours updated by one read of the
-    round). Parts above ``cap`` shed nodes first at no loss, then, in the
-    closing sweeps, at any cost, so the cap holds at the end.
+    round). The first sweep counts every node; later ones recount only the
+    nodes whose counters a move left unknown (``stale``, see
+    ``refine_apply``), the hubs among them from their exact counts: the
+    same counters as a full recount, for the lists of the others alone.
+    Parts above ``cap`` shed nodes first at no loss, then, in the closing
+    sweeps, at any cost, so the cap holds at the end.
     """
     vs = rounds.vs
     n = vs.num_nodes
     state_owner = rounds.state("owner", owner)
     counters = rounds.state("counters", K.new_counters(n, k))
+    stale = rounds.state("stale", np.zeros(n, dtype=np.uint8))
+    hubs = tuple(rounds.state(name, a) for name, a in zip(("hub_bits", "hub_ranks", "hub_counts"),
+                                                            K.hub_table(vs.offsets, k), strict=True))
     bounds = round_bounds(vs.offsets, num_rounds)
     total_moves = 0
     done = 0
@@ -220,7 +230,10 @@ def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int
         if s >= sweeps and not over:
             break
         force = s >= sweeps - 1
-        rounds.summary(state_owner, counters)
+        if done:   # the hubs' counters from their exact counts, the other unknown ones recounted
+            K.refresh_hubs(*hubs, counters, stale)
+        rounds.summary(state_owner, counters, stale if done else None, hubs)
+        stale[:] = 0
         moves = 0
         for a, b in bounds:
             node, part, delta, kind = rounds.refine_proposals(a, b, state_owner, size, counters, cap, force,
@@ -233,8 +246,9 @@ def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int
             m = K.refine_accept(node, part[order].astype(np.int32), kind[order].astype(np.int32),
                                 state_owner, size, cap, moved_from, moved_to)
             if m:
-                _apply_moves(vs, a, b, node[:m], moved_from[:m], moved_to[:m], counters, rounds.block_entries)
-            rounds.sync(state_owner, counters)
+                _apply_moves(vs, a, b, node[:m], moved_from[:m], moved_to[:m], counters, stale, hubs,
+                             rounds.block_entries)
+            rounds.sync(state_owner, counters, stale, hubs[2])
             rounds.accept_seconds += time.perf_counter() - t
             moves += m
         total_moves += moves
@@ -257,13 +271,14 @@ def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int) ->
 
 
 def _apply_moves(vs: VertexStream, a: int, b: int, node: np.ndarray, moved_from: np.ndarray,
-                 moved_to: np.ndarray, counters: np.ndarray, block_entries: int) -> None:
+                 moved_to: np.ndarray, counters: np.ndarray, stale: np.ndarray, hubs: tuple,
+                 block_entries: int) -> None:
     """Counters of the neighbours of the nodes moved in round ``[a, b)`` (one read of the round)."""
     local = np.full(b - a, -1, dtype=np.int64)
     local[node - a] = np.arange(len(node))
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
         K.refine_apply(blk.first, blk.offsets, blk.neighbours, local[blk.first - a:blk.stop - a],
-                       moved_from, moved_to, counters)
+                       moved_from, moved_to, counters, stale, *hubs)
 
 
 # -- one range's proposals (here, or in a task) -----------------------------------------------------
@@ -279,9 +294,14 @@ def _lp_range(vs, a, b, label, size, cap, seed, block_entries) -> np.ndarray:
     return np.concatenate(out, axis=1) if out else np.empty((3, 0), dtype=np.int64)
 
 
-def _summary_range(vs, a, b, owner, counters, block_entries) -> None:
-    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
-        K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT)
+def _summary_range(vs, a, b, owner, counters, block_entries, stale, hubs) -> None:
+    bounds = vs.aligned_bounds(a, b, block_entries, SEGMENT)
+    if stale is None:
+        stale = np.empty(0, dtype=np.uint8)   # every node
+    else:   # blocks without a node to recount are not read
+        bounds = [(lo, hi) for lo, hi in bounds if (stale[lo:hi] == K.RECOUNT).any()]
+    for blk in vs.ranges(bounds):
+        K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
 
 
 def _refine_range(vs, a, b, owner, size, counters, cap, force, max_candidates, block_entries) -> np.ndarray:
@@ -309,12 +329,15 @@ def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str
 
 
 def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str,
-                  counters_path: str, flush: bool) -> int:
+                  counters_path: str, stale_path: str | None, hub_paths: list[str], flush: bool) -> int:
     vs = open_vertex_stream(vs_dir, mmap=True)
     c = np.load(counters_path, mmap_mode="r+")   # rows a..b only: tasks write disjoint rows
-    _summary_range(vs, a, b, np.load(owner_path, mmap_mode="r"), c, block_entries)
+    stale = None if stale_path is None else np.load(stale_path, mmap_mode="r")
+    keys, rows, counts = (np.load(p, mmap_mode=mode) for p, mode in zip(hub_paths, ("r", "r", "r+"), strict=True))
+    _summary_range(vs, a, b, np.load(owner_path, mmap_mode="r"), c, block_entries, stale, (keys, rows, counts))
     if flush:
         c.flush()
+        counts.flush()
     return b - a
 
 
