@@ -333,8 +333,9 @@ def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path
     vs = open_vertex_stream(vs_dir, mmap=True)
     c = np.load(counters_path, mmap_mode="r+")   # rows a..b only: tasks write disjoint rows
     stale = None if stale_path is None else np.load(stale_path, mmap_mode="r")
-    keys, rows, counts = (np.load(p, mmap_mode=mode) for p, mode in zip(hub_paths, ("r", "r", "r+"), strict=True))
-    _summary_range(vs, a, b, np.load(owner_path, mmap_mode="r"), c, block_entries, stale, (keys, rows, counts))
+    # the hubs' bitmap and ranks are read; their counts' rows are written for the hubs of a..b only
+    bits, ranks, counts = (np.load(p, mmap_mode=mode) for p, mode in zip(hub_paths, ("r", "r", "r+"), strict=True))
+    _summary_range(vs, a, b, np.load(owner_path, mmap_mode="r"), c, block_entries, stale, (bits, ranks, counts))
     if flush:
         c.flush()
         counts.flush()
