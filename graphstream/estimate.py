@@ -183,6 +183,7 @@ def hub_table_bytes(k: int) -> int:
     per-node figure)."""
     return 4 * max(1, min(MAX_HUBS, MAX_HUB_CELLS // k)) * k
 
+
 def store_bytes(num_edges: int, *, num_nodes: int = 0, with_time: bool = False, with_weight: bool = False,
                 id_map: bool = False) -> int:
     """Upper-end bytes of a graph store of ``num_edges`` edges."""

@@ -402,7 +402,7 @@ def _put(counters, y, p, val):
 # Exact neighbour-per-part counts for the nodes of highest degree: a move that takes a neighbour
 # out of a part where a node's 2-bit count is saturated leaves that count unknown (see refine_apply),
 # and on R-MAT those nodes held 62-92% of the entries a sweep would recount (s21, k = 32); with the
-# top 2^16 kept exact, 0-19%. At most MAX_HUBS nodes and MAX_HUB_CELLS int32 counts (32 MiB; the
+# top 2^16 kept exact, 2-19%. At most MAX_HUBS nodes and MAX_HUB_CELLS int32 counts (32 MiB; the
 # memory model's figures, graphstream.estimate.hub_table_bytes).
 
 

@@ -155,7 +155,8 @@ class Rounds:
         if self.client is None:
             _summary_range(self.vs, 0, n, owner, counters, self.block_entries, stale, hubs)
             return
-        self.sync(owner, counters, *hubs, *(() if stale is None else (stale,)))
+        # the hubs' bitmap and ranks are written once, when made; their counts change with the moves
+        self.sync(owner, counters, hubs[2], *(() if stale is None else (stale,)))
         self._run("coarse-refine: refine summary", _summary_task, 0, n, owner_path=owner.filename,
                   counters_path=counters.filename, stale_path=None if stale is None else stale.filename,
                   hub_paths=[h.filename for h in hubs], flush=self.flush)
