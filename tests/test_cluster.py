@@ -41,6 +41,12 @@ def _sized(a: int, *, size: int, unit: str, resources: str) -> tuple[int, str, s
     return a * size, unit, resources
 
 
+def _started_at(i: int, seconds: float) -> tuple[int, float]:
+    start = time.monotonic()
+    time.sleep(seconds)
+    return i, start
+
+
 def _bad_input(i: int) -> None:
     raise InputFormatError(f"edges.txt: line {i}: not an integer")
 
@@ -82,6 +88,19 @@ def test_task_keywords_named_like_run_tasks_own_reach_the_task(dask_client):
                     task_kwargs={"size": 10, "unit": "part", "resources": "r"})
     assert got == [(10, "part", "r"), (20, "part", "r")]
     assert run_task(dask_client, "one", _sized, 3, task_kwargs={"size": 2, "unit": "u", "resources": ""})[0] == 6
+
+
+def test_tasks_with_costs_start_largest_first_as_threads_free_up(dask_client):
+    """The two largest start at once (2 worker threads), each other one only when a thread is free,
+    in decreasing cost; the results come back in the order of the tasks."""
+    costs = [1, 5, 2, 4, 3]
+    got = run_tasks(dask_client, "lpt", _started_at, [(i, 0.05 * c) for i, c in enumerate(costs)], cost=costs)
+    assert [i for i, _ in got] == list(range(5))
+    starts = sorted(range(5), key=lambda i: got[i][1])
+    assert set(starts[:2]) == {1, 3}
+    assert starts[2:] == [4, 2, 0]
+    # task 4 waits for task 3 (0.2 s), not for the scheduler's queue
+    assert got[4][1] - got[3][1] >= 0.19
 
 
 def test_a_task_error_is_raised_as_itself(dask_client):

@@ -96,7 +96,7 @@ def _without_timings(obj):
     return obj
 
 
-def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path) -> dict:
+def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path, pin: bool = False) -> dict:
     """All stages in one mode (workers=0: in-process; ONE_CORE: in-process on one core); run in a child process."""
     os.environ["GRAPHSTREAM_PROGRESS"] = "0"
     if workers == ONE_CORE:
@@ -118,35 +118,33 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
     t0 = time.perf_counter()
     with open_client(config, local_directory=out / "dask") as client:
         result["cluster_start"] = time.perf_counter() - t0
+        if client is not None and pin:
+            result["pinned_cores"] = _pin_workers(client)
 
         def stages(prefix: str, s: int, text_file: Path | None) -> dict:
-            times, keep = {}, {}
-            t = time.perf_counter()
+            times, keep, cpu = {}, {}, {}
+            t, c = time.perf_counter(), _cpu_seconds(client)
             store = generate_rmat(out / f"{prefix}g.zarr", scale=s, edge_factor=16, seed=1, client=client)
-            times["generate"] = time.perf_counter() - t
+            times["generate"], cpu["generate"], t, c = _lap(t, c, client)
             if text_file is not None:
-                t = time.perf_counter()
                 ingest(text_file, out / f"{prefix}t.zarr", client=client)
-                times["ingest_text"] = time.perf_counter() - t
-            t = time.perf_counter()
+                times["ingest_text"], cpu["ingest_text"], t, c = _lap(t, c, client)
             degree_pass(store, client=client, work_dir=out)
-            times["degrees"] = time.perf_counter() - t
-            t = time.perf_counter()
+            times["degrees"], cpu["degrees"], t, c = _lap(t, c, client)
             plan = partition(store, k, algo, seed=0, work_dir=out, client=client, metrics=False)
-            times["partition"] = time.perf_counter() - t
+            times["partition"], cpu["partition"], t, c = _lap(t, c, client)
             phases = dict((plan.metrics or {}).get("phase_seconds", {}))
             if plan.metrics and "rounds_accept_seconds" in plan.metrics:   # their sequential part, on the client
                 phases["rounds_accept"] = plan.metrics["rounds_accept_seconds"]
             times["rounds"] = phases.get("label_propagation", 0.0) + phases.get("refine", 0.0)
             keep["phases"] = phases
-            t = time.perf_counter()
+            t, c = time.perf_counter(), _cpu_seconds(client)
             measured = vertex_partition_metrics(store, plan.owner, k, client=client, work_dir=out)
-            times["metrics"] = time.perf_counter() - t
+            times["metrics"], cpu["metrics"], t, c = _lap(t, c, client)
             keep["replication_factor"] = measured["replication_factor"]
-            t = time.perf_counter()
             build_partitions(store, plan, out / f"{prefix}parts", work_dir=out, client=client)
-            times["build"] = time.perf_counter() - t
-            return {"seconds": times, **keep}
+            times["build"], cpu["build"], t, c = _lap(t, c, client)
+            return {"seconds": times, "cpu_seconds": cpu, **keep}
 
         stages("warm-", 10, None)   # numba's disk cache loaded in every process, tasks' code shipped
         measured = stages("", scale, text)
@@ -156,6 +154,44 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
     result["client_peak_rss_bytes"] = peak_rss_bytes()
     result["digests"] = {name: _digest(out / name, out) for name in ("g.zarr", "t.zarr", "parts")}
     return result
+
+
+def _cpu_seconds(client) -> dict[str, float]:
+    """CPU seconds (user + system, all threads) so far of this process (with a LocalCluster's scheduler),
+    the workers and a scheduler of its own."""
+    cpu = {"client": time.process_time()}
+    if client is not None:
+        cpu["workers"] = sum(client.run(time.process_time).values())
+        if client.run_on_scheduler(os.getpid) != os.getpid():   # a LocalCluster's runs in the client's process
+            cpu["scheduler"] = client.run_on_scheduler(time.process_time)
+    return cpu
+
+
+def _lap(t: float, cpu: dict, client) -> tuple[float, dict, float, dict]:
+    """A stage's wall seconds and CPU seconds by process kind since (t, cpu); and the next stage's start."""
+    wall = time.perf_counter() - t
+    now = _cpu_seconds(client)
+    return wall, {key: now[key] - cpu[key] for key in now}, time.perf_counter(), _cpu_seconds(client)
+
+
+def _pin_workers(client) -> dict[str, int]:
+    """Every worker process (all its threads, and those it starts later) on a core of its own, round robin:
+    then N single-threaded workers use N cores, where an unpinned one also runs its write-behind and
+    compression threads on the other cores."""
+    cores = sorted(os.sched_getaffinity(0))
+    pins = {}
+    for i, worker in enumerate(sorted(client.scheduler_info()["workers"])):
+        pins[worker] = cores[i % len(cores)]
+        client.run(_pin_process, pins[worker], workers=[worker])
+    return pins
+
+
+def _pin_process(core: int) -> None:
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {core})
+        except OSError:   # a thread that ended meanwhile
+            pass
 
 
 def main() -> None:
@@ -172,12 +208,14 @@ def main() -> None:
     ap.add_argument("--warmup", action="store_true",
                     help="run the in-process mode once, untimed, before the timed modes (a fresh machine's "
                          "first touches of the disk and page cache otherwise land in the first mode)")
+    ap.add_argument("--pin-workers", action="store_true",
+                    help="each worker process on a core of its own (round robin): N workers use N cores")
     ap.add_argument("--mode", type=int, help=argparse.SUPPRESS)   # internal: run one mode
     args = ap.parse_args()
     work = Path(args.workdir)
     text = work / "edges.txt"
     if args.mode is not None:
-        print(json.dumps(run_mode(args.mode, args.scale, args.k, args.algo, work, text)))
+        print(json.dumps(run_mode(args.mode, args.scale, args.k, args.algo, work, text, args.pin_workers)))
         return
     if args.render_log:
         lines = [json.loads(line) for line in Path(args.render_log).read_text().splitlines() if line.strip()]
@@ -210,7 +248,7 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
     for i, workers in enumerate([0, *order] if args.warmup else order):
         warmup = args.warmup and i == 0
         cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
-               "--algo", args.algo, "--workdir", str(work)]
+               "--algo", args.algo, "--workdir", str(work), *(["--pin-workers"] if args.pin_workers else [])]
         env = dict(os.environ)
         if workers == ONE_CORE:   # set before numba is imported; the affinity is set by the child itself
             env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
@@ -238,8 +276,12 @@ def _report(head: dict, modes: dict) -> dict:
               **{key: head[key] for key in ("warmup_seconds",) if key in head},
               "goals": GOALS, "workers": counts, "modes": {}}
     for workers, m in modes.items():
-        entry = {key: m[key] for key in ("cluster_start", "seconds", "phases", "replication_factor",
-                                         "client_peak_rss_bytes") if key in m}
+        entry = {key: m[key] for key in ("cluster_start", "pinned_cores", "seconds", "phases",
+                                         "replication_factor", "client_peak_rss_bytes") if key in m}
+        if "cpu_seconds" in m:   # how many cores a stage kept busy, all processes together
+            entry["cpu_seconds"] = m["cpu_seconds"]
+            entry["cores_busy"] = {s: sum(c.values()) / m["seconds"][s] for s, c in m["cpu_seconds"].items()
+                                   if m["seconds"][s]}
         entry["worker_peak_rss_bytes"] = m.get("worker_peak_rss_bytes")
         entry["identical"] = {name: m["digests"][name] == base["digests"][name] for name in m["digests"]}
         if workers > 0:
@@ -295,7 +337,9 @@ def _write_doc(path: Path, report: dict, section: str = "") -> None:
         f"Machine: {report['machine']}  ",
         f"Date: {report['date']}  ",
         f"Graph: R-MAT scale {report['scale']} ({report['edges']:,} directed edges), k = {report['k']}, "
-        f"{report['algo']}; single-threaded workers; each stage without the cluster's start; one run. "
+        f"{report['algo']}; single-threaded workers"
+        + (", each pinned to a core of its own" if any("pinned_cores" in m for m in modes.values()) else "")
+        + "; each stage without the cluster's start; one run. "
         f"In brackets: the speedup against {workers[0]} worker{'s' * (workers[0] > 1)}.",
         "", *rows, "",
         f"Outputs identical in every mode (generated store, ingested store, built parts): {same}; "
