@@ -279,10 +279,24 @@ class _PlainWrites:
         self.write = f.write
 
 
-def save_npy(path: PathLike, array: np.ndarray) -> None:
-    """``np.save``, with a full disk reported as ENOSPC (see :class:`_PlainWrites`)."""
+def save_npy(path: PathLike, array: np.ndarray | list[np.ndarray]) -> None:
+    """``np.save``, with a full disk reported as ENOSPC (see :class:`_PlainWrites`). A list of 1-D
+    arrays of one dtype is saved as their concatenation, written one after another (no copy of the
+    whole made first)."""
+    if not isinstance(array, list):
+        with open(path, "wb") as f:
+            np.save(_PlainWrites(f), np.asarray(array))
+        return
+    dtypes = {a.dtype for a in array}
+    if len(dtypes) != 1 or any(a.ndim != 1 for a in array):
+        raise ValueError(f"{path}: blocks of one dtype and one dimension expected, got "
+                         f"{sorted(map(str, dtypes))} of {sorted({a.ndim for a in array})} dimensions")
+    header = {"descr": np.lib.format.dtype_to_descr(dtypes.pop()), "fortran_order": False,
+              "shape": (sum(len(a) for a in array),)}
     with open(path, "wb") as f:
-        np.save(_PlainWrites(f), np.asarray(array))
+        np.lib.format.write_array_header_1_0(f, header)
+        for a in array:
+            f.write(np.ascontiguousarray(a).data)
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -371,9 +371,10 @@ def cluster_report(config: ClusterConfig, client: Client | None) -> dict:
     return {"cluster": config.to_dict(), "worker_peak_rss_bytes": worker_peak_rss(client)}
 
 
-def save_shard(path: str | os.PathLike, array: np.ndarray) -> Path:
+def save_shard(path: str | os.PathLike, array: np.ndarray | list[np.ndarray]) -> Path:
     """Write a task's ``.npy`` shard under a temporary name, then rename it: a task rerun after its
-    worker died finds either nothing or a whole shard, never half of one."""
+    worker died finds either nothing or a whole shard, never half of one. A list of 1-D blocks is
+    saved as their concatenation (:func:`save_npy`)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:

@@ -96,6 +96,10 @@ def _inputs(kind: str, folder: Path, edges) -> tuple[list[Path], dict]:
                 _write_text(folder / "b.txt", src[half:], dst[half:], header="")], {}
     if kind == "text-wide-ids":   # ids past 16 bits (up to 2,999,999): the shards narrow them to int32 only
         return [_write_text(folder / "e.txt", src * 1000, dst * 1000 + 999)], {}
+    if kind == "text-64-bit-ids":   # one id past 2**31 mid-file: its piece's blocks before it were narrowed
+        big = src.copy()
+        big[len(big) // 2] = 2**31 + 5
+        return [_write_text(folder / "e.txt", big, dst)], {"num_nodes": 2**31 + 10}
     if kind == "relabel":   # sparse 64-bit and negative ids
         return [_write_text(folder / "e.txt", src * 10**12 - 7, dst * -3)], {"relabel": True}
     if kind == "relabel-strings":
@@ -103,7 +107,7 @@ def _inputs(kind: str, folder: Path, edges) -> tuple[list[Path], dict]:
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["text", "text-wide-ids", "csv-time-weight", "gzip", "npy", "parquet", "multi-file",
+@pytest.mark.parametrize("kind", ["text", "text-wide-ids", "text-64-bit-ids", "csv-time-weight", "gzip", "npy", "parquet", "multi-file",
                                   "relabel", "relabel-strings"])
 def test_ingest_is_the_same_store_on_a_cluster(dask_client, tmp_path, edges, kind):
     files, options = _inputs(kind, tmp_path, edges)

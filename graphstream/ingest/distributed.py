@@ -29,7 +29,7 @@ earliest line.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -183,28 +183,36 @@ def _parse_task(index: int, path: str, span: tuple[int, int] | None, work: str, 
     """A task: parse one piece and save its columns as ``piece-NNNNN.<column>.npy`` shards."""
     plan = plans[files[index]]
     parts: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
+    max_id = -1
     for block in blocks(path, plan, config, piece=span):
+        if not len(block.src):
+            continue
+        if not config.relabel:
+            # ids are >= 0 here (the readers refuse negative ones): int32 halves the shard's bytes, and
+            # narrowing each block as it comes costs less than narrowing the whole piece at the end
+            block_max = max(int(block.src.max()), int(block.dst.max()))
+            max_id = max(max_id, block_max)
+            if block_max < 2**31:
+                block = replace(block, src=block.src.astype(np.int32), dst=block.dst.astype(np.int32))
         for c in COLUMNS:
             a = getattr(block, c)
             if a is not None:
                 parts[c].append(a)
-    cols = {c: np.concatenate(a) for c, a in parts.items() if a}
-    count = len(cols["src"]) if "src" in cols else 0
+    count = sum(len(a) for a in parts["src"])
     if count == 0:
         return Parsed(0, -1, ())
+    if max_id >= 2**31:   # a piece with a larger id keeps int64 throughout
+        parts["src"], parts["dst"] = ([a.astype(np.int64) for a in parts[c]] for c in ("src", "dst"))
     base = Path(work) / f"piece-{index:05d}"
-    distinct, max_id = 0, -1
+    distinct = 0
     if config.relabel:
-        ids = _first_seen(cols["src"], cols["dst"])
+        ids = _first_seen(np.concatenate(parts["src"]), np.concatenate(parts["dst"]))
         save_shard(f"{base}.ids.npy", ids)
         distinct = len(ids)
-    else:
-        max_id = max(int(cols["src"].max()), int(cols["dst"].max()))
-        if max_id < 2**31:   # ids are >= 0 here (the readers refuse negative ones): half the shard bytes
-            cols["src"], cols["dst"] = cols["src"].astype(np.int32), cols["dst"].astype(np.int32)
-    for c, a in cols.items():
-        save_shard(f"{base}.{c}.npy", a)
-    return Parsed(count, max_id, tuple(cols), distinct)
+    columns = tuple(c for c in COLUMNS if parts[c])
+    for c in columns:   # the blocks written one after another: no copy of the whole piece
+        save_shard(f"{base}.{c}.npy", parts[c])
+    return Parsed(count, max_id, columns, distinct)
 
 
 def _first_seen(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
