@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,11 +44,35 @@ def test_bench_distributed_renders_a_log(tmp_path):
     assert section.rstrip().endswith("<!-- bench_distributed-16-core:end -->")
 
 
+def test_bench_distributed_repeats_report_medians(tmp_path):
+    """--repeat's runs of a mode (logged one line each) become one mode: every stage the median of its runs,
+    each run's seconds kept; outputs that differ between runs of a mode are not reported identical."""
+    head = {"scale": 10, "edges": 16384, "k": 8, "algo": "coarse-refine", "cpu_count": 2, "text_setup_seconds": 0.1,
+            "command": "cmd", "machine": "2 cores (test)", "date": "2026-01-02"}
+    runs = [(0, _mode("in-process", 2.0)), (1, _mode("1_workers", 4.0)), (2, _mode("2_workers", 2.0)),
+            (0, _mode("in-process", 2.0)), (1, _mode("1_workers", 9.0)), (2, _mode("2_workers", 3.0, "other")),
+            (0, _mode("in-process", 2.0)), (1, _mode("1_workers", 5.0)), (2, _mode("2_workers", 2.5))]
+    log = tmp_path / "modes.jsonl"
+    log.write_text("\n".join(json.dumps(x) for x in [head, *({"workers": w, "result": r} for w, r in runs)]) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- bench_distributed:begin -->\n<!-- bench_distributed:end -->\n")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--render-log", str(log),
+                           "--doc", str(doc)], capture_output=True, text=True, check=True)
+    modes = json.loads(done.stdout)["modes"]
+    assert modes["1_workers"]["seconds"]["build"] == 5.0
+    assert [r["build"] for r in modes["1_workers"]["seconds_each"]] == [4.0, 9.0, 5.0]
+    assert modes["2_workers"]["speedup_vs_1_worker"]["build"] == 2.0
+    assert modes["2_workers"]["identical"]["g.zarr"] is False and modes["1_workers"]["identical"]["g.zarr"]
+    assert "median of 3 runs" in doc.read_text()
+
+
 def test_bench_distributed_warmup_runs_first_and_is_not_a_mode(tmp_path):
-    """--warmup: the in-process mode once before the timed ones, its seconds in the head, not among the modes."""
+    """--warmup: the in-process mode once before the timed ones, its seconds in the head, not among the modes;
+    --pin-workers: the worker on a core of its own, and every stage's CPU seconds by process."""
     log = tmp_path / "modes.jsonl"
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--scale", "9",
-                           "--workers", "1", "--warmup", "--workdir", str(tmp_path / "work"), "--log", str(log)],
+                           "--workers", "1", "--warmup", "--pin-workers", "--workdir", str(tmp_path / "work"),
+                           "--log", str(log)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(line) for line in log.read_text().splitlines()]
@@ -56,3 +81,7 @@ def test_bench_distributed_warmup_runs_first_and_is_not_a_mode(tmp_path):
     report = json.loads(done.stdout)
     assert list(report["modes"]) == ["in-process", "1_workers", "in-process-1-core"]
     assert report["warmup_seconds"] == lines[0]["warmup_seconds"]
+    one = report["modes"]["1_workers"]
+    assert list(one["pinned_cores"].values()) == [min(os.sched_getaffinity(0))]
+    assert set(one["cpu_seconds"]["build"]) >= {"client", "workers"} and one["cpu_seconds"]["build"]["workers"] > 0
+    assert 0 < one["cores_busy"]["build"]

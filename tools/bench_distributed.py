@@ -34,7 +34,7 @@ against that mode (``overhead_vs_in_process_1_core``).
 
     .venv/bin/python tools/bench_distributed.py [--scale 22] [--workers 1 2] [--k 8]
         [--algo coarse-refine] [--workdir /tmp/bench_distributed] [--doc docs/distributed.md [--section NAME]]
-        [--log modes.jsonl] [--render-log modes.jsonl] [--warmup]
+        [--log modes.jsonl] [--render-log modes.jsonl] [--warmup] [--repeat N] [--pin-workers]
 
 ``--doc FILE`` rewrites the table between ``<!-- bench_distributed:begin -->``
 and ``<!-- bench_distributed:end -->`` in FILE (command, machine, date);
@@ -47,6 +47,18 @@ such a file without running anything (the machine and date are the run's).
 seconds are reported as ``warmup_seconds``): on a freshly started machine
 the first mode otherwise pays the disk's and page cache's first touches (a
 16-vCPU VM: text ingest 7.8 s in the first mode, 2.5-2.7 s run again).
+``--repeat N`` runs the modes N times, alternating (in-process, 1 worker,
+2 workers, one core, then again), and reports each time as the median of the
+N runs (``seconds_each`` keeps them all): on a 2-core VM one stage varies by
+20-40% from run to run.
+
+``--pin-workers`` puts each worker process on a core of its own. A
+"single-threaded" worker is single-threaded for dask only: zarr decodes and
+encodes chunks in a thread pool, and the range writer compresses one range
+while the task makes the next, so one unpinned worker keeps 1.1-1.6 cores
+busy (``cores_busy``: CPU seconds of the client, scheduler and workers over
+the stage's seconds). On a 2-core machine, 2 unpinned workers against 1 then
+measure the spare core, not the scaling: pinned, N workers have N cores.
 
 Goals (specs/distributed.md): speedup >= 1.7 at 2 workers for generate,
 ingest, degrees, partition rounds and build on a 2-core machine; overhead of
@@ -63,6 +75,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).parent))   # bench_store's text formatter
 
@@ -208,6 +221,8 @@ def main() -> None:
     ap.add_argument("--warmup", action="store_true",
                     help="run the in-process mode once, untimed, before the timed modes (a fresh machine's "
                          "first touches of the disk and page cache otherwise land in the first mode)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run every mode this many times, alternating; each time reported is the median")
     ap.add_argument("--pin-workers", action="store_true",
                     help="each worker process on a core of its own (round robin): N workers use N cores")
     ap.add_argument("--mode", type=int, help=argparse.SUPPRESS)   # internal: run one mode
@@ -219,7 +234,10 @@ def main() -> None:
         return
     if args.render_log:
         lines = [json.loads(line) for line in Path(args.render_log).read_text().splitlines() if line.strip()]
-        head, modes = lines[0], {m["workers"]: m["result"] for m in lines[1:]}
+        head, runs = lines[0], {}
+        for m in lines[1:]:
+            runs.setdefault(m["workers"], []).append(m["result"])
+        modes = {workers: _median_mode(r) for workers, r in runs.items()}
     else:
         head, modes = _run_modes(args, work, text)
     report = _report(head, modes)
@@ -243,8 +261,9 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
                                  *(a for a in sys.argv[1:] if a != "--log" and not a.endswith(".jsonl"))]),
             "machine": _machine(), "date": time.strftime("%Y-%m-%d")}
     log = Path(args.log) if args.log else None
-    modes = {}
+    runs: dict[int, list[dict]] = {}
     order = [0, *args.workers, ONE_CORE]   # the pinned mode last: on many cores it matters least
+    order = order * args.repeat            # repeats alternate the modes, so a slow spell hits them all
     for i, workers in enumerate([0, *order] if args.warmup else order):
         warmup = args.warmup and i == 0
         cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
@@ -258,13 +277,31 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
         if warmup:
             head["warmup_seconds"] = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
             continue
-        modes[workers] = json.loads(done.stdout.strip().splitlines()[-1])
-        if log and len(modes) == 1:   # the head first (with the warm-up's seconds, when there was one)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        runs.setdefault(workers, []).append(result)
+        if log and sum(map(len, runs.values())) == 1:   # the head first (with the warm-up's seconds, if any)
             log.write_text(json.dumps(head) + "\n")
         if log:
             with log.open("a") as f:
-                f.write(json.dumps({"workers": workers, "result": modes[workers]}) + "\n")
-    return head, modes
+                f.write(json.dumps({"workers": workers, "result": result}) + "\n")
+    return head, {workers: _median_mode(r) for workers, r in runs.items()}
+
+
+def _median_mode(runs: list[dict]) -> dict:
+    """One mode's runs as one result: every time (stage seconds, phases, CPU seconds) the median of the
+    runs; ``seconds_each`` keeps every run's stage seconds; digests must agree across the runs."""
+    first = dict(runs[0])
+    first["runs"] = len(runs)
+    first["seconds_each"] = [r["seconds"] for r in runs]
+    first["seconds"] = {s: median([r["seconds"][s] for r in runs]) for s in first["seconds"]}
+    if "phases" in first:
+        first["phases"] = {p: median([r["phases"].get(p, 0.0) for r in runs]) for p in first["phases"]}
+    if "cpu_seconds" in first:
+        first["cpu_seconds"] = {s: {kind: median([r["cpu_seconds"][s][kind] for r in runs]) for kind in c}
+                                for s, c in first["cpu_seconds"].items()}
+    first["digests"] = {name: (d if all(r["digests"][name] == d for r in runs) else "differs between runs")
+                        for name, d in first["digests"].items()}
+    return first
 
 
 def _report(head: dict, modes: dict) -> dict:
@@ -276,8 +313,8 @@ def _report(head: dict, modes: dict) -> dict:
               **{key: head[key] for key in ("warmup_seconds",) if key in head},
               "goals": GOALS, "workers": counts, "modes": {}}
     for workers, m in modes.items():
-        entry = {key: m[key] for key in ("cluster_start", "pinned_cores", "seconds", "phases",
-                                         "replication_factor", "client_peak_rss_bytes") if key in m}
+        entry = {key: m[key] for key in ("cluster_start", "pinned_cores", "runs", "seconds", "seconds_each",
+                                         "phases", "replication_factor", "client_peak_rss_bytes") if key in m}
         if "cpu_seconds" in m:   # how many cores a stage kept busy, all processes together
             entry["cpu_seconds"] = m["cpu_seconds"]
             entry["cores_busy"] = {s: sum(c.values()) / m["seconds"][s] for s, c in m["cpu_seconds"].items()
@@ -339,8 +376,9 @@ def _write_doc(path: Path, report: dict, section: str = "") -> None:
         f"Graph: R-MAT scale {report['scale']} ({report['edges']:,} directed edges), k = {report['k']}, "
         f"{report['algo']}; single-threaded workers"
         + (", each pinned to a core of its own" if any("pinned_cores" in m for m in modes.values()) else "")
-        + "; each stage without the cluster's start; one run. "
-        f"In brackets: the speedup against {workers[0]} worker{'s' * (workers[0] > 1)}.",
+        + "; each stage without the cluster's start; "
+        + (f"median of {runs} runs. " if (runs := first.get("runs", 1)) > 1 else "one run. ")
+        + f"In brackets: the speedup against {workers[0]} worker{'s' * (workers[0] > 1)}.",
         "", *rows, "",
         f"Outputs identical in every mode (generated store, ingested store, built parts): {same}; "
         f"replication factor {', '.join(map(str, rfs))}."

@@ -209,7 +209,8 @@ def build_parts_on_cluster(client: Client, routed: Routed, work: Path, k: int, u
     check_visible(client, folder, *([node_data.path] if node_data is not None else []))
     # parts differ in size by 10x or more (R-MAT's hubs): largest first, each to the next free worker
     results = run_tasks(client, "build: parts", build_part, [(p,) for p in range(k)], unit="part",
-                        cost=routed.pairs.sum(axis=0).tolist(), routed=routed, owner_path=str(work / OWNER_FILE), id_dtype=np.dtype(id_dtype).str,
+                        cost=routed.pairs.sum(axis=0).tolist(), routed=routed, owner_path=str(work / OWNER_FILE),
+                        id_dtype=np.dtype(id_dtype).str,
                         undirected=undirected, num_nodes=num_nodes, node_data=node_data, folder=str(folder),
                         config=config)
     clear_task_staging(folder)   # what the part tasks of a killed worker had begun
