@@ -85,9 +85,10 @@ def test_metrics_in_groups_equal_one_pass(tmp_path, monkeypatch):
 def test_metrics_lanes_equal_one_lane(directed):
     """The halo marking cut into node lanes (one a thread) sets the bits and counts the edges of one lane."""
     from graphstream.cluster import split_range
+    from graphstream.kernels.bitsets import new_byte_bitsets
     from graphstream.partition.metrics import _mark_halo
     rng = np.random.default_rng(1)
-    n, k = 1000, 70   # two words a node; lanes of 64-node multiples, the last one short
+    n, k = 1000, 70   # nine bytes a node; lanes of 64-node multiples, the last one short
     src, dst = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
     owner = rng.integers(0, k, n).astype(np.int32)
     marked = []
@@ -95,7 +96,7 @@ def test_metrics_lanes_equal_one_lane(directed):
         lanes = np.array(split_range(n, count, align=64), dtype=np.int64).reshape(-1, 2)
         assert lanes[0, 0] == 0 and lanes[-1, 1] == n and np.all(lanes[1:, 0] == lanes[:-1, 1])
         assert np.all(lanes[1:, 0] % 64 == 0) and (len(lanes) > 1) == (count > 1)
-        bits = np.zeros((n, 2), dtype=np.uint64)
+        bits = new_byte_bitsets(n, k)
         counts = np.zeros((len(lanes), k), dtype=np.int64)
         _mark_halo(src, dst, owner, bits, 0, k, counts, directed, lanes)
         marked.append((bits, counts.sum(axis=0)))

@@ -3,6 +3,10 @@
 Row v of a ``(num_nodes, num_words(k))`` uint64 array holds bit p when part p
 is in v's set: k <= 64 costs 8 bytes a node, and the membership test is one
 load, where a list per node would be an allocation.
+
+Rows of bytes (``new_byte_bitsets``) hold the same sets in ceil(k / 8) bytes:
+for sets that are only marked and counted (the metrics' halo), and saved as
+shards by tasks, where k = 8 then costs 1 byte a node instead of 8.
 """
 from __future__ import annotations
 
@@ -27,6 +31,29 @@ def has_bit(bits, v, p):
 @njit(cache=True, inline="always")
 def set_bit(bits, v, p):
     bits[v, p >> 6] |= np.uint64(1) << np.uint64(p & 63)
+
+
+def new_byte_bitsets(num_nodes: int, k: int) -> np.ndarray:
+    return np.zeros((num_nodes, (int(k) + 7) // 8), dtype=np.uint8)
+
+
+@njit(cache=True, inline="always")
+def set_byte_bit(bits, v, p):
+    bits[v, p >> 3] |= np.uint8(1 << (p & 7))
+
+
+@njit(cache=True, nogil=True)
+def count_byte_columns(bits, out):
+    """out[p] += the number of rows of the byte bitsets ``bits`` holding p (len(out) = 8 x bytes a row)."""
+    for v in range(bits.shape[0]):
+        for w in range(bits.shape[1]):
+            x = bits[v, w]
+            b = 0
+            while x != 0:
+                if x & 1:
+                    out[w * 8 + b] += 1
+                x >>= 1
+                b += 1
 
 
 @njit(cache=True, inline="always")

@@ -16,9 +16,10 @@
 - ``vertex_cut_rf`` (edge partitioners): sum over parts of distinct endpoints
   of its edges / number of non-isolated nodes.
 
-Memory: the k-bit sets are built for a group of parts at a time, as many as
-fit ``group_budget_bytes`` (32 bytes a node, at least 64 MiB), so any k up to
-MAX_PARTS costs O(num_nodes) memory and ceil(k / group) passes.
+Memory: the k-bit sets (rows of ceil(k / 8) bytes) are built for a group of
+parts at a time, as many as fit ``group_budget_bytes`` (32 bytes a node, at
+least 64 MiB), so any k up to MAX_PARTS costs O(num_nodes) memory and
+ceil(k / group) passes.
 
 On a dask cluster (``client=``), a group's pass is two stages of tasks: edge
 ranges mark their k-bit sets into shards in a work folder (and count part
@@ -37,7 +38,7 @@ from numba import njit, prange
 
 from .._atomic import scratch_dir
 from ..cluster import check_visible, run_tasks, save_shard, split_range, task_count
-from ..kernels.bitsets import count_bits, popcount64
+from ..kernels.bitsets import count_bits, count_byte_columns, new_byte_bitsets, set_byte_bit
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, open_store
 from .edge_parts import open_edge_parts, part_groups, stream_with_parts
@@ -68,8 +69,7 @@ def _mark_halo_lane(src, dst, owner, bits, p_lo, p_hi, edge_count, directed, a, 
         if a <= u < b:
             pv = owner[v]
             if p_lo <= pv < p_hi:
-                q = pv - p_lo
-                bits[u, q >> 6] |= np.uint64(1) << np.uint64(q & 63)
+                set_byte_bit(bits, u, pv - p_lo)
             if p_lo == 0:
                 # the edge belongs to owner[u]'s part and to owner[v]'s (once if equal)
                 pu = owner[u]
@@ -79,8 +79,7 @@ def _mark_halo_lane(src, dst, owner, bits, p_lo, p_hi, edge_count, directed, a, 
         if not directed and a <= v < b:
             pu = owner[u]
             if p_lo <= pu < p_hi:
-                q = pu - p_lo
-                bits[v, q >> 6] |= np.uint64(1) << np.uint64(q & 63)
+                set_byte_bit(bits, v, pu - p_lo)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -99,8 +98,7 @@ def _mark_owned(owner, bits, p_lo, p_hi):
     for v in range(owner.shape[0]):
         p = owner[v]
         if p_lo <= p < p_hi:
-            j = p - p_lo
-            bits[v, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+            set_byte_bit(bits, v, p - p_lo)
 
 
 @njit(cache=True, nogil=True)
@@ -152,7 +150,7 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
         edge_counts = np.zeros((len(lanes), k), dtype=np.int64)
         present = np.zeros(k, dtype=np.int64)       # |inner ∪ halo| per part
         for lo, hi in groups:
-            bits = np.zeros((n, (hi - lo + 63) // 64), dtype=np.uint64)
+            bits = new_byte_bitsets(n, hi - lo)
             _mark_owned(owner, bits, lo, hi)
             for batch in store.stream(batch_size):
                 _mark_halo(batch.src, batch.dst, owner, bits, lo, hi, edge_counts, store.directed, lanes)
@@ -203,7 +201,7 @@ def halo_bits_range(start: int, stop: int, shard: str, store_path: str, owner_pa
     the edges per part (k ints; counted in the first group only)."""
     store = open_store(store_path)
     owner = np.load(owner_path)   # in RAM: read at random
-    bits = np.zeros((store.num_nodes, (p_hi - p_lo + 63) // 64), dtype=np.uint64)
+    bits = new_byte_bitsets(store.num_nodes, p_hi - p_lo)
     edge_count = np.zeros(k, dtype=np.int64)
     for batch in store.stream(batch_size, start=start, stop=stop):   # one thread: the worker's run other tasks
         _mark_halo_lane(batch.src, batch.dst, owner, bits, p_lo, p_hi, edge_count, store.directed,
@@ -222,21 +220,9 @@ def present_range(a: int, b: int, shards: list[str], owner_path: str, p_lo: int,
     return _column_counts(bits, p_hi - p_lo)
 
 
-@njit(cache=True, nogil=True)
-def _column_counts_kernel(bits, out):
-    """out[j] = number of rows with bit j set (j over all words)."""
-    for v in range(bits.shape[0]):
-        for w in range(bits.shape[1]):
-            x = bits[v, w]
-            while x != np.uint64(0):
-                low = x & (~x + np.uint64(1))          # the lowest set bit
-                out[w * 64 + popcount64(low - np.uint64(1))] += 1
-                x ^= low
-
-
 def _column_counts(bits: np.ndarray, width: int) -> np.ndarray:
-    out = np.zeros(bits.shape[1] * 64, dtype=np.int64)
-    _column_counts_kernel(bits, out)
+    out = np.zeros(bits.shape[1] * 8, dtype=np.int64)
+    count_byte_columns(bits, out)
     return out[:width]
 
 
