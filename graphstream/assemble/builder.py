@@ -127,8 +127,11 @@ def _build_parts(spill: Spill | SpillSet, owner: np.ndarray, k: int, undirected:
                 one(p)
                 bar.update(1)
             return busy
+        # parts differ in size by 10x or more (R-MAT's hubs): the largest first, so that no large part
+        # starts last while the other threads have nothing left (the output does not depend on the order)
+        largest_first = np.argsort(-np.asarray(spill.pairs, dtype=np.int64), kind="stable").tolist()
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="graphstream-build") as pool:
-            futures = [pool.submit(one, p) for p in range(k)]
+            futures = [pool.submit(one, p) for p in largest_first]
             try:
                 for fut in as_completed(futures):
                     fut.result()
