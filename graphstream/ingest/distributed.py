@@ -188,8 +188,8 @@ def _parse_task(index: int, path: str, span: tuple[int, int] | None, work: str, 
         if not len(block.src):
             continue
         if not config.relabel:
-            # ids are >= 0 here (the readers refuse negative ones): int32 halves the shard's bytes, and
-            # narrowing each block as it comes costs less than narrowing the whole piece at the end
+            # ids are >= 0 here (the readers refuse negative ones): int32 halves the shard's bytes; each
+            # block narrowed as it comes, so no int64 copy of the whole piece is ever made
             block_max = max(int(block.src.max()), int(block.dst.max()))
             max_id = max(max_id, block_max)
             if block_max < 2**31:
