@@ -840,3 +840,38 @@ def test_route_threads_fit_the_open_files_limit(tmp_path, monkeypatch):
     assert len(ranges) == 2
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.npy"))
     assert files and all((out / f).read_bytes() == (reference / f).read_bytes() for f in files)
+
+
+def test_a_part_that_fails_midway_leaves_its_scratch_clean(small, tmp_path, monkeypatch):
+    """The parts pass reuses a scratch for the next part: a part that fails while writing (a full disk)
+    must not leave its marks there, or the next part's kernels index past their buffers."""
+    from graphstream.assemble import csr as csr_mod
+    from graphstream.assemble.config import BuildConfig as Config
+    from graphstream.assemble.spill import route_edges_in_ranges
+
+    store, _, owner = small
+    (tmp_path / "spill").mkdir()
+    spill, degree = route_edges_in_ranges(store, owner, 3, tmp_path / "spill", None, 1)
+    scratch = csr_mod.Scratch.create(store.num_nodes, store.id_dtype)
+    config = Config()
+    calls = {"n": 0}
+    original = features_mod.NpyWriter.write
+
+    def full_once(self, block):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return original(self, block)
+
+    monkeypatch.setattr(features_mod.NpyWriter, "write", full_once)
+    (tmp_path / "p0").mkdir()
+    with pytest.raises(OSError):
+        csr_mod.build_part_csr(spill, 0, np.flatnonzero(owner == 0), True, scratch, tmp_path / "p0", degree, config)
+    assert (scratch.local == -1).all() and (scratch.rowcount == 0).all()
+    # the same scratch then builds part 1 as a fresh one does
+    built = []
+    for name, s in (("reused", scratch), ("fresh", csr_mod.Scratch.create(store.num_nodes, store.id_dtype))):
+        (tmp_path / name).mkdir()
+        csr_mod.build_part_csr(spill, 1, np.flatnonzero(owner == 1), True, s, tmp_path / name, degree, config)
+        built.append({f: np.load(tmp_path / name / f) for f in ("indptr.npy", "indices.npy", "global_ids.npy")})
+    assert all(np.array_equal(built[0][f], built[1][f]) for f in built[0])

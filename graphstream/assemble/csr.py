@@ -118,6 +118,11 @@ class Scratch:
         self.local[global_ids] = -1
         self.rowcount[global_ids] = 0
 
+    def clear(self) -> None:
+        """Every node reset: after a part that failed midway, whose marks are not all known."""
+        self.local.fill(-1)
+        self.rowcount.fill(0)
+
 
 @dataclass(frozen=True, slots=True)
 class PartShape:
@@ -130,8 +135,19 @@ def build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirecte
                    part_dir: Path, degree: np.ndarray, config: BuildConfig) -> tuple[np.ndarray, PartShape]:
     """Write ``global_ids.npy``, ``indptr.npy``, ``indices.npy``, ``degree.npy`` of part ``p``.
 
-    Returns the part's global ids (inner then halo) and its sizes.
+    Returns the part's global ids (inner then halo) and its sizes. The scratch is left clean for
+    the next part, also when this one fails (a full disk, say): a scratch left with the marks of a
+    half-built part would make the next part's kernels index past their buffers.
     """
+    try:
+        return _build_part_csr(spill, p, inner, undirected, scratch, part_dir, degree, config)
+    except BaseException:
+        scratch.clear()
+        raise
+
+
+def _build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirected: bool, scratch: Scratch,
+                    part_dir: Path, degree: np.ndarray, config: BuildConfig) -> tuple[np.ndarray, PartShape]:
     chunk_pairs = config.read_pairs(spill.id_dtype)
     num_inner = len(inner)
     local, rowcount = scratch.local, scratch.rowcount
