@@ -151,7 +151,6 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
                 phases["rounds_accept"] = plan.metrics["rounds_accept_seconds"]
             times["rounds"] = phases.get("label_propagation", 0.0) + phases.get("refine", 0.0)
             keep["phases"] = phases
-            t, c = time.perf_counter(), _cpu_seconds(client)
             measured = vertex_partition_metrics(store, plan.owner, k, client=client, work_dir=out)
             times["metrics"], cpu["metrics"], t, c = _lap(t, c, client)
             keep["replication_factor"] = measured["replication_factor"]
@@ -181,10 +180,11 @@ def _cpu_seconds(client) -> dict[str, float]:
 
 
 def _lap(t: float, cpu: dict, client) -> tuple[float, dict, float, dict]:
-    """A stage's wall seconds and CPU seconds by process kind since (t, cpu); and the next stage's start."""
+    """A stage's wall seconds and CPU seconds by process kind since (t, cpu); and the next stage's start
+    (the same CPU reading: one round of ``client.run`` a stage)."""
     wall = time.perf_counter() - t
     now = _cpu_seconds(client)
-    return wall, {key: now[key] - cpu[key] for key in now}, time.perf_counter(), _cpu_seconds(client)
+    return wall, {key: now[key] - cpu[key] for key in now}, time.perf_counter(), now
 
 
 def _pin_workers(client) -> dict[str, int]:

@@ -86,7 +86,7 @@ def _mark_halo_lane(src, dst, owner, bits, p_lo, p_hi, edge_count, directed, a, 
 def _mark_halo(src, dst, owner, bits, p_lo, p_hi, edge_count, directed, lanes):
     """:func:`_mark_halo_lane` for the node lanes ``lanes[t, 0]:lanes[t, 1]`` (inner bounds multiples
     of 64 nodes, so no two lanes' bit rows share a cache line) in parallel: every lane reads the whole
-    batch but writes the bits of its own nodes only (no two threads write one word, so no bit is
+    batch but writes the bits of its own nodes only (no two threads write one byte, so no bit is
     lost) and counts its edges in ``edge_count[t]`` (the caller sums the rows: integers, the same
     figures). At R-MAT scale 21 the marking was 1.0 s of the pass's 1.2-1.5 s in one thread."""
     for t in prange(lanes.shape[0]):
