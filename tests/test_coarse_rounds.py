@@ -188,7 +188,7 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
-    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, 8, SEGMENT,
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, False, 8, SEGMENT,
                      target, delta, kind)
     before = rf_by_sets(src, dst, owner, n) * n
     gains = np.flatnonzero(kind == K.GAIN)
@@ -246,7 +246,7 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
-    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, k, SEGMENT,
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, False, k, SEGMENT,
                      target, delta, kind)
     before = rf_by_sets(src, dst, owner, n) * n
     proposed = np.flatnonzero(kind >= 0)

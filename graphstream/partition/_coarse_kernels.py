@@ -551,7 +551,7 @@ FORCED = 3    # u's part is above the cap, no candidate: the least loaded part, 
 
 
 @njit(cache=True, parallel=True)
-def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, max_candidates, seg,
+def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, shed_only, max_candidates, seg,
                    target, delta, kind):
     """Refinement proposals for the block's nodes, against the round's start (owner, size, counters).
 
@@ -568,6 +568,7 @@ def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, max_can
     R-MAT s21, k = 32, RF 4.427 vs 4.434).
     ``kind[i]`` is -1 (stay) or one of GAIN, BALANCE, SHED, FORCED (see
     above); ``target[i]`` and ``delta[i]`` the part and the change.
+    ``shed_only``: only the nodes of parts above the cap propose (rebalancing).
     """
     k = size.shape[0]
     nloc = offs.shape[0] - 1
@@ -594,6 +595,8 @@ def refine_propose(first, offs, nbrs, owner, size, counters, cap, force, max_can
             kind[i] = -1
             target[i] = a
             delta[i] = 0
+            if shed_only and not over:
+                continue
             # one scan of u's list: neighbours per part, R_a, and A_b for every b (branch-free: the
             # outcomes are data-dependent coin flips a mispredicted branch pays for)
             nt = 0

@@ -64,7 +64,7 @@ from ..kernels.merge import collapse_sorted, merge_sorted, radix_sort
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
-from .coarse_rounds import Rounds, label_propagation, refine, replicas
+from .coarse_rounds import RefineSchedule, Rounds, label_propagation, refine, replicas
 from .coarse_solvers import CoarseGraph, distinct_solutions, make_solver, solved_ahead
 from .plan import MAX_PARTS, PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
@@ -95,7 +95,11 @@ class CoarseRefineParams:
         whose partition repeats an earlier one skipped); the one whose projection has the
         lowest replication factor is refined (one stream pass each) (step 4).
     cluster_passes: passes moving whole clusters on the full graph after the solver (step 4).
-    refine_passes: refinement sweeps (step 5); stops early when a sweep moves nothing.
+    refine_passes: refinement sweeps under the hard cap (step 5); a phase stops early when a
+        sweep moves nothing.
+    loose_passes: then sweeps under the loose cap ``loose_balance`` x n / k (0: none), the
+        parts brought back under the hard cap, and ``settle_passes`` sweeps under it; the
+        balanced partition before the loose phase is kept when it has fewer replicas.
     refine_rounds: synchronous rounds a refinement sweep is cut into.
     block_entries: neighbour entries read per vertex-stream block.
     bucket_entries: bucket buffer of the external sort (entries).
@@ -105,7 +109,10 @@ class CoarseRefineParams:
     lp_rounds: int = 8
     cluster_cap_factor: float = 200.0
     max_coarse_edges: int = 1 << 18
-    refine_passes: int = 8
+    refine_passes: int = 4
+    loose_passes: int = 4
+    loose_balance: float = 3.0
+    settle_passes: int = 2
     refine_rounds: int = 16
     max_candidates: int = 8
     coarse_trials: int = 3
@@ -125,6 +132,9 @@ class CoarseRefineParams:
             "cluster_cap_factor": self.cluster_cap_factor > 0,
             "max_coarse_edges": self.max_coarse_edges >= 1,
             "refine_passes": self.refine_passes >= 0,
+            "loose_passes": self.loose_passes >= 0,
+            "loose_balance": self.loose_balance >= 1.0,
+            "settle_passes": self.settle_passes >= 0,
             "max_candidates": self.max_candidates >= 1,
             "coarse_trials": self.coarse_trials >= 1,
             "cluster_passes": self.cluster_passes >= 0,
@@ -235,8 +245,9 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # The judged trials' passes already counted the objective of the one kept.
         objective_before = (best if judged else replicas(vs, owner, k, cfg.block_entries)) / n
         rf_before = _builder_rf(store, owner, k, client) if store.directed else objective_before
-        sweeps, moves = refine(rounds, owner, size, k, cap, cfg.refine_passes, cfg.refine_rounds,
-                               cfg.max_candidates)
+        schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
+                                  cfg.settle_passes)
+        refined = refine(rounds, owner, size, k, cap, schedule, cfg.refine_rounds, cfg.max_candidates)
         watch.lap("refine")
         accept_seconds = rounds.accept_seconds
 
@@ -247,7 +258,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     # LP, coarse edges, trials (each: its cluster moves, then judged), the objective before refining
     # unless a judged trial counted it, refine (counters, proposals, the moved nodes' lists), the objective
     # after when directed
-    passes_vs = lp_sweeps + 1 + cluster_stream_passes + judged + (judged == 0) + 3 * sweeps + int(store.directed)
+    passes_vs = (lp_sweeps + 1 + cluster_stream_passes + judged + (judged == 0) + refined.stream_passes
+                 + int(store.directed))
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,
@@ -259,8 +271,12 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         "replication_factor_before_refine": rf_before,
         "undirected_halo_rf": objective,
         "undirected_halo_rf_before_refine": objective_before,
-        "refine_sweeps": sweeps,
-        "refine_moves": moves,
+        "refine_sweeps": refined.sweeps,
+        "refine_moves": refined.moves,
+        "refine_rebalance_rounds": refined.rebalance_rounds,
+        "refine_kept": refined.kept,
+        "undirected_halo_rf_before_loose": refined.objective_tight,
+        "undirected_halo_rf_after_loose": refined.objective_loose,
         "phase_seconds": dict(watch.laps),
         "rounds_accept_seconds": accept_seconds,   # the sequential part of label propagation + refine
     })
@@ -268,7 +284,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     also = (f"; refinement objective, halo of in- and out-neighbours: {objective_before:.4f} -> {objective:.4f}"
             if store.directed else "")
     log(f"coarse-refine k={k}: {num_clusters} clusters, replication factor {rf_before:.4f} -> {rf:.4f}{also} "
-        f"({moves} moves in {sweeps} sweeps), {watch.seconds:.1f}s")
+        f"({refined.moves} moves in {refined.sweeps} sweeps, {refined.kept} phase kept), {watch.seconds:.1f}s")
     params = {"seed": seed, "balance": balance, **asdict(cfg)}
     return PartitionPlan(algorithm=ALGORITHM, num_parts=k, owner=owner, params=params, metrics=metrics)
 
