@@ -255,3 +255,84 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
         moved = owner.copy()
         moved[u] = target[u]
         assert round(rf_by_sets(src, dst, moved, n) * n - before) == delta[u], (u, target[u])
+
+
+def _refine_here(store, tmp_path, owner, k, cap, schedule):
+    vs = build_vertex_stream(store, tmp_path / "vs")
+    size = np.bincount(owner, minlength=k).astype(np.int64)
+    with coarse_rounds.Rounds.make(vs, 1 << 12, None) as rounds:
+        result = coarse_rounds.refine(rounds, owner, size, k, cap, schedule, 4, 8)
+    return vs, size, result
+
+
+def test_rebalance_brings_every_part_under_the_cap_by_its_cheapest_moves(graphs, tmp_path):
+    """Parts grown to 3 n / k by sweeps under that cap, then the global rebalancing alone (no sweep):
+    every part ends at most at the hard cap, the sizes those of the owner array, with fewer replicas
+    than the same sheds made blindly (random nodes of each part above the cap to the least loaded)."""
+    store = graphs["rmat"]
+    n, k = store.num_nodes, 8
+    cap = int(1.05 * n / k)
+    grown = (np.arange(n) % k).astype(np.int32)
+    _refine_here(store, tmp_path / "a", grown, k, 3 * n // k, coarse_rounds.RefineSchedule(4))
+    sizes = np.bincount(grown, minlength=k)
+    assert sizes.max() > 1.5 * cap                # the start is far above the cap
+    owner = grown.copy()
+    vs, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, coarse_rounds.RefineSchedule(0))
+    np.testing.assert_array_equal(size, np.bincount(owner, minlength=k))
+    assert size.max() <= cap
+    assert result.rebalance_rounds >= 1 and result.sweeps == 0 and result.kept == "tight"
+    blind = grown.copy()
+    rng = np.random.default_rng(0)
+    for p in np.flatnonzero(sizes > cap):
+        for u in rng.permutation(np.flatnonzero(blind == p))[:sizes[p] - cap]:
+            q = int(np.argmin(sizes))
+            blind[u] = q
+            sizes[p] -= 1
+            sizes[q] += 1
+    assert sizes.max() <= cap
+    assert coarse_rounds.replicas(vs, owner, k, 1 << 12) < coarse_rounds.replicas(vs, blind, k, 1 << 12)
+
+
+def test_the_loose_phase_is_kept_only_when_it_has_fewer_replicas(graphs, tmp_path):
+    """On R-MAT the sweeps under the loose cap end below the balanced partition before them, and that
+    result is returned; the objectives reported are the replicas counted again here."""
+    store = graphs["rmat"]
+    n, k = store.num_nodes, 8
+    cap = int(1.05 * n / k)
+    start = (np.arange(n) % k).astype(np.int32)
+    tight_only = start.copy()
+    vs, _, tight = _refine_here(store, tmp_path / "a", tight_only, k, cap, coarse_rounds.RefineSchedule(4))
+    owner = start.copy()
+    schedule = coarse_rounds.RefineSchedule(4, loose_passes=4, loose_cap=3 * n // k, settle_passes=2)
+    vs, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, schedule)
+    assert size.max() <= cap
+    final = coarse_rounds.replicas(vs, owner, k, 1 << 12) / n
+    assert result.objective_tight == pytest.approx(coarse_rounds.replicas(vs, tight_only, k, 1 << 12) / n)
+    assert result.kept == "loose" and final == pytest.approx(result.objective_loose)
+    assert result.objective_loose < result.objective_tight
+
+
+def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
+    """When the partition after the loose phase has more replicas, the one before it comes back."""
+    store = graphs["rmat"]
+    n, k = store.num_nodes, 8
+    cap = int(1.05 * n / k)
+    before = (np.arange(n) % k).astype(np.int32)
+    tight_only = before.copy()
+    _refine_here(store, tmp_path / "a", tight_only, k, cap, coarse_rounds.RefineSchedule(2))
+    # the rebalancing after the loose sweeps (its second call) scatters every node: the loose phase loses
+    calls = []
+
+    def scatter_then_rebalance(self, size):
+        calls.append(1)
+        if len(calls) == 2:
+            self.owner[:] = (np.arange(n) * 7 % k).astype(np.int32)   # balanced, blind to the graph
+            size[:] = np.bincount(self.owner, minlength=k)
+
+    monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
+    owner = before.copy()
+    schedule = coarse_rounds.RefineSchedule(2, loose_passes=1, loose_cap=3 * n // k, settle_passes=0)
+    _, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, schedule)
+    assert result.kept == "tight" and result.objective_loose > result.objective_tight
+    np.testing.assert_array_equal(owner, tight_only)
+    np.testing.assert_array_equal(size, np.bincount(tight_only, minlength=k))
