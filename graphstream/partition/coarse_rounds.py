@@ -348,16 +348,27 @@ class _Refinement:
         done = 0
         while size.max() > cap:
             self.refresh()
-            props = [self.proposals(a, b, size, cap, True, shed_only=True) for a, b in self.bounds]
+            # every node of a part above the cap proposes: kept narrow (12 bytes a proposal, not 32),
+            # since after the loose phase those parts can hold most of the nodes
+            node_dtype = np.int32 if self.vs.num_nodes < 2**31 else np.int64
+            node, part, delta = [], [], []
+            for a, b in self.bounds:
+                p = self.proposals(a, b, size, cap, True, shed_only=True)
+                node.append(p[0].astype(node_dtype))
+                part.append(p[1].astype(np.int32))
+                delta.append(p[2].astype(np.int32))
+                del p
             t = time.perf_counter()
-            node, part, delta, _ = np.concatenate(props, axis=1)
+            node, part, delta = np.concatenate(node), np.concatenate(part), np.concatenate(delta)
             order = np.lexsort((node, delta))   # moves that gain, out of such a part, count as sheds too
+            del delta
             done += 1
             kind = np.full(len(node), K.FORCED if done >= REBALANCE_ROUNDS else K.SHED, dtype=np.int32)
             node, part = node[order], part[order]
+            del order
             moved_from = np.empty(len(node), dtype=np.int32)
             moved_to = np.empty(len(node), dtype=np.int32)
-            m = K.refine_accept(node, part.astype(np.int32), kind, self.owner, size, cap, moved_from, moved_to)
+            m = K.refine_accept(node, part, kind, self.owner, size, cap, moved_from, moved_to)
             by_node = np.argsort(node[:m], kind="stable")   # the moves applied round range by round range
             node, moved_from, moved_to = node[by_node], moved_from[by_node], moved_to[by_node]
             for a, b in self.bounds:
