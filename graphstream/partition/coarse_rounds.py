@@ -209,7 +209,7 @@ class RefineSchedule:
 
     passes: sweeps under the hard cap.
     loose_passes: then sweeps under ``loose_cap`` (0: none), after which the
-        parts are brought back under the hard cap (:func:`_rebalance`) and
+        parts are brought back under the hard cap (:meth:`_Refinement.rebalance`) and
         ``settle_passes`` sweeps run under it again.
     """
     passes: int
@@ -251,7 +251,7 @@ def refine(rounds: Rounds, owner: np.ndarray, size: np.ndarray, k: int, cap: int
     being full. So, as Jet refinement does (Gilbert et al., 2024), a phase
     lets the parts grow to ``loose_cap``; the parts are then brought back
     under ``cap`` by the cheapest moves out of the parts above it, taken in
-    one global order (:func:`_rebalance`), and settled by sweeps under
+    one global order (:meth:`_Refinement.rebalance`), and settled by sweeps under
     ``cap``. The loose phase can lose on graphs whose parts are communities
     already, so the balanced partition before it is kept when it has fewer
     replicas (one stream pass each to count them).
