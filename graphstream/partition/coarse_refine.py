@@ -262,13 +262,16 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
 
     metrics = _metrics(store, owner, k, client)
     rf = metrics["replication_factor"]
-    # undirected, the builder's halo is the objective's (tests/test_rf_truth.py): no pass to count it again
-    objective = replicas(vs, owner, k, cfg.block_entries) / n if store.directed else rf
+    # undirected, the builder's halo is the objective's (tests/test_rf_truth.py): no pass to count it again;
+    # directed, the refinement counted it already when it judged a loose phase
+    recount = store.directed and refined.objective is None
+    objective = (replicas(vs, owner, k, cfg.block_entries) / n if recount
+                 else refined.objective if store.directed else rf)
     # LP, coarse edges, trials (each: its cluster moves, then judged), the objective before refining
-    # unless a judged trial counted it, refine (counters, proposals, the moved nodes' lists), the objective
-    # after when directed
+    # unless a judged trial counted it, refine (counters, proposals, the moved nodes' lists, the objectives
+    # before and after a loose phase), the objective after when directed and not counted there
     passes_vs = (lp_sweeps + 1 + cluster_stream_passes + judged + (judged == 0) + refined.stream_passes
-                 + int(store.directed))
+                 + int(recount))
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,

@@ -228,6 +228,13 @@ class RefineResult:
     objective_tight: float  # replicas / num_nodes before the loose phase (0.0 when not measured)
     objective_loose: float  # replicas / num_nodes after it (0.0 when none ran)
 
+    @property
+    def objective(self) -> float | None:
+        """replicas / num_nodes of the partition returned, when counted (a loose phase ran), else None."""
+        if self.objective_loose == 0.0:
+            return None
+        return self.objective_loose if self.kept == "loose" else self.objective_tight
+
 
 # Global rebalancing rounds before every remaining shed goes to the least loaded part: each round moves the
 # cheapest sheds first, but a shed whose target filled up waits for the next round.
