@@ -165,13 +165,21 @@ class StepEstimate:
         return asdict(self)
 
 
-def counter_bytes(k: int) -> int:
-    """Bytes a node of coarse-refine's refinement counters: k 2-bit fields in the narrowest of one
-    8-, 16- or 32-bit word, past that in 64-bit words (the partitioner allocates exactly this)."""
+def counter_word_bytes(k: int) -> int:
+    """The word of coarse-refine's refinement counters: the narrowest of 8, 16 or 32 bits that holds k
+    2-bit fields, past that 64 bits."""
     for size in (1, 2, 4):
         if 2 * k <= 8 * size:
             return size
-    return 8 * ((k + 31) // 32)
+    return 8
+
+
+def counter_bytes(k: int) -> int:
+    """Bytes a node of coarse-refine's refinement counters: k 2-bit fields in one word
+    (:func:`counter_word_bytes`), or ceil(k / 32) 64-bit words, and one more word holding the node's
+    owner (the partitioner allocates exactly this)."""
+    word = counter_word_bytes(k)
+    return word * (max(1, (2 * k + 8 * word - 1) // (8 * word)) + 1)
 
 
 # coarse-refine's refinement keeps exact neighbour-per-part counts (int32) for at most this many of

@@ -140,19 +140,29 @@ def test_recounting_the_stale_nodes_gives_the_full_recount(tmp_path, k, max_hubs
     np.testing.assert_array_equal([K.hub_row(hubs[0], hubs[1], y) for y in hub_ids], np.arange(len(hub_ids)))
     assert len(hub_ids) == (20 if max_hubs else 0)   # the 20 of degree >= 128 (23 have >= 16: too many)
     owner = rng.integers(0, k, n).astype(np.int32)
-    counters = K.new_counters(n, k)
+    counters = K.new_counters(owner, k)
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *hubs)
     stale = np.zeros(n, dtype=np.uint8)
+    # the same updates split over 2 and 4 lanes of neighbours: the same counters, marks and hub counts
+    lanes = {w: (counters.copy(), stale.copy(), hubs[2].copy()) for w in (2, 4)}
     for _ in range(5):
         nodes = np.sort(rng.choice(n, 100, replace=False))
         moved_to = ((owner[nodes] + rng.integers(1, k, len(nodes))) % k).astype(np.int32)
         moved_from = owner[nodes].copy()
         owner[nodes] = moved_to
-        local = np.full(n, -1, dtype=np.int64)
-        local[nodes] = np.arange(len(nodes))
-        K.refine_apply(blk.first, blk.offsets, blk.neighbours, local, moved_from, moved_to, counters, stale,
-                       *hubs)
-    fresh = K.new_counters(n, k)
+        counters[nodes, -1] = moved_to   # what refine_accept does
+        for c, _, _ in lanes.values():
+            c[nodes, -1] = moved_to
+        K.refine_apply(blk.first, blk.offsets, blk.neighbours, nodes, moved_from, moved_to, counters, stale,
+                       *hubs, 1)
+        for w, (c, s, h) in lanes.items():
+            K.refine_apply(blk.first, blk.offsets, blk.neighbours, nodes, moved_from, moved_to, c, s, hubs[0],
+                           hubs[1], h, w)
+    for c, s, h in lanes.values():
+        np.testing.assert_array_equal(c, counters)
+        np.testing.assert_array_equal(s, stale)
+        np.testing.assert_array_equal(h, hubs[2])
+    fresh = K.new_counters(owner, k)
     fresh_hubs = K.hub_table(vs.offsets, k, max_hubs)
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, fresh, SEGMENT, EVERY, *fresh_hubs)
     assert 0 < np.count_nonzero(stale) < n
@@ -166,6 +176,7 @@ def test_recounting_the_stale_nodes_gives_the_full_recount(tmp_path, k, max_hubs
     K.refresh_hubs(*hubs, counters, stale)
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
     np.testing.assert_array_equal(counters, fresh)
+    np.testing.assert_array_equal(counters[:, -1], owner)   # the rows' owner word, untouched by the counts
 
 
 def test_refine_delta_is_exact_for_each_proposal(tmp_path):
@@ -182,13 +193,13 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
     k = 5
     owner = rng.integers(0, k, n).astype(np.int32)
     size = np.bincount(owner, minlength=k).astype(np.int64)
-    counters = K.new_counters(n, k)
+    counters = K.new_counters(owner, k)
     blk = next(iter(vs.blocks()))
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *K.hub_table(vs.offsets, k, 0))
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
-    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, False, 8, SEGMENT,
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, size, counters, n, False, 8, SEGMENT,
                      target, delta, kind)
     before = rf_by_sets(src, dst, owner, n) * n
     gains = np.flatnonzero(kind == K.GAIN)
@@ -209,9 +220,11 @@ def test_refine_accept_keeps_the_cap():
     kinds = np.array([K.SHED, K.SHED, K.SHED, K.FORCED, K.GAIN], dtype=np.int32)
     mf = np.empty(5, dtype=np.int32)
     mt = np.empty(5, dtype=np.int32)
-    m = K.refine_accept(nodes, targets, kinds, owner, size, cap, mf, mt)
+    counters = K.new_counters(owner, k)
+    m = K.refine_accept(nodes, targets, kinds, owner, counters, size, cap, mf, mt)
     assert m == 3                                  # two sheds bring part 0 to the cap; the gain move
     np.testing.assert_array_equal(size, np.bincount(owner, minlength=k))
+    np.testing.assert_array_equal(counters[:, -1], owner)   # the rows' copy of the owner follows
     assert size.max() <= cap and size[0] == cap
     assert owner[6] == 2
 
@@ -239,14 +252,14 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
     vs = build_vertex_stream(store, tmp_path / "vs")
     owner = rng.integers(0, k, n).astype(np.int32)
     size = np.bincount(owner, minlength=k).astype(np.int64)
-    counters = K.new_counters(n, k)
+    counters = K.new_counters(owner, k)
     blk = next(iter(vs.blocks()))
     assert np.diff(blk.offsets).max() > 4 * 15          # several spills of the 4-bit sums
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *K.hub_table(vs.offsets, k, 0))
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
-    K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, n, False, False, k, SEGMENT,
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, size, counters, n, False, k, SEGMENT,
                      target, delta, kind)
     before = rf_by_sets(src, dst, owner, n) * n
     proposed = np.flatnonzero(kind >= 0)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 
 from .._atomic import allocated_memmap
@@ -161,17 +162,15 @@ class Rounds:
                   counters_path=counters.filename, stale_path=None if stale is None else stale.filename,
                   hub_paths=[h.filename for h in hubs], flush=self.flush)
 
-    def refine_proposals(self, a: int, b: int, owner: np.ndarray, size: np.ndarray, counters: np.ndarray,
-                         cap: int, force: bool, max_candidates: int, sweep: int, shed_only: bool = False
-                         ) -> np.ndarray:
+    def refine_proposals(self, a: int, b: int, size: np.ndarray, counters: np.ndarray, cap: int, rebalance: bool,
+                         max_candidates: int, sweep: int) -> np.ndarray:
         """(4, m) int64: node, part, delta, kind of the nodes of ``[a, b)`` that propose a move (with
-        ``shed_only``, of those in a part above ``cap`` only)."""
+        ``rebalance``, of those in a part above ``cap`` only: ``refine_propose``)."""
         if self.client is None:
-            return _refine_range(self.vs, a, b, owner, size, counters, cap, force, shed_only, max_candidates,
-                                 self.block_entries)
+            return _refine_range(self.vs, a, b, size, counters, cap, rebalance, max_candidates, self.block_entries)
         shard = str(self.work / f"refine-{sweep}-{a}")
-        paths = self._run("coarse-refine: refine", _refine_task, a, b, owner_path=owner.filename,
-                          part_size=size, counters_path=counters.filename, cap=cap, force=force, shed_only=shed_only,
+        paths = self._run("coarse-refine: refine", _refine_task, a, b, part_size=size,
+                          counters_path=counters.filename, cap=cap, rebalance=rebalance,
                           max_candidates=max_candidates, shard=shard)
         return _gather(paths, 4)
 
@@ -290,7 +289,7 @@ class _Refinement:
         vs = rounds.vs
         self.rounds, self.vs, self.k, self.cap, self.max_candidates = rounds, vs, k, cap, max_candidates
         self.owner = rounds.state("owner", owner)
-        self.counters = rounds.state("counters", K.new_counters(vs.num_nodes, k))
+        self.counters = rounds.state("counters", K.new_counters(owner, k))   # the owner in their rows too
         self.stale = rounds.state("stale", np.zeros(vs.num_nodes, dtype=np.uint8))
         self.hubs = tuple(rounds.state(name, a) for name, a in zip(("hub_bits", "hub_ranks", "hub_counts"),
                                                                    K.hub_table(vs.offsets, k), strict=True))
@@ -309,21 +308,20 @@ class _Refinement:
         self.counted = True
         self.passes += 1
 
-    def proposals(self, a: int, b: int, size: np.ndarray, cap: int, force: bool, shed_only: bool = False
-                  ) -> np.ndarray:
+    def proposals(self, a: int, b: int, size: np.ndarray, cap: int, rebalance: bool = False) -> np.ndarray:
         self.calls += 1
-        return self.rounds.refine_proposals(a, b, self.owner, size, self.counters, cap, force,
-                                            self.max_candidates, self.calls, shed_only)
+        return self.rounds.refine_proposals(a, b, size, self.counters, cap, rebalance, self.max_candidates,
+                                            self.calls)
 
-    def accept(self, a: int, b: int, node: np.ndarray, part: np.ndarray, kind: np.ndarray, size: np.ndarray,
-               cap: int) -> int:
-        """Accept proposals in the given order, the moved nodes' neighbours' counters brought up to date."""
+    def accept(self, node: np.ndarray, part: np.ndarray, kind: np.ndarray, size: np.ndarray, cap: int) -> int:
+        """Accept proposals in the given order; the moved nodes' neighbours' counters brought up to date."""
         moved_from = np.empty(len(node), dtype=np.int32)
         moved_to = np.empty(len(node), dtype=np.int32)
-        m = K.refine_accept(node, part.astype(np.int32), kind.astype(np.int32), self.owner, size, cap,
-                            moved_from, moved_to)
+        m = K.refine_accept(node, part.astype(np.int32, copy=False), kind.astype(np.int32, copy=False), self.owner,
+                            self.counters, size, cap, moved_from, moved_to)
         if m:
-            _apply_moves(self.vs, a, b, node[:m], moved_from[:m], moved_to[:m], self.counters, self.stale,
+            by_id = np.argsort(node[:m], kind="stable")
+            _apply_moves(self.vs, node[by_id], moved_from[by_id], moved_to[by_id], self.counters, self.stale,
                          self.hubs, self.rounds.block_entries)
         self.rounds.sync(self.owner, self.counters, self.stale, self.hubs[2])
         self.moves += m
@@ -336,10 +334,10 @@ class _Refinement:
             self.refresh()
             moves = 0
             for a, b in self.bounds:
-                node, part, delta, kind = self.proposals(a, b, size, cap, False)
+                node, part, delta, kind = self.proposals(a, b, size, cap)
                 t = time.perf_counter()
                 order = np.lexsort((node, delta, kind))
-                moves += self.accept(a, b, node[order], part[order], kind[order], size, cap)
+                moves += self.accept(node[order], part[order], kind[order], size, cap)
                 self.rounds.accept_seconds += time.perf_counter() - t
             self.done += 1
             self.passes += 2   # the proposals, the moved nodes' lists
@@ -360,7 +358,7 @@ class _Refinement:
             node_dtype = np.int32 if self.vs.num_nodes < 2**31 else np.int64
             node, part, delta = [], [], []
             for a, b in self.bounds:
-                p = self.proposals(a, b, size, cap, True, shed_only=True)
+                p = self.proposals(a, b, size, cap, rebalance=True)
                 node.append(p[0].astype(node_dtype))
                 part.append(p[1].astype(np.int32))
                 delta.append(p[2].astype(np.int32))
@@ -373,19 +371,8 @@ class _Refinement:
             kind = np.full(len(node), K.FORCED if done >= REBALANCE_ROUNDS else K.SHED, dtype=np.int32)
             node, part = node[order], part[order]
             del order
-            moved_from = np.empty(len(node), dtype=np.int32)
-            moved_to = np.empty(len(node), dtype=np.int32)
-            m = K.refine_accept(node, part, kind, self.owner, size, cap, moved_from, moved_to)
-            by_node = np.argsort(node[:m], kind="stable")   # the moves applied round range by round range
-            node, moved_from, moved_to = node[by_node], moved_from[by_node], moved_to[by_node]
-            for a, b in self.bounds:
-                i, j = np.searchsorted(node, (a, b))
-                if j > i:
-                    _apply_moves(self.vs, a, b, node[i:j], moved_from[i:j], moved_to[i:j], self.counters,
-                                 self.stale, self.hubs, self.rounds.block_entries)
-            self.rounds.sync(self.owner, self.counters, self.stale, self.hubs[2])
+            self.accept(node, part, kind, size, cap)
             self.rounds.accept_seconds += time.perf_counter() - t
-            self.moves += m
             self.rebalance_rounds += 1
             self.passes += 2
 
@@ -406,15 +393,18 @@ def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int) ->
     return int(total)
 
 
-def _apply_moves(vs: VertexStream, a: int, b: int, node: np.ndarray, moved_from: np.ndarray,
-                 moved_to: np.ndarray, counters: np.ndarray, stale: np.ndarray, hubs: tuple,
-                 block_entries: int) -> None:
-    """Counters of the neighbours of the nodes moved in round ``[a, b)`` (one read of the round)."""
-    local = np.full(b - a, -1, dtype=np.int64)
-    local[node - a] = np.arange(len(node))
-    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
-        K.refine_apply(blk.first, blk.offsets, blk.neighbours, local[blk.first - a:blk.stop - a],
-                       moved_from, moved_to, counters, stale, *hubs)
+def _apply_moves(vs: VertexStream, node: np.ndarray, moved_from: np.ndarray, moved_to: np.ndarray,
+                 counters: np.ndarray, stale: np.ndarray, hubs: tuple, block_entries: int) -> None:
+    """Counters of the neighbours of the moved nodes (``node`` in increasing id order), from one read
+    of the blocks that hold a moved node; in parallel over the neighbours' lanes (``refine_apply``)."""
+    start = int(node[0]) // SEGMENT * SEGMENT
+    bounds = [(lo, hi) for lo, hi in vs.aligned_bounds(start, int(node[-1]) + 1, block_entries, SEGMENT)
+              if np.searchsorted(node, lo) < np.searchsorted(node, hi)]
+    lanes = 1 << (numba.get_num_threads().bit_length() - 1)   # a power of two, at most the threads
+    for blk in vs.ranges(bounds):
+        i, j = np.searchsorted(node, (blk.first, blk.stop))
+        K.refine_apply(blk.first, blk.offsets, blk.neighbours, node[i:j], moved_from[i:j], moved_to[i:j],
+                       counters, stale, *hubs, lanes)
 
 
 # -- one range's proposals (here, or in a task) -----------------------------------------------------
@@ -440,15 +430,14 @@ def _summary_range(vs, a, b, owner, counters, block_entries, stale, hubs) -> Non
         K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
 
 
-def _refine_range(vs, a, b, owner, size, counters, cap, force, shed_only, max_candidates, block_entries
-                  ) -> np.ndarray:
+def _refine_range(vs, a, b, size, counters, cap, rebalance, max_candidates, block_entries) -> np.ndarray:
     out = []
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
         target = np.empty(len(blk), dtype=np.int32)
         delta = np.empty(len(blk), dtype=np.int32)
         kind = np.empty(len(blk), dtype=np.int8)
-        K.refine_propose(blk.first, blk.offsets, blk.neighbours, owner, size, counters, cap, force, shed_only,
-                         max_candidates, SEGMENT, target, delta, kind)
+        K.refine_propose(blk.first, blk.offsets, blk.neighbours, size, counters, cap, rebalance, max_candidates,
+                         SEGMENT, target, delta, kind)
         i = np.flatnonzero(kind >= 0)
         out.append(np.stack([i + blk.first, target[i], delta[i], kind[i]]).astype(np.int64))
     return np.concatenate(out, axis=1) if out else np.empty((4, 0), dtype=np.int64)
@@ -479,12 +468,12 @@ def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path
     return b - a
 
 
-def _refine_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str, part_size: np.ndarray,
-                 counters_path: str, cap: int, force: bool, shed_only: bool, max_candidates: int, shard: str) -> str:
+def _refine_task(a: int, b: int, *, vs_dir: str, block_entries: int, part_size: np.ndarray, counters_path: str,
+                 cap: int, rebalance: bool, max_candidates: int, shard: str) -> str:
     from ..cluster import save_shard
     vs = open_vertex_stream(vs_dir, mmap=True)
-    out = _refine_range(vs, a, b, np.load(owner_path, mmap_mode="r"), part_size,
-                        np.load(counters_path, mmap_mode="r"), cap, force, shed_only, max_candidates, block_entries)
+    out = _refine_range(vs, a, b, part_size, np.load(counters_path, mmap_mode="r"), cap, rebalance, max_candidates,
+                        block_entries)
     return str(save_shard(f"{shard}-{a}.npy", out))
 
 
