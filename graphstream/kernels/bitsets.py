@@ -33,6 +33,11 @@ def set_bit(bits, v, p):
     bits[v, p >> 6] |= np.uint64(1) << np.uint64(p & 63)
 
 
+@njit(cache=True, inline="always")
+def clear_bit(bits, v, p):
+    bits[v, p >> 6] &= ~(np.uint64(1) << np.uint64(p & 63))
+
+
 def new_byte_bitsets(num_nodes: int, k: int) -> np.ndarray:
     return np.zeros((num_nodes, (int(k) + 7) // 8), dtype=np.uint8)
 

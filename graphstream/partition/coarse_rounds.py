@@ -33,6 +33,7 @@ import numpy as np
 
 from .._atomic import allocated_memmap
 from .._report import track
+from ..kernels.bitsets import new_bitsets
 from . import _coarse_kernels as K
 from .vertex_stream import VertexStream, open_vertex_stream
 
@@ -136,14 +137,14 @@ class Rounds:
 
     # -- label propagation ----------------------------------------------------------------------
 
-    def lp_proposals(self, a: int, b: int, label: np.ndarray, size: np.ndarray, cap: int, seed: int,
-                     sweep: int) -> np.ndarray:
+    def lp_proposals(self, a: int, b: int, label: np.ndarray, full: np.ndarray, seed: int, sweep: int
+                     ) -> np.ndarray:
         """(3, m) int64: node, label, gain of the nodes of ``[a, b)`` that propose a new label."""
         if self.client is None:
-            return _lp_range(self.vs, a, b, label, size, cap, seed, self.block_entries)
+            return _lp_range(self.vs, a, b, label, full, seed, self.block_entries)
         shard = str(self.work / f"lp-{sweep}-{a}")
         paths = self._run("coarse-refine: label propagation", _lp_task, a, b, label_path=label.filename,
-                          size_path=size.filename, cap=cap, seed=seed, shard=shard)
+                          full_path=full.filename, seed=seed, shard=shard)
         return _gather(paths, 3)
 
     # -- refinement -----------------------------------------------------------------------------
@@ -183,17 +184,20 @@ def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, se
     vs = rounds.vs
     n = vs.num_nodes
     label = rounds.state("lp_label", np.arange(n, dtype=np.int32))
-    size = rounds.state("lp_size", np.ones(n, dtype=np.int32))
+    size = np.ones(n, dtype=np.int32)   # the driver's alone: proposals read the clusters without room
+    full = new_bitsets(1, n)
+    K.mark_full(size, cap, full)
+    full = rounds.state("lp_full", full)
     bounds = round_bounds(vs.offsets, num_rounds)
     done = 0
     for sweep in track(range(sweeps), sweeps, "coarse-refine: label propagation", unit="sweep"):
         moved = 0
         for a, b in bounds:
-            node, lab, gain = rounds.lp_proposals(a, b, label, size, cap, seed, sweep)
+            node, lab, gain = rounds.lp_proposals(a, b, label, full, seed, sweep)
             t = time.perf_counter()
             order = np.lexsort((node, -gain))
-            moved += K.lp_accept(node[order], lab[order].astype(np.int32), label, size, cap)
-            rounds.sync(label, size)
+            moved += K.lp_accept(node[order], lab[order].astype(np.int32), label, size, cap, full)
+            rounds.sync(label, full)
             rounds.accept_seconds += time.perf_counter() - t
         done += 1
         if moved == 0:
@@ -409,12 +413,12 @@ def _apply_moves(vs: VertexStream, node: np.ndarray, moved_from: np.ndarray, mov
 
 # -- one range's proposals (here, or in a task) -----------------------------------------------------
 
-def _lp_range(vs, a, b, label, size, cap, seed, block_entries) -> np.ndarray:
+def _lp_range(vs, a, b, label, full, seed, block_entries) -> np.ndarray:
     out = []
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
         prop = np.empty(len(blk), dtype=np.int32)
         gain = np.empty(len(blk), dtype=np.int32)
-        K.lp_propose(blk.first, blk.offsets, blk.neighbours, label, size, cap, seed, SEGMENT, prop, gain)
+        K.lp_propose(blk.first, blk.offsets, blk.neighbours, label, full, seed, SEGMENT, prop, gain)
         i = np.flatnonzero(prop != label[blk.first:blk.stop])
         out.append(np.stack([i + blk.first, prop[i], gain[i]]).astype(np.int64))
     return np.concatenate(out, axis=1) if out else np.empty((3, 0), dtype=np.int64)
@@ -445,11 +449,11 @@ def _refine_range(vs, a, b, size, counters, cap, rebalance, max_candidates, bloc
 
 # -- dask tasks (module-level: picklable) ----------------------------------------------------------
 
-def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str, size_path: str, cap: int,
-             seed: int, shard: str) -> str:
+def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str, full_path: str, seed: int,
+             shard: str) -> str:
     from ..cluster import save_shard
     vs = open_vertex_stream(vs_dir, mmap=True)
-    out = _lp_range(vs, a, b, np.load(label_path, mmap_mode="r"), np.load(size_path, mmap_mode="r"), cap, seed,
+    out = _lp_range(vs, a, b, np.load(label_path, mmap_mode="r"), np.load(full_path, mmap_mode="r"), seed,
                     block_entries)
     return str(save_shard(f"{shard}-{a}.npy", out))
 
