@@ -571,7 +571,7 @@ def _candidates(a, nt, touched, cnt, size, cap, cand):
     return nc
 
 
-# Kinds of refinement proposals, in the order they are accepted (coarse_rounds.refine_round).
+# Kinds of refinement proposals, in the order they are accepted (coarse_rounds._Refinement.sweeps).
 GAIN = 0      # fewer replicas (delta < 0), or as many and more of u's neighbours in b
 BALANCE = 1   # as many replicas and neighbours, from a fuller part to an emptier one: room for later gains
 SHED = 2      # u's part is above the cap: the best candidate at delta <= 0 (any delta when rebalancing)
