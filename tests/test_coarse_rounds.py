@@ -402,3 +402,10 @@ def test_edge_balance_caps_every_part_s_entries_and_still_its_nodes(graphs, k):
     assert capped.metrics["edge_balance"] < free.metrics["edge_balance"]
     assert capped.params["edge_balance"] == 1.1
     assert capped.metrics["entries_balance"] == pytest.approx(entries[1].max() / mean)
+
+
+def test_edge_balance_on_a_cluster_gives_the_same_partition(graphs, dask_client, tmp_path):
+    store = graphs["rmat"]
+    here = coarse_refine.run(store, 8, seed=0, edge_balance=1.1)
+    there = coarse_refine.run(store, 8, seed=0, edge_balance=1.1, client=dask_client, work_dir=tmp_path / "w")
+    np.testing.assert_array_equal(here.owner, there.owner)
