@@ -42,7 +42,7 @@ def configure(p) -> None:
     p.add_argument("--edge-balance", type=float, default=None, metavar="F",
                    help="coarse-refine only: also cap each part's edges (the sum of its nodes' degrees) at F "
                         "times the mean, F >= 1 (default: nodes only; on power-law graphs the nodes alone "
-                        "leave a part with 5-10x the mean edges, which a trainer with a part a GPU waits on)")
+                        "leave a part with 5-13x the mean edges, which a trainer with a part a GPU waits on)")
     p.add_argument("--tau", type=float, default=None,
                    help="spring only: cluster volume cap in edges (default 0.5 x edges / K)")
     p.add_argument("--passes", type=int, default=None,
