@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -192,15 +193,14 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
     vs = build_vertex_stream(store, tmp_path / "vs")
     k = 5
     owner = rng.integers(0, k, n).astype(np.int32)
-    size = np.bincount(owner, minlength=k).astype(np.int64)
     counters = K.new_counters(owner, k)
     blk = next(iter(vs.blocks()))
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *K.hub_table(vs.offsets, k, 0))
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
-    K.refine_propose(blk.first, blk.offsets, blk.neighbours, size, counters, n, False, 8, SEGMENT,
-                     target, delta, kind)
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, K.part_loads(owner, vs.offsets, k), counters,
+                     np.array([n, K.NO_CAP]), False, 8, SEGMENT, target, delta, kind)
     before = rf_by_sets(src, dst, owner, n) * n
     gains = np.flatnonzero(kind == K.GAIN)
     assert len(gains) > 10
@@ -214,16 +214,19 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
 def test_refine_accept_keeps_the_cap():
     k, cap = 3, 4
     owner = np.array([0, 0, 0, 0, 0, 0, 1, 2], dtype=np.int32)   # part 0 above the cap by 2
-    size = np.bincount(owner, minlength=k).astype(np.int64)
+    offsets = np.arange(9, dtype=np.int64)                         # degree 1 each
+    load = K.part_loads(owner, offsets, k)
     nodes = np.array([0, 1, 2, 3, 6], dtype=np.int64)
     targets = np.array([1, 1, 1, 1, 2], dtype=np.int32)
     kinds = np.array([K.SHED, K.SHED, K.SHED, K.FORCED, K.GAIN], dtype=np.int32)
     mf = np.empty(5, dtype=np.int32)
     mt = np.empty(5, dtype=np.int32)
     counters = K.new_counters(owner, k)
-    m = K.refine_accept(nodes, targets, kinds, owner, counters, size, cap, mf, mt)
+    m = K.refine_accept(nodes, targets, kinds, owner, offsets, counters, load, np.array([cap, K.NO_CAP]), mf, mt)
     assert m == 3                                  # two sheds bring part 0 to the cap; the gain move
+    size = load[K.NODES]
     np.testing.assert_array_equal(size, np.bincount(owner, minlength=k))
+    np.testing.assert_array_equal(load[K.ENTRIES], size)
     np.testing.assert_array_equal(counters[:, -1], owner)   # the rows' copy of the owner follows
     assert size.max() <= cap and size[0] == cap
     assert owner[6] == 2
@@ -251,7 +254,6 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
     store = write_store(tmp_path / "g.zarr", src, dst, n)
     vs = build_vertex_stream(store, tmp_path / "vs")
     owner = rng.integers(0, k, n).astype(np.int32)
-    size = np.bincount(owner, minlength=k).astype(np.int64)
     counters = K.new_counters(owner, k)
     blk = next(iter(vs.blocks()))
     assert np.diff(blk.offsets).max() > 4 * 15          # several spills of the 4-bit sums
@@ -259,8 +261,8 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
-    K.refine_propose(blk.first, blk.offsets, blk.neighbours, size, counters, n, False, k, SEGMENT,
-                     target, delta, kind)
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, K.part_loads(owner, vs.offsets, k), counters,
+                     np.array([n, K.NO_CAP]), False, k, SEGMENT, target, delta, kind)
     before = rf_by_sets(src, dst, owner, n) * n
     proposed = np.flatnonzero(kind >= 0)
     assert len(proposed) > 10
@@ -270,12 +272,12 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
         assert round(rf_by_sets(src, dst, moved, n) * n - before) == delta[u], (u, target[u])
 
 
-def _refine_here(store, tmp_path, owner, k, cap, schedule):
+def _refine_here(store, tmp_path, owner, k, cap, schedule, entries_cap=K.NO_CAP):
     vs = build_vertex_stream(store, tmp_path / "vs")
-    size = np.bincount(owner, minlength=k).astype(np.int64)
+    load = K.part_loads(owner, vs.offsets, k)
     with coarse_rounds.Rounds.make(vs, 1 << 12, None) as rounds:
-        result = coarse_rounds.refine(rounds, owner, size, k, cap, schedule, 4, 8)
-    return vs, size, result
+        result = coarse_rounds.refine(rounds, owner, load, np.array([cap, entries_cap]), schedule, 4, 8)
+    return vs, load[K.NODES], result
 
 
 def test_rebalance_brings_every_part_under_the_cap_by_its_cheapest_moves(graphs, tmp_path):
@@ -336,11 +338,11 @@ def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
     # the rebalancing after the loose sweeps (its second call) scatters every node: the loose phase loses
     calls = []
 
-    def scatter_then_rebalance(self, size):
+    def scatter_then_rebalance(self, load):
         calls.append(1)
         if len(calls) == 2:
             self.owner[:] = (np.arange(n) * 7 % k).astype(np.int32)   # balanced, blind to the graph
-            size[:] = np.bincount(self.owner, minlength=k)
+            load[:] = K.part_loads(self.owner, self.vs.offsets, k)
 
     monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
     owner = before.copy()
@@ -349,3 +351,61 @@ def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
     assert result.kept == "tight" and result.objective_loose > result.objective_tight
     np.testing.assert_array_equal(owner, tight_only)
     np.testing.assert_array_equal(size, np.bincount(tight_only, minlength=k))
+
+
+def test_refine_accept_keeps_the_entries_cap():
+    """A move that would take a part past the entries' cap is refused (a light node still fits); a forced
+    move out of a part above the nodes' cap is taken even so, when no part has room for both."""
+    k = 3
+    owner = np.array([0, 0, 0, 1, 1], dtype=np.int32)          # part 2 empty
+    offsets = np.cumsum([0, 5, 1, 1, 1, 1]).astype(np.int64)   # node 0 a hub of degree 5, the others 1
+    counters = K.new_counters(owner, k)
+    load = K.part_loads(owner, offsets, k)
+    mf, mt = np.empty(2, dtype=np.int32), np.empty(2, dtype=np.int32)
+    nodes = np.array([1, 0], dtype=np.int64)
+    m = K.refine_accept(nodes, np.array([1, 1], dtype=np.int32), np.array([K.GAIN, K.GAIN], dtype=np.int32), owner,
+                        offsets, counters, load, np.array([3, 6]), mf, mt)
+    assert m == 1 and nodes[0] == 1                              # the light node moved: part 1 at 3 entries
+    assert owner[0] == 0                                         # the hub (3 + 5 > 6) stayed
+    np.testing.assert_array_equal(load, K.part_loads(owner, offsets, k))
+    # part 0 (nodes 0 and 2) above a nodes' cap of 1; only part 2 has room for a node, not for 5 entries
+    m = K.refine_accept(np.array([0], dtype=np.int64), np.array([0], dtype=np.int32),
+                        np.array([K.FORCED], dtype=np.int32), owner, offsets, counters, load, np.array([1, 4]), mf, mt)
+    assert m == 1 and owner[0] == 2 and counters[0, -1] == 2
+    np.testing.assert_array_equal(load, K.part_loads(owner, offsets, k))
+    # the same forced move out of a part above the entries' cap only is refused
+    owner2 = np.array([0, 0, 1], dtype=np.int32)
+    offsets2 = np.cumsum([0, 5, 1, 1]).astype(np.int64)
+    load2 = K.part_loads(owner2, offsets2, 2)
+    m = K.refine_accept(np.array([0], dtype=np.int64), np.array([0], dtype=np.int32),
+                        np.array([K.FORCED], dtype=np.int32), owner2, offsets2, K.new_counters(owner2, 2), load2,
+                        np.array([2, 4]), mf, mt)
+    assert m == 0 and owner2[0] == 0
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_edge_balance_caps_every_part_s_entries_and_still_its_nodes(graphs, k):
+    """On R-MAT the nodes alone leave a part with several times the mean entries; with edge_balance every
+    part ends under both caps. (The default clusters: with the few large ones of PARAMS, a cluster holds
+    more entries than a part may, and the cap is then out of reach: entries balance 1.44 at k = 4.)"""
+    store = graphs["rmat"]
+    n = store.num_nodes
+    free = coarse_refine.run(store, k, seed=0)
+    capped = coarse_refine.run(store, k, seed=0, edge_balance=1.1)
+    with tempfile.TemporaryDirectory() as tmp:
+        offsets = build_vertex_stream(store, tmp).offsets
+        entries = [K.part_loads(plan.owner, offsets, k)[K.ENTRIES] for plan in (free, capped)]
+    mean = offsets[-1] / k
+    assert entries[0].max() > 1.5 * mean                         # the problem this solves
+    assert entries[1].max() <= int(1.1 * offsets[-1] / k)
+    assert np.bincount(capped.owner, minlength=k).max() <= int(1.05 * n / k)
+    assert capped.metrics["edge_balance"] < free.metrics["edge_balance"]
+    assert capped.params["edge_balance"] == 1.1
+    assert capped.metrics["entries_balance"] == pytest.approx(entries[1].max() / mean)
+
+
+def test_edge_balance_on_a_cluster_gives_the_same_partition(graphs, dask_client, tmp_path):
+    store = graphs["rmat"]
+    here = coarse_refine.run(store, 8, seed=0, edge_balance=1.1)
+    there = coarse_refine.run(store, 8, seed=0, edge_balance=1.1, client=dask_client, work_dir=tmp_path / "w")
+    np.testing.assert_array_equal(here.owner, there.owner)

@@ -291,6 +291,9 @@ def test_cli_parameters_reach_the_algorithm(small_store, capsys):
     assert json.loads(capsys.readouterr().out)["params"]["passes"] == 3
     assert run_cli("partition", small_store.path, "-k", 4, "--algo", "hdrf", "--lambda", 2, "--json") == 0
     assert json.loads(capsys.readouterr().out)["params"]["lam"] == 2.0
+    assert run_cli("partition", small_store.path, "-k", 4, "--edge-balance", 1.2, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["algorithm"] == "coarse-refine" and out["params"]["edge_balance"] == 1.2
 
 
 @pytest.mark.parametrize("args", [
@@ -298,6 +301,8 @@ def test_cli_parameters_reach_the_algorithm(small_store, capsys):
     ["-k", 5000, "--algo", "dbh"],
     ["-k", 4, "--algo", "nope"],
     ["-k", 4, "--algo", "dbh", "--lambda", 2],
+    ["-k", 4, "--algo", "spring", "--edge-balance", 1.1],
+    ["-k", 4, "--edge-balance", 0.5],
     ["--algo", "dbh"],
 ])
 def test_cli_bad_input_exit_2(small_store, capsys, args):

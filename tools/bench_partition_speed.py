@@ -27,6 +27,11 @@ balance):
         [--graphs rmat20,rmat21,web-NotreDame,facebook] [--ks 8,32] \
         [--solvers coarse-refine,coarse-refine+kaminpar,kaminpar,metis]
 
+A solver ``coarse-refine:edge-balance=F`` runs coarse-refine with that edge
+balance (its parts' edges capped too), and ``spring`` the streaming
+partitioner whose parts are balanced on edges as well: every row reports the
+``edge_balance`` of the shared metrics pass.
+
 Reference: when the authors' 2PS-L binary exists, our 2ps-l (fresh
 subprocess, no metrics) and the reference run on the same R-MAT graph
 (--ref-scale, the stream as stored; the text edge list for the reference is
@@ -107,7 +112,10 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
     out: dict = {}
     if solver.startswith("coarse-refine"):   # "coarse-refine+kaminpar": KaMinPar on the coarse graph
         from graphstream.partition import coarse_refine
+        solver, _, edge_balance = solver.partition(":edge-balance=")   # "coarse-refine:edge-balance=1.1"
         params = {"coarse_solver": "kaminpar"} if solver.endswith("+kaminpar") else {}
+        if edge_balance:
+            params["edge_balance"] = float(edge_balance)
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             plan = coarse_refine.run(store, k, seed=0, work_dir=tmp, **params)
         owner = plan.owner
@@ -116,6 +124,12 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
         out["num_clusters"] = plan.metrics["num_clusters"]
         out["coarse_edges_dropped_weight"] = plan.metrics["coarse_edges_dropped_weight"]
         out["replication_factor_before_refine"] = plan.metrics["replication_factor_before_refine"]
+    elif solver == "spring":   # the streaming partitioner that balances edges too, for --edge-balance rows
+        from graphstream.partition import partition
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            t = time.perf_counter()
+            owner = partition(store, k, algo="spring", work_dir=tmp, metrics=False).owner
+            out["seconds"] = time.perf_counter() - t
     else:
         t = time.perf_counter()
         xadj, adj = simple_csr(store)
@@ -142,6 +156,7 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
     out["peak_rss_bytes"] = peak_rss_bytes()
     m = vertex_partition_metrics(store, owner, k)
     out["replication_factor"] = m["replication_factor"]
+    out["edge_balance"] = m["edge_balance"]
     out["node_balance"] = float(np.bincount(owner, minlength=k).max() / (store.num_nodes / k))
     print(json.dumps(out))
 

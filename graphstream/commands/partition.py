@@ -39,6 +39,10 @@ def configure(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     p.add_argument("--balance", type=float, default=1.05,
                    help="largest part allowed, as a multiple of the mean part size (default 1.05)")
+    p.add_argument("--edge-balance", type=float, default=None, metavar="F",
+                   help="coarse-refine only: also cap each part's edges (the sum of its nodes' degrees) at F "
+                        "times the mean, F >= 1 (default: nodes only; on power-law graphs the nodes alone "
+                        "leave a part with 5-13x the mean edges, which a trainer with a part a GPU waits on)")
     p.add_argument("--tau", type=float, default=None,
                    help="spring only: cluster volume cap in edges (default 0.5 x edges / K)")
     p.add_argument("--passes", type=int, default=None,
@@ -93,7 +97,8 @@ def _import(module: str, what: str):
 
 
 def _algo_params(args) -> dict:
-    given = {"tau": args.tau, "passes": args.passes, "lam": args.lam, "mode": args.hash_mode}
+    given = {"tau": args.tau, "passes": args.passes, "lam": args.lam, "mode": args.hash_mode,
+             "edge_balance": args.edge_balance}
     return {name: value for name, value in given.items() if value is not None}
 
 

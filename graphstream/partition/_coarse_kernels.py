@@ -540,23 +540,64 @@ def refine_summary(first, offs, nbrs, owner, counters, seg, stale, hub_bits, hub
                 cnt[p] = 0
 
 
-@njit(cache=True)
-def _least_loaded(size):
-    """The part with the fewest nodes (ties: lowest id)."""
-    b = 0
-    for p in range(1, size.shape[0]):
-        if size[p] < size[b]:
-            b = p
-    return b
+# The parts' loads are the rows of ``load`` (2, k), each with its cap in ``caps``: the nodes a part owns,
+# and its neighbour entries (the sum of its nodes' degrees, which bounds the edges it stores: the edge
+# balance). An entries cap of NO_CAP leaves them free: every test below then reads as on nodes alone.
+NODES = 0
+ENTRIES = 1
+NO_CAP = np.iinfo(np.int64).max // 4   # headroom: a load plus a degree never overflows
+
+
+def part_loads(owner: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
+    """(2, k) int64: the nodes and the neighbour entries of every part of ``owner`` (or cluster of a
+    label array, whose -1 are left out)."""
+    load = np.zeros((2, k), dtype=np.int64)
+    _count_loads(owner, offsets, load)
+    return load
 
 
 @njit(cache=True)
-def _candidates(a, nt, touched, cnt, size, cap, cand):
-    """Fill ``cand`` with the parts (other than a, with room) holding most of u's neighbours; how many."""
+def _count_loads(owner, offsets, load):
+    for v in range(owner.shape[0]):
+        p = owner[v]
+        if p >= 0:
+            load[NODES, p] += 1
+            load[ENTRIES, p] += offsets[v + 1] - offsets[v]
+
+
+@njit(cache=True, inline="always")
+def _has_room(load, caps, p, d):
+    """Part p can take one more node, of degree d."""
+    return load[NODES, p] < caps[NODES] and load[ENTRIES, p] + d <= caps[ENTRIES]
+
+
+@njit(cache=True, inline="always")
+def _is_over(load, caps, p):
+    return load[NODES, p] > caps[NODES] or load[ENTRIES, p] > caps[ENTRIES]
+
+
+@njit(cache=True)
+def _least_loaded(load, caps, d):
+    """The part with the fewest nodes among those with room for a node of degree d (ties: lowest id);
+    when none has, the one with the fewest nodes."""
+    best = -1
+    fewest = 0
+    for p in range(load.shape[1]):
+        if load[NODES, p] < load[NODES, fewest]:
+            fewest = p
+        if _has_room(load, caps, p, d) and (best < 0 or load[NODES, p] < load[NODES, best]):
+            best = p
+    return fewest if best < 0 else best
+
+
+@njit(cache=True)
+def _candidates(a, nt, touched, cnt, load, caps, d, cand):
+    """Fill ``cand`` with the parts (other than a, with room for u, of degree d) holding most of u's
+    neighbours; how many."""
     nc = 0
     for t in range(nt):
         b = touched[t]
-        if b == a or size[b] >= cap:
+        if b == a or not _has_room(load, caps, b, d):
             continue
         if nc < cand.shape[0]:
             cand[nc] = b
@@ -574,14 +615,14 @@ def _candidates(a, nt, touched, cnt, size, cap, cand):
 # Kinds of refinement proposals, in the order they are accepted (coarse_rounds._Refinement.sweeps).
 GAIN = 0      # fewer replicas (delta < 0), or as many and more of u's neighbours in b
 BALANCE = 1   # as many replicas and neighbours, from a fuller part to an emptier one: room for later gains
-SHED = 2      # u's part is above the cap: the best candidate at delta <= 0 (any delta when rebalancing)
-FORCED = 3    # u's part is above the cap, no candidate: the least loaded part, chosen when accepted
+SHED = 2      # u's part is above a cap: the best candidate at delta <= 0 (any delta when rebalancing)
+FORCED = 3    # u's part is above a cap, no candidate: the least loaded part, chosen when accepted
 
 
 @njit(cache=True, parallel=True)
-def refine_propose(first, offs, nbrs, size, counters, cap, rebalance, max_candidates, seg, target, delta, kind):
-    """Refinement proposals for the block's nodes, against the round's start (size, counters and the
-    owner in the counters' rows).
+def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candidates, seg, target, delta, kind):
+    """Refinement proposals for the block's nodes, against the round's start (the parts' loads, the
+    counters and the owner in the counters' rows).
 
     Moving u from part a to part b changes the number of replicas (the sum
     over parts of |inner ∪ halo|) by
@@ -590,16 +631,16 @@ def refine_propose(first, offs, nbrs, size, counters, cap, rebalance, max_candid
     become halo of b) and R_a = #{y ~ u : owner[y] != a and c_y(a) = 1}
     (neighbours that leave the halo of a, u being their only neighbour
     there). Candidates are the parts of u's neighbours that have room
-    (size < cap), at most ``max_candidates`` of them, those holding most of
+    for u (under both caps, see NODES), at most ``max_candidates`` of them, those holding most of
     u's neighbours (every part's A_b is summed in the one scan of u's list,
     so the choice costs no second scan; 8 measured better than all of them:
     R-MAT s21, k = 32, RF 4.427 vs 4.434).
     ``kind[i]`` is -1 (stay) or one of GAIN, BALANCE, SHED, FORCED (see
     above); ``target[i]`` and ``delta[i]`` the part and the change.
-    ``rebalance``: only the nodes of parts above the cap propose, each its cheapest move whatever its
+    ``rebalance``: only the nodes of parts above a cap propose, each its cheapest move whatever its
     delta (SHED), or FORCED when it has no candidate.
     """
-    k = size.shape[0]
+    k = load.shape[1]
     nloc = offs.shape[0] - 1
     words = owner_word(counters)
     fpw = counters.itemsize * 4
@@ -620,7 +661,7 @@ def refine_propose(first, offs, nbrs, size, counters, cap, rebalance, max_candid
             a = np.int64(counters[u, words])
             aw = a // fpw
             ash = np.uint64(2 * (a - aw * fpw))
-            over = size[a] > cap
+            over = _is_over(load, caps, a)
             kind[i] = -1
             target[i] = a
             delta[i] = 0
@@ -662,7 +703,7 @@ def refine_propose(first, offs, nbrs, size, counters, cap, rebalance, max_candid
                 if nt == 0 and over and rebalance:
                     kind[i] = FORCED
                 continue
-            nc = _candidates(a, nt, touched, cnt, size, cap, cand)
+            nc = _candidates(a, nt, touched, cnt, load, caps, hi - lo, cand)
             own = 1 if cnt[a] == 0 else 0
             for c in range(nc):
                 added[c] = added_all[cand[c]] + _lane(acc, cand[c], fpw)
@@ -674,14 +715,14 @@ def refine_propose(first, offs, nbrs, size, counters, cap, rebalance, max_candid
                 d = added[c] - r_a - own
                 cb = cnt[b]
                 if (best < 0 or d < best_d or (d == best_d and (cb > best_c or (cb == best_c and (
-                        size[b] < size[best] or (size[b] == size[best] and b < best)))))):
+                        load[NODES, b] < load[NODES, best] or (load[NODES, b] == load[NODES, best] and b < best)))))):
                     best = b
                     best_d = d
                     best_c = cb
             if best >= 0:
                 if best_d < 0 or (best_d == 0 and best_c > cnt[a]):
                     kind[i] = GAIN
-                elif best_d == 0 and best_c == cnt[a] and size[best] + 1 < size[a]:
+                elif best_d == 0 and best_c == cnt[a] and load[NODES, best] + 1 < load[NODES, a]:
                     kind[i] = BALANCE
                 elif over and (best_d <= 0 or rebalance):
                     kind[i] = SHED
@@ -724,12 +765,15 @@ def _clear(acc, added_all, spilled, cnt, touched, nt):
 
 
 @njit(cache=True)
-def refine_accept(nodes, targets, kinds, owner, counters, size, cap, moved_from, moved_to):
-    """Apply proposals in the given order under the cap, sizes kept up to date by every move (and the
-    owner both in ``owner`` and in the counters' rows).
+def refine_accept(nodes, targets, kinds, owner, offsets, counters, load, caps, moved_from, moved_to):
+    """Apply proposals in the given order under the caps, the loads kept up to date by every move (and
+    the owner both in ``owner`` and in the counters' rows); ``offsets``: the vertex stream's, for the
+    nodes' degrees.
 
     GAIN needs room in b; BALANCE also needs b to stay emptier than a; SHED
-    and FORCED only while a is still above the cap. The accepted moves, m of
+    and FORCED only while a is still above a cap. A FORCED move out of a part
+    above the nodes' cap may break the entries' cap when no part has room for
+    the node in both: the nodes' cap is the hard one. The accepted moves, m of
     them, end up in ``nodes[:m]`` (overwritten in place), ``moved_from[:m]``
     and ``moved_to[:m]``, in order; returns m.
     """
@@ -739,18 +783,23 @@ def refine_accept(nodes, targets, kinds, owner, counters, size, cap, moved_from,
         b = targets[t]
         kd = kinds[t]
         a = owner[u]
+        d = offsets[u + 1] - offsets[u]
         if kd == FORCED:
-            b = _least_loaded(size)
-        if b == a or size[b] >= cap:
+            b = _least_loaded(load, caps, d)
+        if b == a or load[NODES, b] >= caps[NODES]:
             continue
-        if kd == BALANCE and size[b] + 1 >= size[a]:
+        if load[ENTRIES, b] + d > caps[ENTRIES] and not (kd == FORCED and load[NODES, a] > caps[NODES]):
             continue
-        if (kd == SHED or kd == FORCED) and size[a] <= cap:
+        if kd == BALANCE and load[NODES, b] + 1 >= load[NODES, a]:
+            continue
+        if (kd == SHED or kd == FORCED) and not _is_over(load, caps, a):
             continue
         owner[u] = b
         counters[u, owner_word(counters)] = b
-        size[a] -= 1
-        size[b] += 1
+        load[NODES, a] -= 1
+        load[NODES, b] += 1
+        load[ENTRIES, a] -= d
+        load[ENTRIES, b] += d
         nodes[m] = u
         moved_from[m] = a
         moved_to[m] = b

@@ -37,7 +37,8 @@ reported apart as ``undirected_halo_rf``):
    before the loose phase is kept when it has fewer replicas. Under the
    hard cap alone most improving moves are refused for want of room (R-MAT
    s21, k = 32: 4.8M proposals that gain, 0.2M accepted); the loose phase
-   took that graph from 4.48 to 3.91.
+   took that graph from 4.48 to 3.91. With ``edge_balance``, a part's
+   neighbour entries are capped too, in every sweep and in the rebalancing.
 
 Steps 2 and 5 run their rounds with numba threads here, or as dask tasks
 over node ranges with ``client=``; the partition is the same for a seed
@@ -110,6 +111,11 @@ class CoarseRefineParams:
         parts brought back under the hard cap, and ``settle_passes`` sweeps under it; the
         balanced partition before the loose phase is kept when it has fewer replicas.
     refine_rounds: synchronous rounds a refinement sweep is cut into.
+    edge_balance: 0 (the default) balances the parts' nodes only; a factor >= 1 also caps a part's
+        neighbour entries (the sum of its nodes' degrees, about twice its inner edges plus its cut
+        ones) at that multiple of the mean, in the refinement (step 5), as DistDGL's
+        ``balance_edges`` does with METIS's second constraint. On R-MAT the nodes alone leave
+        edge balances of 5-10 (a part's hubs), which a trainer with a part a GPU waits on.
     block_entries: neighbour entries read per vertex-stream block.
     bucket_entries: bucket buffer of the external sort (entries).
     batch_size: edges per store batch (default: the store's chunk).
@@ -124,6 +130,7 @@ class CoarseRefineParams:
     settle_passes: int = 2
     refine_rounds: int = 16
     max_candidates: int = 8
+    edge_balance: float = 0.0
     coarse_trials: int = 3
     cluster_passes: int = 4
     coarse_weights: str = "halo"
@@ -145,6 +152,7 @@ class CoarseRefineParams:
             "loose_balance": self.loose_balance >= 1.0,
             "settle_passes": self.settle_passes >= 0,
             "max_candidates": self.max_candidates >= 1,
+            "edge_balance": self.edge_balance == 0.0 or self.edge_balance >= 1.0,
             "coarse_trials": self.coarse_trials >= 1,
             "cluster_passes": self.cluster_passes >= 0,
             "block_entries": self.block_entries >= 1,
@@ -208,7 +216,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # 3. coarse graph (bounded)
         cl, num_clusters = K.compact_labels(label, vs.offsets)
         del label
-        csizes = np.bincount(cl[cl >= 0], minlength=num_clusters).astype(np.int64)
+        cloads = K.part_loads(cl, vs.offsets, num_clusters)   # the clusters' nodes and entries
+        csizes = cloads[K.NODES]
         # blocks no longer than the bound: which edges survive depends on it, and larger blocks
         # (fewer drops) measured no better (R-MAT s20/s21, k 8/32: RF -1.4% to +2.2%)
         keys, weights, dropped = coarse_edges(vs, cl, num_clusters, cfg.max_coarse_edges,
@@ -223,18 +232,27 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # 4. coarse graph partitioned in memory (best of `coarse_trials` METIS seeds, judged by the
         #    replication factor they give on the full graph); isolated nodes fill the least loaded parts
         isolated = np.flatnonzero(cl < 0)
-        owner, size, best = None, None, None
+        owner, best = None, None
         cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
-        graph = CoarseGraph(xadj, adjncy, eweights, csizes)
-        solver = make_solver(cfg.coarse_solver, cfg.coarse_metis, graph, k, balance, work)
+        caps = np.array([cap, K.NO_CAP], dtype=np.int64)
+        if cfg.edge_balance:
+            entries = int(vs.offsets[-1])
+            caps[K.ENTRIES] = max(-(-entries // k), int(np.floor(cfg.edge_balance * entries / k + 1e-9)))
+        # With edge_balance the solver and the whole-cluster moves balance the entries, and the
+        # refinement then the nodes too: light nodes fill the parts short of nodes (those holding hubs)
+        # within their entries' margin, where a node-balanced start leaves the hubs together in a few
+        # parts and no single move can spread them (R-MAT s20, k = 32: edge balance stuck at 7).
+        weigh = K.ENTRIES if cfg.edge_balance else K.NODES
+        graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
+        solver = make_solver(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
         judged = 0   # trials whose replication factor was measured (one stream pass each)
         cluster_stream_passes = 0
         # the later trials' seeds are solved in child processes while this one judges the first
         with solved_ahead(solver, graph, seed, cfg.coarse_trials, work / "coarse_trials") as solve_seed:
             for cpart in distinct_solutions(solve_seed, seed, cfg.coarse_trials):
                 if cfg.cluster_passes:
-                    cluster_stream_passes += cluster_refine(vs, cl, cpart, csizes, k, cap, cfg.cluster_passes,
-                                                            cfg.block_entries)[1]
+                    cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
+                                                            cfg.cluster_passes, cfg.block_entries)[1]
                 trial = np.zeros(n, dtype=np.int32)
                 K.project_parts(cl, cpart, trial)
                 tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
@@ -242,7 +260,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                 r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
                 judged += cfg.coarse_trials > 1
                 if best is None or r < best:
-                    owner, size, best = trial, tsize, r
+                    owner, best = trial, r
                 del trial, cpart
         del xadj, adjncy, eweights, graph, cl, isolated
         watch.lap("metis")
@@ -254,11 +272,17 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # The judged trials' passes already counted the objective of the one kept.
         objective_before = (best if judged else replicas(vs, owner, k, cfg.block_entries)) / n
         rf_before = _builder_rf(store, owner, k, client) if store.directed else objective_before
+        load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
                                   cfg.settle_passes)
-        refined = refine(rounds, owner, size, k, cap, schedule, cfg.refine_rounds, cfg.max_candidates)
+        refined = refine(rounds, owner, load, caps, schedule, cfg.refine_rounds, cfg.max_candidates)
         watch.lap("refine")
         accept_seconds = rounds.accept_seconds
+        # the balance the entries' cap bounds (the metrics' edge_balance counts a part's edges instead)
+        entries_balance = float(load[K.ENTRIES].max() / (vs.offsets[-1] / k)) if vs.offsets[-1] else 1.0
+        if cfg.edge_balance and load[K.ENTRIES].max() > caps[K.ENTRIES]:
+            log(f"coarse-refine: edge balance {cfg.edge_balance} not reached: the largest part holds "
+                f"{entries_balance:.3f} x the mean neighbour entries (no single move fits both caps)")
 
     metrics = _metrics(store, owner, k, client)
     rf = metrics["replication_factor"]
@@ -287,6 +311,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         "refine_moves": refined.moves,
         "refine_rebalance_rounds": refined.rebalance_rounds,
         "refine_kept": refined.kept,
+        "entries_balance": entries_balance,
         "undirected_halo_rf_before_loose": refined.objective_tight,
         "undirected_halo_rf_after_loose": refined.objective_loose,
         "phase_seconds": dict(watch.laps),
@@ -361,8 +386,9 @@ def _sorted_block_runs(vs: VertexStream, cl: np.ndarray, num_clusters: int, bloc
 def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: np.ndarray, k: int, cap: int,
                    passes: int, block_entries: int) -> tuple[int, int]:
     """Whole clusters moved to the part holding most of their neighbours on the full graph (the coarse
-    graph the solver saw may have lost edges), up to ``passes`` stream passes; returns the moves and
-    the passes run."""
+    graph the solver saw may have lost edges), up to ``passes`` stream passes, a part's sum of
+    ``csizes`` (the clusters' nodes, or entries) kept under ``cap``; returns the moves and the passes
+    run."""
     if len(csizes) * k > MAX_CLUSTER_PART_ENTRIES:
         log(f"coarse-refine: {len(csizes)} clusters x {k} parts is too many counters to move whole clusters; "
             "skipped")
@@ -404,6 +430,13 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         if moved == 0:
             break
     return total, done
+
+
+def _solver_weights(weights: np.ndarray) -> np.ndarray:
+    """Node weights for the coarse solver: scaled down (rounded up) to a total under 2^30, as METIS's
+    32-bit weights need (a billion-edge graph has over 2^31 entries)."""
+    scale = -(-int(weights.sum()) // (1 << 30))
+    return weights if scale <= 1 else -(-weights // scale)
 
 
 def _builder_rf(store: GraphStore, owner: np.ndarray, k: int, client: Client | None) -> float:
