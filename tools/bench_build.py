@@ -8,7 +8,8 @@ stage's own: generate the R-MAT store (undirected, Graph500 semantics, unless
 --directed), write an N x dim float32 feature file chunk by chunk, two
 baselines (a bare streaming pass over the store: edges/s; a sequential read of
 the feature file: GB/s), then for every algorithm: partition, then build the
-partitioned dataset with the features. Outputs are deleted after each build
+partitioned dataset with the features (``coarse-refine:edge-balance=F``: coarse-refine
+with its parts' edges capped too, ``--edge-balance F``). Outputs are deleted after each build
 and the work folder at the end (unless --keep).
 """
 from __future__ import annotations
@@ -100,9 +101,11 @@ def stage_partition(a) -> dict:
     # coarse-refine's work folder holds only its scratch (the vertex stream: 8 bytes an edge), which
     # would otherwise sit beside the build's spill; edge partitioners leave part[e] there for the build
     scratch = Path(a.work) / "partition-scratch"
+    algo, _, edge_balance = a.algo.partition(":edge-balance=")   # "coarse-refine:edge-balance=1.1"
+    params = {"edge_balance": float(edge_balance)} if edge_balance else {}
     t = time.perf_counter()
-    plan = partition(store, a.k, a.algo, work_dir=scratch if a.algo == "coarse-refine" else a.work,
-                     metrics=not a.no_partition_metrics)
+    plan = partition(store, a.k, algo, work_dir=scratch if algo == "coarse-refine" else a.work,
+                     metrics=not a.no_partition_metrics, **params)
     s = time.perf_counter() - t
     shutil.rmtree(scratch, ignore_errors=True)
     np.save(a.owner, np.asarray(plan.owner))
@@ -112,6 +115,7 @@ def stage_partition(a) -> dict:
     m = plan.metrics
     return {"seconds": s, "edges_per_s": store.num_edges / s, "peak_rss_bytes": _peak(),
             "replication_factor": m.get("replication_factor"), "node_balance": m.get("node_balance"),
+            "edge_balance": m.get("edge_balance"), "entries_balance": m.get("entries_balance"),
             "passes": m.get("passes")}
 
 
