@@ -9,7 +9,8 @@ process so that one mode's caches and memory do not help the next, it times:
 - ``ingest_text``: ``ingest`` of the same edges as a SNAP text file (byte
   ranges as tasks; the file is written once, untimed, before the modes run);
 - ``degrees``: ``degree_pass`` (edge chunks as tasks);
-- ``partition``: ``partition`` with ``--algo`` (default coarse-refine: its
+- ``partition``: ``partition`` with ``--algo`` (``coarse-refine:edge-balance=F``: with
+  ``--edge-balance F``; default coarse-refine: its
   rounds over node ranges as tasks), without its metrics pass; its phases
   are reported too (``phases``), and ``rounds`` = label propagation +
   refinement, the part that runs as tasks over node ranges;
@@ -144,7 +145,9 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
                 times["ingest_text"], cpu["ingest_text"], t, c = _lap(t, c, client)
             degree_pass(store, client=client, work_dir=out)
             times["degrees"], cpu["degrees"], t, c = _lap(t, c, client)
-            plan = partition(store, k, algo, seed=0, work_dir=out, client=client, metrics=False)
+            name, _, edge_balance = algo.partition(":edge-balance=")   # "coarse-refine:edge-balance=1.1"
+            params = {"edge_balance": float(edge_balance)} if edge_balance else {}
+            plan = partition(store, k, name, seed=0, work_dir=out, client=client, metrics=False, **params)
             times["partition"], cpu["partition"], t, c = _lap(t, c, client)
             phases = dict((plan.metrics or {}).get("phase_seconds", {}))
             if plan.metrics and "rounds_accept_seconds" in plan.metrics:   # their sequential part, on the client
