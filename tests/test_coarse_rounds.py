@@ -11,6 +11,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_coarse_refine import check_plan, cora_edges, rf_by_sets, write_store  # the helpers of the quality tests
 
 from graphstream.ingest.rmat import generate_rmat
@@ -409,3 +411,34 @@ def test_edge_balance_on_a_cluster_gives_the_same_partition(graphs, dask_client,
     here = coarse_refine.run(store, 8, seed=0, edge_balance=1.1)
     there = coarse_refine.run(store, 8, seed=0, edge_balance=1.1, client=dask_client, work_dir=tmp_path / "w")
     np.testing.assert_array_equal(here.owner, there.owner)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 10_000), st.integers(2, 6), st.integers(1, 40))
+def test_refine_accept_keeps_loads_exact_and_caps_but_where_forced(seed, k, n):
+    """Random proposals under random caps: the loads always equal the owner's, and a move that breaks a cap
+    is only ever the forced one out of a part above the nodes' cap (into the part with the fewest nodes)."""
+    rng = np.random.default_rng(seed)
+    owner = rng.integers(0, k, n).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 6, n))]).astype(np.int64)
+    load = K.part_loads(owner, offsets, k)
+    caps = np.array([rng.integers(n // k + 1, n + 1), rng.integers(1, int(offsets[-1]) + 2)])
+    m = int(rng.integers(0, 3 * n))
+    nodes = rng.integers(0, n, m).astype(np.int64)
+    targets = rng.integers(0, k, m).astype(np.int32)
+    kinds = rng.integers(0, 4, m).astype(np.int32)
+    before_owner, before_load = owner.copy(), load.copy()
+    mf, mt = np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
+    moved = K.refine_accept(nodes, targets, kinds, owner, offsets, K.new_counters(owner, k), load, caps, mf, mt)
+    np.testing.assert_array_equal(load, K.part_loads(owner, offsets, k))
+    # replay the accepted moves: each one legal at its turn
+    o, lo = before_owner, before_load
+    for u, a, b in zip(nodes[:moved], mf[:moved], mt[:moved], strict=True):
+        d = offsets[u + 1] - offsets[u]
+        assert o[u] == a != b and lo[K.NODES, b] < caps[K.NODES]
+        if lo[K.ENTRIES, b] + d > caps[K.ENTRIES]:
+            assert lo[K.NODES, a] > caps[K.NODES]          # only a forced move out of a part above the nodes' cap
+        o[u] = b
+        lo[:, a] -= (1, d)
+        lo[:, b] += (1, d)
+    np.testing.assert_array_equal(o, owner)
