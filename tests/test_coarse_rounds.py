@@ -274,11 +274,11 @@ def test_refine_delta_is_exact_at_high_degree_and_any_word_width(tmp_path, k):
         assert round(rf_by_sets(src, dst, moved, n) * n - before) == delta[u], (u, target[u])
 
 
-def _refine_here(store, tmp_path, owner, k, cap, schedule, entries_cap=K.NO_CAP):
+def _refine_here(store, tmp_path, owner, k, cap, schedule):
     vs = build_vertex_stream(store, tmp_path / "vs")
     load = K.part_loads(owner, vs.offsets, k)
     with coarse_rounds.Rounds.make(vs, 1 << 12, None) as rounds:
-        result = coarse_rounds.refine(rounds, owner, load, np.array([cap, entries_cap]), schedule, 4, 8)
+        result = coarse_rounds.refine(rounds, owner, load, np.array([cap, K.NO_CAP]), schedule, 4, 8)
     return vs, load[K.NODES], result
 
 
@@ -438,6 +438,7 @@ def test_refine_accept_keeps_loads_exact_and_caps_but_where_forced(seed, k, n):
         assert o[u] == a != b and lo[K.NODES, b] < caps[K.NODES]
         if lo[K.ENTRIES, b] + d > caps[K.ENTRIES]:
             assert lo[K.NODES, a] > caps[K.NODES]          # only a forced move out of a part above the nodes' cap
+            assert b == int(np.argmin(lo[K.NODES]))         # into the part with the fewest nodes
         o[u] = b
         lo[:, a] -= (1, d)
         lo[:, b] += (1, d)

@@ -113,9 +113,10 @@ class CoarseRefineParams:
     refine_rounds: synchronous rounds a refinement sweep is cut into.
     edge_balance: 0 (the default) balances the parts' nodes only; a factor >= 1 also caps a part's
         neighbour entries (the sum of its nodes' degrees, about twice its inner edges plus its cut
-        ones) at that multiple of the mean, in the refinement (step 5), as DistDGL's
-        ``balance_edges`` does with METIS's second constraint. On R-MAT the nodes alone leave
-        edge balances of 5-10 (a part's hubs), which a trainer with a part a GPU waits on.
+        ones) at that multiple of the mean, as DistDGL's ``balance_edges`` does with METIS's second
+        constraint: step 4 then balances the clusters' entries, step 5 keeps both caps. On R-MAT
+        the nodes alone leave edge balances of 5-13 (a part's hubs), which a trainer with a part a
+        GPU waits on.
     block_entries: neighbour entries read per vertex-stream block.
     bucket_entries: bucket buffer of the external sort (entries).
     batch_size: edges per store batch (default: the store's chunk).
