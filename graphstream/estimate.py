@@ -46,6 +46,10 @@ NPY_HEADER_BYTES = 128
 # Build scratch: 8 bytes per routed pair, 16 with int64 ids (docs/format.md, "How it is built";
 # measured: 4.1 GB of spill for 268M undirected edges at scale 24, 15.3 bytes per edge).
 SPILL_BYTES_PER_PAIR = 8
+# A part of many sort-buffer blocks is bucketed by block first: each of its entries once more, as
+# (row, column) local ids, while its spill file is still there (graphstream/assemble/csr.py). Upper end:
+# one part holding every entry (R-MAT's hubs put 58-62% of them in one part at k = 16).
+BUCKET_BYTES_PER_ENTRY = 8
 # coarse-refine's work dir: the vertex stream's neighbour lists, 2 x edges ids
 # (docs/partition-quality.md, "Disk: 2 x edges ids in the work dir").
 VERTEX_STREAM_IDS_PER_EDGE = 2
@@ -265,7 +269,8 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
         partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + fixed),
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S)
         build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),
-                             SPILL_BYTES_PER_PAIR * (2 if size.wide_ids else 1) * size.entries,
+                             (SPILL_BYTES_PER_PAIR + BUCKET_BYTES_PER_ENTRY) * (2 if size.wide_ids else 1)
+                             * size.entries,
                              int(BASE_RSS + build_per_node * n + buffers), e / BUILD_EDGES_PER_S)
         partitions[algo] = {"replication_factor": r, "partition": partition.to_dict(), "build": build.to_dict()}
         if size.features:

@@ -383,8 +383,8 @@ def test_disk_full_leaves_nothing(small, tmp_path, monkeypatch, where):
         return original(*args, **kwargs)
 
     if where == "spill":
-        original = spill_mod._write_all
-        monkeypatch.setattr(spill_mod, "_write_all", full)
+        original = spill_mod.write_all
+        monkeypatch.setattr(spill_mod, "write_all", full)
     else:
         original = features_mod.NpyWriter.write
         monkeypatch.setattr(features_mod.NpyWriter, "write", full)
@@ -840,6 +840,47 @@ def test_route_threads_fit_the_open_files_limit(tmp_path, monkeypatch):
     assert len(ranges) == 2
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.npy"))
     assert files and all((out / f).read_bytes() == (reference / f).read_bytes() for f in files)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_bucketed_blocks_give_the_same_bytes(tmp_path, monkeypatch, directed):
+    """A part of many row blocks is bucketed by block first (one scan) instead of re-read per block;
+    the dataset is the same bytes either way, with a bucket per block and with several blocks a bucket."""
+    from graphstream.assemble import csr as csr_mod
+
+    src, dst, n = _random_graph(seed=6)
+    store = _write_store(tmp_path / "g.zarr", src, dst, n, directed, chunk=257)
+    owner = _owner("random", n, 3, seed=2)
+    built = {}
+    for name, min_blocks, max_buckets in (("rescan", 10**9, 64), ("bucketed", 3, 64), ("grouped", 3, 2)):
+        monkeypatch.setattr(csr_mod, "MAX_BUCKETS", max_buckets)
+        config = BuildConfig(read_bytes=4096, sort_bytes=1024, workers=1, bucket_min_blocks=min_blocks)
+        (tmp_path / f"work-{name}").mkdir()
+        build_partitions(store, _plan(owner, 3), tmp_path / name, config=config, work_dir=tmp_path / f"work-{name}")
+        built[name] = {f.relative_to(tmp_path / name).as_posix(): f.read_bytes()
+                       for f in sorted((tmp_path / name).rglob("*.npy"))}
+        assert list((tmp_path / f"work-{name}").iterdir()) == []   # the buckets removed with the spill
+    check_dataset(store, owner, 3, tmp_path / "bucketed", None)
+    assert built["bucketed"] == built["rescan"] and built["grouped"] == built["rescan"]
+    blocks = [len(csr_mod._row_blocks(np.load(tmp_path / "rescan" / f"part-{p:05d}" / "indptr.npy"), 256))
+              for p in range(3)]
+    assert min(blocks) >= 3   # every part went through the buckets
+
+
+def test_disk_full_while_bucketing_leaves_nothing(small, tmp_path, monkeypatch):
+    from graphstream.assemble import csr as csr_mod
+
+    store, nodes, owner = small
+    (tmp_path / "work").mkdir()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(csr_mod, "write_all", full)
+    with pytest.raises(DiskFullError, match="disk full"):
+        build_partitions(store, _plan(owner, 3), tmp_path / "parts", nodes=nodes, work_dir=tmp_path / "work",
+                         config=BuildConfig(sort_bytes=64, workers=1))
+    assert _leftovers(tmp_path) == ["work"] and list((tmp_path / "work").iterdir()) == []
 
 
 def test_a_part_that_fails_midway_leaves_its_scratch_clean(small, tmp_path, monkeypatch):

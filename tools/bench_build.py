@@ -120,7 +120,7 @@ def stage_partition(a) -> dict:
 
 
 def stage_build(a) -> dict:
-    from graphstream.assemble import build_partitions
+    from graphstream.assemble import BuildConfig, build_partitions
     from graphstream.partition.plan import PartitionPlan
     from graphstream.store import open_store
     store = open_store(a.store)
@@ -129,10 +129,12 @@ def stage_build(a) -> dict:
     plan = PartitionPlan(algorithm=meta["algorithm"], num_parts=a.k, owner=np.load(a.owner),
                          params=meta["params"], metrics={"seconds": meta["metrics"].get("seconds", 0.0)})
     nodes = a.nodes if Path(a.nodes, "features.npy").exists() and not a.graph_only else None
+    config = BuildConfig(bucket_min_blocks=int(a.bucket_min_blocks or BuildConfig().bucket_min_blocks))
     t = time.perf_counter()
-    manifest = build_partitions(store, plan, a.out, nodes=nodes, overwrite=True)
+    manifest = build_partitions(store, plan, a.out, nodes=nodes, overwrite=True, config=config)
     s = time.perf_counter() - t
     m = manifest["metrics"]
+    largest = max(p["num_edges"] for p in manifest["parts"])
     passes = m["build_passes"]
     n_local = sum(p["num_inner"] + p["num_halo"] for p in manifest["parts"])
     out_feature_bytes = n_local * a.dim * 4 if nodes else 0
@@ -143,6 +145,10 @@ def stage_build(a) -> dict:
         "route_edges_per_s": store.num_edges / passes["route_seconds"],
         "csr_seconds": passes["csr_seconds"],
         "csr_entries_per_s": sum(p["num_edges"] for p in manifest["parts"]) / passes["csr_seconds"],
+        # the largest part's columns in blocks of the sort buffer (int32 local ids), and whether it was
+        # bucketed by block (BuildConfig.bucket_min_blocks) rather than re-read for every block
+        "largest_part_blocks": -(-largest * 4 // config.sort_bytes),
+        "bucket_min_blocks": config.bucket_min_blocks,
         "node_data_seconds": passes["node_data_seconds"],
         "feature_out_bytes": out_feature_bytes,
         "feature_gb_per_s": (out_feature_bytes / passes["node_data_seconds"] / 1e9
@@ -235,11 +241,14 @@ def main() -> None:
     p.add_argument("--partial", default=None, help="rewrite the report to this file after every stage")
     p.add_argument("--no-partition-metrics", action="store_true",
                    help="skip the partitioner's own metrics pass (the build measures the same figures)")
+    p.add_argument("--rescan-baseline", action="store_true",
+                   help="build every partition a second time re-reading each part's spill file for every row "
+                        "block (no bucketing): csr_vs_rescan is the ratio of their CSR seconds")
     p.add_argument("--graph-only", action="store_true", help=argparse.SUPPRESS)
     # child-only
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    for name in ("store", "nodes", "owner", "out", "algo"):
-        p.add_argument(f"--{name}", default=None, help=argparse.SUPPRESS)
+    for name in ("store", "nodes", "owner", "out", "algo", "bucket_min_blocks"):
+        p.add_argument(f"--{name.replace('_', '-')}", default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
 
     if a.child:
@@ -282,6 +291,13 @@ def main() -> None:
                     run["disk_note"] = (f"split output ~{need / 1e9:.1f} GB > free {free / 1e9:.1f} GB - margin: "
                                         "graph-only build, then the feature split measured part by part")
                 run["build"] = _child("build", a, owner=owner, out=out, graph_only=graph_only, **common)
+                if a.rescan_baseline and "error" not in run["build"]:
+                    shutil.rmtree(out, ignore_errors=True)
+                    rescan = _child("build", a, owner=owner, out=out, graph_only=True, bucket_min_blocks=2**62,
+                                    **common)
+                    run["build_rescan"] = rescan
+                    if "error" not in rescan:
+                        run["build"]["csr_vs_rescan"] = run["build"]["csr_seconds"] / rescan["csr_seconds"]
                 if graph_only and "error" not in run["build"]:
                     run["split"] = _child("split", a, out=out, **common)
                     run["build"]["feature_gb_per_s"] = run["split"].get("gb_per_s")

@@ -35,7 +35,9 @@ The passes:
 2. per part, CSR: read the part's spill file in fixed-size chunks; first scan:
    count row lengths and collect the halo; then a counting sort fills the
    column indices row block by row block in a fixed buffer, each block written
-   sequentially to ``indices.npy``. Large parts cost extra scans, never RAM.
+   sequentially to ``indices.npy``. Large parts cost extra disk, never RAM: a
+   part of many blocks is first bucketed by block in one more scan, each block
+   then reading its own bucket (``BuildConfig.bucket_min_blocks``).
    :mod:`graphstream.assemble.csr`.
 3. per part, node data: rows gathered in sorted order through windowed
    memory maps (:mod:`graphstream.assemble.features`).

@@ -21,12 +21,18 @@ class BuildConfig:
     ``workers``: parts built at once (threads); each adds its own O(num_nodes)
     scratch (about 16 bytes per node) and buffers. None: as many as the usable
     cores, and half of the available memory, hold (:meth:`resolve_workers`).
+    ``bucket_min_blocks``: a part whose columns take at least this many
+    ``sort_bytes`` blocks is first written into one bucket file per block (one
+    more scan; its entries once more on disk, released block by block) and
+    each block read from its own bucket; below it, the part's spill file is
+    read again for every block (:mod:`graphstream.assemble.csr`).
     """
     batch_size: int | None = None
     read_bytes: int = 64 * MiB
     sort_bytes: int = 256 * MiB
     gather_bytes: int = 128 * MiB
     workers: int | None = None
+    bucket_min_blocks: int = 3
 
     def read_pairs(self, id_dtype: np.dtype) -> int:
         """(src, dst) pairs of ``id_dtype`` per spill file read."""
@@ -53,6 +59,8 @@ class BuildConfig:
         for name in ("read_bytes", "sort_bytes", "gather_bytes"):
             if getattr(self, name) < 16:
                 raise ParameterError(f"BuildConfig.{name} must be >= 16 bytes, got {getattr(self, name)}")
+        if self.bucket_min_blocks < 1:
+            raise ParameterError(f"BuildConfig.bucket_min_blocks must be >= 1, got {self.bucket_min_blocks}")
         if self.workers is not None and self.workers < 1:
             raise ParameterError(f"BuildConfig.workers must be >= 1, got {self.workers}")
         if self.batch_size is not None and self.batch_size < 1:

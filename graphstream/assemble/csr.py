@@ -3,13 +3,19 @@
 Read the part's spill file in fixed-size chunks. First scan: count row
 lengths and collect the halo. Then a counting sort fills the column indices
 row block by row block in a fixed buffer, each block written sequentially to
-``indices.npy``. Large parts cost extra scans, never RAM.
+``indices.npy``. Large parts cost extra disk, never RAM: a part of a few
+blocks is scanned once more per block; from ``BuildConfig.bucket_min_blocks`` blocks on, one
+more scan first writes every entry, in local ids, to the bucket file of its
+row's block, and each block then reads its own bucket only.
 
 Local ids: inner nodes first in ascending global id, then halo nodes in
 ascending global id; the columns of each row are sorted ascending.
 """
 from __future__ import annotations
 
+import shutil
+import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +26,9 @@ from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store.partitions_manifest import write_part_meta
 from .config import BuildConfig
 from .features import NpyWriter
-from .spill import Spill, SpillSet
+from .spill import Spill, SpillSet, open_files, write_all
+
+MAX_BUCKETS = 64   # open files a part's bucketing holds; past it, a bucket holds several blocks
 
 
 @njit(cache=True, nogil=True)
@@ -80,6 +88,63 @@ def _fill_rows(pairs, undirected, local, row_lo, row_hi, cursor, out):
             i = cursor[lu - row_lo]
             out[i] = lv
             cursor[lu - row_lo] = i + 1
+
+
+@njit(cache=True, nogil=True)
+def _to_local_entries(pairs, undirected, local, starts, counts):
+    """Bucketing, first half: ``pairs`` rewritten in place to local ids; ``counts[j]`` the entries whose
+    row is in bucket j (rows ``starts[j]`` to ``starts[j + 1]``): the target's row, and undirected the
+    source's too (a self-loop once)."""
+    m = pairs.shape[0]
+    counts[:] = 0
+    for e in range(m):
+        if e + PREFETCH_DISTANCE < m:
+            prefetch_row(local, pairs[e + PREFETCH_DISTANCE, 0])
+            prefetch_row(local, pairs[e + PREFETCH_DISTANCE, 1])
+        lu = local[pairs[e, 0]]
+        lv = local[pairs[e, 1]]
+        pairs[e, 0] = lu
+        pairs[e, 1] = lv
+        counts[np.searchsorted(starts, lv, side="right") - 1] += 1
+        if undirected and lu != lv:
+            counts[np.searchsorted(starts, lu, side="right") - 1] += 1
+
+
+@njit(cache=True, nogil=True)
+def _group_entries(pairs, undirected, starts, offsets, entries):
+    """Bucketing, second half: the (row, column) entries of the local ``pairs`` grouped by their row's
+    bucket into ``entries``, bucket j at ``offsets[j]``."""
+    fill = offsets[:-1].copy()
+    for e in range(pairs.shape[0]):
+        lu = pairs[e, 0]
+        lv = pairs[e, 1]
+        j = np.searchsorted(starts, lv, side="right") - 1
+        i = fill[j]
+        entries[i, 0] = lv
+        entries[i, 1] = lu
+        fill[j] = i + 1
+        if undirected and lu != lv:
+            j = np.searchsorted(starts, lu, side="right") - 1
+            i = fill[j]
+            entries[i, 0] = lu
+            entries[i, 1] = lv
+            fill[j] = i + 1
+
+
+@njit(cache=True, nogil=True)
+def _fill_entries(entries, row_lo, row_hi, cursor, out):
+    """Counting-sort step from a bucket: the columns of rows [row_lo, row_hi) at ``cursor[row - row_lo]``."""
+    m = entries.shape[0]
+    for e in range(m):
+        if e + PREFETCH_DISTANCE < m:
+            ahead = entries[e + PREFETCH_DISTANCE, 0]
+            if row_lo <= ahead < row_hi:
+                prefetch_row(cursor, ahead - row_lo)
+        r = entries[e, 0]
+        if row_lo <= r < row_hi:
+            i = cursor[r - row_lo]
+            out[i] = entries[e, 1]
+            cursor[r - row_lo] = i + 1
 
 
 @njit(cache=True, nogil=True)
@@ -168,23 +233,34 @@ def _build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirect
     index_dtype = np.dtype(np.int32) if n_local < 2**31 else np.dtype(np.int64)
 
     # Scan 2+: counting sort by row, one block of rows per buffer load.
-    buf_entries = max(1, config.sort_bytes // index_dtype.itemsize)
-    with NpyWriter(part_dir / "indices.npy", index_dtype, (nnz,)) as writer:
-        row = 0
-        while row < n_local:
-            # Largest block of rows whose columns fit the buffer (at least one row).
-            end = int(np.searchsorted(indptr, indptr[row] + buf_entries, side="right")) - 1
-            end = min(max(end, row + 1), n_local)
+    blocks = _row_blocks(indptr, max(1, config.sort_bytes // index_dtype.itemsize))
+    with NpyWriter(part_dir / "indices.npy", index_dtype, (nnz,)) as writer, ExitStack() as stack:
+        buckets, per = None, 1
+        # each scan of the spill file looks both ends of every pair up in the O(num_nodes) local map, at
+        # random: re-read for every block, a part cost the square of its size (R-MAT scale 26, k = 16:
+        # the largest part's columns took 24 blocks of the default buffer)
+        if len(blocks) >= config.bucket_min_blocks:
+            per = -(-len(blocks) // MAX_BUCKETS)   # blocks a bucket
+            folder = spill.folder / f"buckets-{p:05d}-{uuid.uuid4().hex[:8]}"   # a rerun task's own
+            stack.callback(shutil.rmtree, folder, True)
+            buckets = _bucket(spill, p, chunk_pairs, undirected, local, [row for row, _ in blocks[::per]],
+                              index_dtype, folder)
+        for b, (row, end) in enumerate(blocks):
             size = int(indptr[end] - indptr[row])
             if size:
                 out = np.empty(size, dtype=index_dtype)
                 cursor = indptr[row:end] - indptr[row]
-                for chunk in spill.read(p, chunk_pairs):
-                    _fill_rows(chunk, undirected, local, row, end, cursor, out)
+                if buckets is None:
+                    for chunk in spill.read(p, chunk_pairs):
+                        _fill_rows(chunk, undirected, local, row, end, cursor, out)
+                else:
+                    for chunk in buckets.read(b // per, chunk_pairs):
+                        _fill_entries(chunk, row, end, cursor, out)
                 _sort_rows(indptr[row:end + 1] - indptr[row], out)
                 writer.write(out)
                 del out
-            row = end
+            if buckets is not None and ((b + 1) % per == 0 or b + 1 == len(blocks)):
+                buckets.remove(b // per)   # its disk back as soon as its blocks are written
 
     _save(part_dir / "indptr.npy", indptr)
     _save(part_dir / "global_ids.npy", global_ids)
@@ -192,6 +268,45 @@ def _build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirect
     write_part_meta(part_dir, num_inner)
     scratch.reset(global_ids)
     return global_ids, PartShape(num_inner, num_halo, nnz)
+
+
+def _row_blocks(indptr: np.ndarray, buf_entries: int) -> list[tuple[int, int]]:
+    """The rows cut into blocks whose columns fit ``buf_entries`` (a longer row is a block of its own)."""
+    n_local = len(indptr) - 1
+    blocks, row = [], 0
+    while row < n_local:
+        end = int(np.searchsorted(indptr, indptr[row] + buf_entries, side="right")) - 1
+        end = min(max(end, row + 1), n_local)
+        blocks.append((row, end))
+        row = end
+    return blocks
+
+
+def _bucket(spill: Spill | SpillSet, p: int, chunk_pairs: int, undirected: bool, local: np.ndarray,
+            starts: list[int], index_dtype: np.dtype, folder: Path) -> Spill:
+    """One scan of part ``p``'s pairs writing each entry (row, column: local ids) to the bucket of its
+    row (bucket j: rows from ``starts[j]``), as the spill files of a :class:`Spill` in ``folder``.
+
+    The pairs are read in half chunks: the grouped entries take as much again (twice the entries of
+    half as many pairs, of at most the pairs' width)."""
+    folder.mkdir()
+    starts_arr = np.asarray(starts, dtype=np.int64)
+    counts = np.zeros(len(starts), dtype=np.int64)
+    buckets = Spill(folder, index_dtype, np.zeros(len(starts), dtype=np.int64))
+    entries = np.empty((0, 2), dtype=index_dtype)
+    with open_files([buckets.path(j) for j in range(len(starts))]) as files:
+        for chunk in spill.read(p, max(1, chunk_pairs // 2)):
+            _to_local_entries(chunk, undirected, local, starts_arr, counts)
+            offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            if len(entries) < offsets[-1]:
+                entries = np.empty((int(offsets[-1]), 2), dtype=index_dtype)
+            _group_entries(chunk, undirected, starts_arr, offsets, entries)
+            for j in range(len(starts)):
+                if counts[j]:
+                    write_all(files[j], entries[offsets[j]:offsets[j + 1]])
+            buckets.pairs += counts
+    return buckets
 
 
 def _save(path: Path, arr: np.ndarray) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import resource
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Event, Lock
@@ -139,6 +139,11 @@ class SpillSet:
     def pairs(self) -> np.ndarray:
         return np.sum([s.pairs for s in self.spills], axis=0, dtype=np.int64)
 
+    @property
+    def folder(self) -> Path:
+        """A folder of this build's scratch (the first range's)."""
+        return self.spills[0].folder
+
     def read(self, p: int, chunk_pairs: int) -> Iterator[np.ndarray]:
         for spill in self.spills:
             yield from spill.read(p, chunk_pairs)
@@ -162,10 +167,18 @@ def _open_files_limit(need: int) -> int:
     return target
 
 
-def _raise_open_files_limit(need: int) -> None:
+@contextmanager
+def open_files(paths: list[Path]) -> Iterator[list]:
+    """``paths`` (one spill file per part, or per bucket) opened for writing at once, unbuffered: every
+    write is one large slice (:func:`write_all`), and a failure surfaces at the write. The open-files
+    limit is raised for them."""
+    need = len(paths) + OTHER_FILES
     if _open_files_limit(need) < need:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        raise ParameterError(f"{need - OTHER_FILES} parts need {need} open files; the limit is {hard}")
+        raise ParameterError(f"{len(paths)} spill files ({paths[0].parent}) need {need} open files; "
+                             f"the limit is {hard}")
+    with ExitStack() as stack:
+        yield [stack.enter_context(open(path, "wb", buffering=0)) for path in paths]
 
 
 def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Path,
@@ -265,10 +278,8 @@ def _route(store: GraphStore, num_parts: int, folder: Path, batch_size: int | No
     id_dtype = store.id_dtype
     written = np.zeros(num_parts, dtype=np.int64)
     spill = Spill(folder, id_dtype, written)
-    _raise_open_files_limit(num_parts + OTHER_FILES)
     with ExitStack() as stack:
-        # Unbuffered: every write is one large slice, and a failure surfaces at the write.
-        files = [stack.enter_context(open(spill.path(p), "wb", buffering=0)) for p in range(num_parts)]
+        files = stack.enter_context(open_files([spill.path(p) for p in range(num_parts)]))
         stop = store.num_edges if stop is None else stop
         bar = stack.enter_context(progress(stop - start, desc)) if advance is None else None
         for batch in store.stream(batch_size, start=start, stop=stop):
@@ -276,7 +287,7 @@ def _route(store: GraphStore, num_parts: int, folder: Path, batch_size: int | No
             for p in range(num_parts):
                 a, b = offsets[p], offsets[p + 1]
                 if b > a:
-                    _write_all(files[p], pairs[a:b])
+                    write_all(files[p], pairs[a:b])
                     written[p] += b - a
             (advance or bar.update)(len(batch))
     return spill
@@ -404,7 +415,7 @@ def route_hop(store: GraphStore, reach: np.ndarray, done: np.ndarray, num_parts:
     return _route(store, num_parts, folder, batch_size, start, stop, "build: route halo hop", group, advance)
 
 
-def _write_all(f, arr: np.ndarray) -> None:
+def write_all(f, arr: np.ndarray) -> None:
     """Unbuffered write of a whole array (a raw file may write less than asked)."""
     view = memoryview(np.ascontiguousarray(arr)).cast("B")
     while len(view):
