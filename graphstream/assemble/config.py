@@ -21,17 +21,19 @@ class BuildConfig:
     ``workers``: parts built at once (threads); each adds its own O(num_nodes)
     scratch (about 16 bytes per node) and buffers. None: as many as the usable
     cores, and half of the available memory, hold (:meth:`resolve_workers`).
-    ``bucket_min_blocks``: a part whose columns take at least this many
-    ``sort_bytes`` blocks is first written into one bucket file per block (one
-    more scan; its entries once more on disk, released block by block) and
-    each block read from its own bucket; below it, the part's spill file is
-    read again for every block (:mod:`graphstream.assemble.csr`).
+    ``bucket_bytes``, ``bucket_min_blocks``: a part whose columns take at
+    least ``bucket_min_blocks`` blocks of ``bucket_bytes`` (at most
+    ``sort_bytes``) is first written into one bucket file per block (one more
+    scan; its entries once more on disk, released block by block) and each
+    block sorted from its own bucket; a smaller part is filled from its spill
+    file, one scan per block of ``sort_bytes`` (:mod:`graphstream.assemble.csr`).
     """
     batch_size: int | None = None
     read_bytes: int = 64 * MiB
     sort_bytes: int = 256 * MiB
     gather_bytes: int = 128 * MiB
     workers: int | None = None
+    bucket_bytes: int = 32 * MiB
     bucket_min_blocks: int = 3
 
     def read_pairs(self, id_dtype: np.dtype) -> int:
@@ -56,7 +58,7 @@ class BuildConfig:
         return workers_within(self.worker_bytes(num_nodes), k)
 
     def __post_init__(self) -> None:
-        for name in ("read_bytes", "sort_bytes", "gather_bytes"):
+        for name in ("read_bytes", "sort_bytes", "gather_bytes", "bucket_bytes"):
             if getattr(self, name) < 16:
                 raise ParameterError(f"BuildConfig.{name} must be >= 16 bytes, got {getattr(self, name)}")
         if self.bucket_min_blocks < 1:
