@@ -867,6 +867,38 @@ def test_bucketed_blocks_give_the_same_bytes(tmp_path, monkeypatch, directed):
     assert min(blocks) >= 3   # every part went through the buckets
 
 
+def test_bucket_of_a_row_is_the_last_block_start_at_or_below_it():
+    """The bucketing's slot table (2**shift rows a slot) with blocks larger and smaller than a slot
+    (a hub's row is a block of its own): the same bucket as a binary search, for every row."""
+    from graphstream.assemble import csr as csr_mod
+
+    rng = np.random.default_rng(3)
+    n_rows = 300_000
+    inner = np.sort(rng.choice(np.arange(1, n_rows), 200, replace=False))
+    starts = np.concatenate([[0], inner, inner[:40] + 1])   # some blocks of one row
+    starts = np.unique(starts)
+    bounds = np.append(starts, np.iinfo(np.int64).max)
+    shift = max(0, (n_rows - 1).bit_length() - 16)
+    assert shift > 0
+    table = (np.searchsorted(bounds, np.arange(((n_rows - 1) >> shift) + 1) << shift, side="right") - 1)
+    rows = np.arange(n_rows)
+    got = np.array([csr_mod._bucket_of.py_func(bounds, table.astype(np.uint8), shift, r) for r in rows[::7]])
+    assert np.array_equal(got, np.searchsorted(starts, rows[::7], side="right") - 1)
+
+
+def test_sort_rows_radix_comparison_and_insertion():
+    """Rows long enough for the radix sort (a hub's), middling ones and short ones all come out sorted."""
+    from graphstream.assemble import csr as csr_mod
+
+    rng = np.random.default_rng(5)
+    lengths = np.array([0, 3, 24, 25, 700, csr_mod.RADIX_MIN_ROW - 1, csr_mod.RADIX_MIN_ROW, 9000, 1, 40_000])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    out = rng.integers(0, 2**21, indptr[-1]).astype(np.int32)
+    want = np.concatenate([np.sort(out[a:b]) for a, b in zip(indptr[:-1], indptr[1:], strict=True)])
+    csr_mod._sort_rows(indptr, out, 21)
+    assert np.array_equal(out, want)
+
+
 def test_disk_full_while_bucketing_leaves_nothing(small, tmp_path, monkeypatch):
     from graphstream.assemble import csr as csr_mod
 
