@@ -8,6 +8,7 @@ row block by row block in a fixed buffer, each block written sequentially to
 one more scan writes every entry, in local ids, to the bucket file of its
 row's block, and each block then reads its own bucket only. A smaller part
 is filled from its spill file in blocks of ``sort_bytes`` (one scan each).
+Each block's rows are then sorted: a long row (a hub's) by a radix sort.
 
 Local ids: inner nodes first in ascending global id, then halo nodes in
 ascending global id; the columns of each row are sorted ascending.
