@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels.merge import radix_sort
+from ..kernels.packing import cut_ranges
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store.partitions_manifest import write_part_meta
 from .config import BuildConfig
@@ -265,7 +266,7 @@ def _build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirect
     # large part is bucketed by block first, in blocks of bucket_bytes, whose counting sort works in the
     # cache (R-MAT scale 21, k = 8: a part of 257 MB built 12% faster in blocks of 32 MiB than in one).
     item = index_dtype.itemsize
-    blocks = _row_blocks(indptr, max(1, min(config.sort_bytes, config.bucket_bytes) // item))
+    blocks = cut_ranges(indptr, max(1, min(config.sort_bytes, config.bucket_bytes) // item))
     with NpyWriter(part_dir / "indices.npy", index_dtype, (nnz,)) as writer, ExitStack() as stack:
         buckets, per = None, 1
         if len(blocks) >= config.bucket_min_blocks:
@@ -275,7 +276,7 @@ def _build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirect
             buckets = _bucket(spill, p, chunk_pairs, undirected, local, [row for row, _ in blocks[::per]],
                               n_local, index_dtype, folder)
         else:
-            blocks = _row_blocks(indptr, max(1, config.sort_bytes // item))
+            blocks = cut_ranges(indptr, max(1, config.sort_bytes // item))
         for b, (row, end) in enumerate(blocks):
             size = int(indptr[end] - indptr[row])
             if size:
@@ -301,18 +302,6 @@ def _build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirect
     return global_ids, PartShape(num_inner, num_halo, nnz)
 
 
-def _row_blocks(indptr: np.ndarray, buf_entries: int) -> list[tuple[int, int]]:
-    """The rows cut into blocks whose columns fit ``buf_entries`` (a longer row is a block of its own)."""
-    n_local = len(indptr) - 1
-    blocks, row = [], 0
-    while row < n_local:
-        end = int(np.searchsorted(indptr, indptr[row] + buf_entries, side="right")) - 1
-        end = min(max(end, row + 1), n_local)
-        blocks.append((row, end))
-        row = end
-    return blocks
-
-
 def _bucket(spill: Spill | SpillSet, p: int, chunk_pairs: int, undirected: bool, local: np.ndarray,
             starts: list[int], n_rows: int, index_dtype: np.dtype, folder: Path) -> Spill:
     """One scan of part ``p``'s pairs writing each entry (row, column: local ids) to the bucket of its
@@ -321,18 +310,19 @@ def _bucket(spill: Spill | SpillSet, p: int, chunk_pairs: int, undirected: bool,
     The pairs are read in half chunks: the grouped entries take as much again (twice the entries of
     half as many pairs, of at most the pairs' width)."""
     folder.mkdir()
+    bucket_dtype = np.uint8 if len(starts) <= 256 else np.uint16
     bounds = np.append(np.asarray(starts, dtype=np.int64), np.iinfo(np.int64).max)
     shift = max(0, (int(n_rows) - 1).bit_length() - 16)   # at most 2**16 slots: the table stays in cache
     table = (np.searchsorted(bounds, np.arange(((n_rows - 1) >> shift) + 1, dtype=np.int64) << shift,
-                             side="right") - 1).astype(np.uint8)
+                             side="right") - 1).astype(bucket_dtype)
     counts = np.zeros(len(starts), dtype=np.int64)
     buckets = Spill(folder, index_dtype, np.zeros(len(starts), dtype=np.int64))
     entries = np.empty((0, 2), dtype=index_dtype)
-    bucket = np.empty((0, 2), dtype=np.uint8)   # MAX_BUCKETS fit
+    bucket = np.empty((0, 2), dtype=bucket_dtype)
     with open_files([buckets.path(j) for j in range(len(starts))]) as files:
         for chunk in spill.read(p, max(1, chunk_pairs // 2)):
             if len(bucket) < len(chunk):
-                bucket = np.empty((len(chunk), 2), dtype=np.uint8)
+                bucket = np.empty((len(chunk), 2), dtype=bucket_dtype)
             _to_local_entries(chunk, undirected, local, bounds, table, shift, counts, bucket)
             offsets = np.zeros(len(counts) + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])

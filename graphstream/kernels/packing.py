@@ -1,4 +1,5 @@
-"""Least-loaded packing (LPT when the items come sorted by decreasing weight).
+"""Least-loaded packing (LPT when the items come sorted by decreasing weight), and consecutive rows
+cut into ranges of bounded entries (:func:`cut_ranges`).
 
 Item i, in the order given, goes to the part with the smallest load, ties to
 the lowest part id. A binary heap of keys ``load * 2**11 + part`` makes each
@@ -63,4 +64,18 @@ def pack_least_loaded(weights, loads):
         out[i] = p
         loads[p] += weights[i]
         size = heap_push(heap, size, (loads[p] << _PART_BITS) + p)
+    return out
+
+
+def cut_ranges(offsets: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges of at most ``limit`` entries each (``offsets``: CSR row offsets); a longer
+    single row is a range of its own."""
+    n = len(offsets) - 1
+    out = []
+    a = 0
+    while a < n:
+        b = int(np.searchsorted(offsets, offsets[a] + limit, side="right")) - 1
+        b = min(max(b, a + 1), n)
+        out.append((a, b))
+        a = b
     return out

@@ -43,6 +43,7 @@ from numba import njit
 
 from .._report import track
 from ..errors import ParameterError, StoreError
+from ..kernels.packing import cut_ranges
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, degree_pass
 
@@ -94,7 +95,7 @@ class VertexStream:
         """Node ranges holding at most ``block_entries`` entries (or one node whose list is longer)."""
         if block_entries < 1:
             raise ParameterError(f"block_entries must be >= 1, got {block_entries}")
-        return _cut_ranges(self.offsets, block_entries)
+        return cut_ranges(self.offsets, block_entries)
 
     def aligned_bounds(self, start: int, stop: int, block_entries: int, align: int) -> list[tuple[int, int]]:
         """Node ranges covering ``[start, stop)`` whose inner bounds are multiples of ``align``, each
@@ -221,7 +222,7 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     data_offset = _npy_data_offset(neigh_path)
 
     # 2. node ranges whose lists fit one bucket buffer.
-    buckets = _cut_ranges(offsets, bucket_entries)
+    buckets = cut_ranges(offsets, bucket_entries)
     with open(neigh_path, "r+b") as out:
         if len(buckets) == 1:
             _build_in_memory(store, offsets, out_degree, id_dtype, out, data_offset, batch_size)
@@ -340,21 +341,6 @@ def _npy_data_offset(path: Path) -> int:
         else:
             np.lib.format.read_array_header_2_0(f)
         return f.tell()
-
-
-def _cut_ranges(offsets: np.ndarray, limit: int) -> list[tuple[int, int]]:
-    """Consecutive node ranges of at most ``limit`` entries each (a longer single list gets its own)."""
-    n = len(offsets) - 1
-    if n == 0:
-        return []
-    out = []
-    a = 0
-    while a < n:
-        b = int(np.searchsorted(offsets, offsets[a] + limit, side="right")) - 1
-        b = min(max(b, a + 1), n)
-        out.append((a, b))
-        a = b
-    return out
 
 
 # -- kernels ------------------------------------------------------------------------------------
