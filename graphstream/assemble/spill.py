@@ -38,10 +38,13 @@ from ..store.graph import GraphStore
 
 
 @njit(cache=True, nogil=True)
-def _route_batch(src, dst, owner, undirected, degree, counts, pairs):
+def _route_batch(src, dst, owner, undirected, degree, counts, pairs, ends):
     """Group a batch's edges by destination part into ``pairs`` (rows = (src, dst)).
 
-    Returns the part offsets into ``pairs``; ``counts`` is scratch (length k).
+    Returns the part offsets into ``pairs``; ``counts`` is scratch (length k),
+    ``ends`` too (a row per edge): the owners of both ends, looked up once, in
+    the first loop, whose lookups are prefetched (the grouping loop reads
+    them back in order instead of missing the cache again on each edge).
     An undirected edge whose endpoints have different owners goes to both.
     ``degree`` accumulates each node's aggregation degree (CSR row length).
     """
@@ -55,10 +58,12 @@ def _route_batch(src, dst, owner, undirected, degree, counts, pairs):
         u = src[e]
         v = dst[e]
         pv = owner[v]
+        ends[e, 1] = pv
         counts[pv] += 1
         degree[v] += 1
         if undirected:
             pu = owner[u]
+            ends[e, 0] = pu
             if pu != pv:
                 counts[pu] += 1
             if u != v:
@@ -72,13 +77,13 @@ def _route_batch(src, dst, owner, undirected, degree, counts, pairs):
     for e in range(n):
         u = src[e]
         v = dst[e]
-        pv = owner[v]
+        pv = ends[e, 1]
         i = counts[pv]
         pairs[i, 0] = u
         pairs[i, 1] = v
         counts[pv] = i + 1
         if undirected:
-            pu = owner[u]
+            pu = ends[e, 0]
             if pu != pv:
                 i = counts[pu]
                 pairs[i, 0] = u
@@ -258,13 +263,16 @@ def route_edges(store: GraphStore, owner: np.ndarray, num_parts: int, folder: Pa
     degree = np.zeros(store.num_nodes, dtype=np.int64)
     counts = np.zeros(num_parts, dtype=np.int64)
     pairs = np.empty((0, 2), dtype=store.id_dtype)
+    ends = np.empty((0, 2), dtype=np.int16)   # part ids: MAX_PARTS fit
 
     def group(src, dst):
-        nonlocal pairs
+        nonlocal pairs, ends
         need = len(src) * (2 if undirected else 1)
         if len(pairs) < need:
             pairs = np.empty((need, 2), dtype=store.id_dtype)
-        return pairs, _route_batch(src, dst, owner, undirected, degree, counts, pairs)
+        if len(ends) < len(src):
+            ends = np.empty((len(src), 2), dtype=np.int16)
+        return pairs, _route_batch(src, dst, owner, undirected, degree, counts, pairs, ends)
 
     spill = _route(store, num_parts, folder, batch_size, start, stop, "build: route edges", group, advance)
     return spill, degree
