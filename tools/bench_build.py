@@ -145,9 +145,12 @@ def stage_build(a) -> dict:
         "route_edges_per_s": store.num_edges / passes["route_seconds"],
         "csr_seconds": passes["csr_seconds"],
         "csr_entries_per_s": sum(p["num_edges"] for p in manifest["parts"]) / passes["csr_seconds"],
-        # the largest part's columns in blocks of the sort buffer (int32 local ids), and whether it was
-        # bucketed by block (BuildConfig.bucket_min_blocks) rather than re-read for every block
+        # the largest part's columns (int32 local ids) in blocks of the sort buffer: the spill re-reads it
+        # would cost unbucketed; and whether it was bucketed, judged as the builder judges it, in blocks of
+        # min(sort_bytes, bucket_bytes) against bucket_min_blocks
         "largest_part_blocks": -(-largest * 4 // config.sort_bytes),
+        "largest_part_bucketed": -(-largest * 4 // min(config.sort_bytes, config.bucket_bytes))
+        >= config.bucket_min_blocks,
         "bucket_min_blocks": config.bucket_min_blocks,
         "node_data_seconds": passes["node_data_seconds"],
         "feature_out_bytes": out_feature_bytes,
