@@ -34,6 +34,7 @@ import numpy as np
 
 from ._atomic import atomic_dir, save_npy
 from ._report import log, progress
+from ._resources import quiet_openmp
 from .errors import GraphStreamError, ParameterError
 
 if TYPE_CHECKING:   # distributed is imported only when a cluster is asked for (keeps in-process runs light)
@@ -140,6 +141,8 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
     # the worker's "Compute Failed" traceback on stderr would only bury it
     env = {"GRAPHSTREAM_PROGRESS": "0", "NUMBA_NUM_THREADS": str(config.threads_per_worker),
            "OMP_NUM_THREADS": str(config.threads_per_worker)}
+    if "OMP_WAIT_POLICY" not in os.environ:   # a policy the user set is inherited by the workers as it is
+        quiet_openmp(env)                     # workers of several threads wait between tasks
     # dask's nannies set MALLOC_TRIM_THRESHOLD_ in their workers, and glibc then stops raising its mmap
     # threshold: every chunk-sized array is a fresh mmap whose pages fault in zeroed. Measured on R-MAT
     # chunk generation + compression: 2.6x slower. None unsets it (docs/distributed.md: external workers).

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -55,3 +56,24 @@ def test_unknown_command_exits_2(capsys):
         main(["no-such-command"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def _policy_after(argv: list[str], env_policy: str | None) -> str | None:
+    """OMP_WAIT_POLICY in the environment of a fresh interpreter after ``graphstream ARGV`` (which may exit)."""
+    code = ("import os\nfrom graphstream.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "print(os.environ.get('OMP_WAIT_POLICY', 'unset'))")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if env_policy is not None:
+        env["OMP_WAIT_POLICY"] = env_policy
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_commands_run_with_openmp_s_passive_wait_policy_unless_one_is_set():
+    """numba's OpenMP threads spin after every parallel region, taking cores the workers need
+    (graphstream._resources.quiet_openmp); the user's own policy wins, and plug-ins (the trainer's torch) keep
+    OpenMP's default."""
+    assert _policy_after(["info", "--help"], None) == "PASSIVE"
+    assert _policy_after(["info", "--help"], "ACTIVE") == "ACTIVE"
+    assert _policy_after(["train", "--help"], None) == "unset"

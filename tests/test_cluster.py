@@ -121,6 +121,13 @@ def test_local_workers_keep_glibc_s_dynamic_mmap_threshold(dask_client):
     assert set(dask_client.run(worker_env, "GRAPHSTREAM_PROGRESS").values()) == {"0"}   # the worker's own env
 
 
+def test_local_workers_run_openmp_s_passive_wait_policy_unless_one_is_set(dask_client):
+    """A worker's numba threads spin between its tasks otherwise (graphstream._resources.quiet_openmp); a policy
+    set in this process's environment reaches the workers as it is."""
+    found = set(dask_client.run(worker_env, "OMP_WAIT_POLICY").values())
+    assert found == {os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
 def test_workers_on_this_machine_are_told_from_remote_ones(dask_client):
     assert workers_on_this_machine(dask_client)   # the local cluster: state files need no flush to disk
 

@@ -61,6 +61,10 @@ busy (``cores_busy``: CPU seconds of the client, scheduler and workers over
 the stage's seconds). On a 2-core machine, 2 unpinned workers against 1 then
 measure the spare core, not the scaling: pinned, N workers have N cores.
 
+Every mode runs with OpenMP's passive wait policy, as the CLI runs its
+commands (``graphstream._resources.quiet_openmp``; ``omp_wait_policy`` in the
+JSON), unless ``OMP_WAIT_POLICY`` is set.
+
 Goals (specs/distributed.md): speedup >= 1.7 at 2 workers for generate,
 ingest, degrees, partition rounds and build on a 2-core machine; overhead of
 1 worker at most 15%.
@@ -255,6 +259,7 @@ def main() -> None:
 def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
     """Every mode in its own child process, in-process ones first; each logged (``--log``) when done, so that a
     run cut short still leaves the modes it measured."""
+    from graphstream._resources import quiet_openmp
     work.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     _write_text(work, args.scale, text)
@@ -262,7 +267,8 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
             "cpu_count": os.cpu_count(), "text_setup_seconds": time.perf_counter() - t,
             "command": " ".join([".venv/bin/python", "tools/bench_distributed.py",
                                  *(a for a in sys.argv[1:] if a != "--log" and not a.endswith(".jsonl"))]),
-            "machine": _machine(), "date": time.strftime("%Y-%m-%d")}
+            "machine": _machine(), "date": time.strftime("%Y-%m-%d"),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     log = Path(args.log) if args.log else None
     runs: dict[int, list[dict]] = {}
     order = [0, *args.workers, ONE_CORE]   # the pinned mode last: on many cores it matters least
@@ -272,6 +278,7 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
         cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
                "--algo", args.algo, "--workdir", str(work), *(["--pin-workers"] if args.pin_workers else [])]
         env = dict(os.environ)
+        quiet_openmp(env)   # as the CLI runs its commands (graphstream._resources.quiet_openmp)
         if workers == ONE_CORE:   # set before numba is imported; the affinity is set by the child itself
             env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
