@@ -118,15 +118,13 @@ def quiet_openmp(env: MutableMapping[str, str]) -> None:
     """OpenMP's passive wait policy in ``env`` (a process's environment, before its first parallel kernel),
     unless a policy is set there already.
 
-    numba's kernels run on OpenMP threads (libgomp), which spin for a while after every parallel region
-    before they sleep: 3 ms a region a thread measured on a 2-core machine. A command runs thousands of
-    regions with Python or dask work between them, so on many cores the spinning threads take the cores
-    that other threads, dask workers or jobs of the service need. R-MAT scale 21, k = 8, 16 cores
-    (docs/distributed.md, "On 16 cores"): with 16 workers the client process used 98 s of CPU over the
-    partition and 35 s with this policy (28.1 s against 30.9-35.4 s of wall time); in-process, 175 s
-    and 69 s (16.0 s against 18.0 s). libgomp reads the policy once, when it is loaded: setting it in a
-    process whose numba threads already ran changes nothing. torch carries its own OpenMP library, and a
-    trainer's process is not one this is called for."""
+    Why: numba's kernels run on OpenMP threads (libgomp), which spin for a while after every parallel
+    region before they sleep (3 ms a region a thread on a 2-core machine). A command runs thousands of
+    regions with Python or dask work between them, and on many cores the spinning threads took the
+    cores that dask workers need: with 16 workers at R-MAT scale 21 the client used 98 s of CPU over the
+    partition, 35 s with this policy (docs/distributed.md, "OpenMP wait policy"). libgomp reads the
+    policy once, when it is loaded, so this is for a process that has not run a kernel yet. Not for a
+    trainer's process: torch's OpenMP threads run many short regions back to back."""
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
