@@ -123,8 +123,9 @@ def quiet_openmp(env: MutableMapping[str, str]) -> None:
     regions with Python or dask work between them, and on many cores the spinning threads took the
     cores that dask workers need: with 16 workers at R-MAT scale 21 the client used 98 s of CPU over the
     partition, 35 s with this policy (docs/distributed.md, "OpenMP wait policy"). libgomp reads the
-    policy once, when it is loaded, so this is for a process that has not run a kernel yet. Not for a
-    trainer's process: torch's OpenMP threads run many short regions back to back."""
+    policy once, when it is loaded, so this is for a process that has not run a kernel yet. The CLI does
+    not call it for plug-in commands such as the trainer's: torch loads an OpenMP library of its own,
+    which would read the policy too, and the effect on training was not measured."""
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
