@@ -237,6 +237,9 @@ def main() -> None:
     work = Path(args.workdir)
     text = work / "edges.txt"
     if args.mode is not None:
+        if not text.exists():   # one mode run by hand: a full run writes the text first and removes it at the end
+            work.mkdir(parents=True, exist_ok=True)
+            _write_text(work, args.scale, text)
         print(json.dumps(run_mode(args.mode, args.scale, args.k, args.algo, work, text, args.pin_workers)))
         return
     if args.render_log:
