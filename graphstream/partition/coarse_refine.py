@@ -110,7 +110,9 @@ class CoarseRefineParams:
     loose_passes: then sweeps under the loose cap ``loose_balance`` x n / k (0: none), the
         parts brought back under the hard cap, and ``settle_passes`` sweeps under it; the
         balanced partition before the loose phase is kept when it has fewer replicas.
-    refine_rounds: synchronous rounds a refinement sweep is cut into.
+    refine_rounds: synchronous rounds a refinement sweep is cut into. 8 rather than 16: fewer replicas as
+        the graph grows (R-MAT s21 k = 8 / 32: -2.0% / -3.0%; s22 k = 32: -5.0%; s20: +0.3%; the shared
+        graphs within 0.06%) in the same time or less, and half the synchronous rounds on a cluster.
     edge_balance: 0 (the default) balances the parts' nodes only; a factor >= 1 also caps a part's
         neighbour entries (the sum of its nodes' degrees, about twice its inner edges plus its cut
         ones) at that multiple of the mean, as DistDGL's ``balance_edges`` does with METIS's second
@@ -129,7 +131,7 @@ class CoarseRefineParams:
     loose_passes: int = 4
     loose_balance: float = 3.0
     settle_passes: int = 2
-    refine_rounds: int = 16
+    refine_rounds: int = 8
     max_candidates: int = 8
     edge_balance: float = 0.0
     coarse_trials: int = 3
