@@ -6,7 +6,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from .errors import ResourceError
@@ -114,9 +114,10 @@ def usable_cores() -> int:
     return cores
 
 
-def quiet_openmp(env: MutableMapping[str, str]) -> None:
+def quiet_openmp(env: MutableMapping[str, str], inherited: Mapping[str, str] | None = None) -> str:
     """OpenMP's passive wait policy in ``env`` (a process's environment, before its first parallel kernel),
-    unless a policy is set there already.
+    unless a policy is set there already, or in ``inherited`` (the environment whose variables the process
+    will also see): that one is kept. Returns the policy in effect.
 
     Why: numba's kernels run on OpenMP threads (libgomp), which spin for a while after every parallel
     region before they sleep (3 ms a region a thread on a 2-core machine). A command runs thousands of
@@ -126,7 +127,9 @@ def quiet_openmp(env: MutableMapping[str, str]) -> None:
     policy once, when it is loaded, so this is for a process that has not run a kernel yet. The CLI does
     not call it for plug-in commands such as the trainer's: torch loads an OpenMP library of its own,
     which would read the policy too, and the effect on training was not measured."""
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    policy = env.get("OMP_WAIT_POLICY", (inherited or {}).get("OMP_WAIT_POLICY", "PASSIVE"))
+    env["OMP_WAIT_POLICY"] = policy
+    return policy
 
 
 def workers_within(per_worker_bytes: int, most: int) -> int:

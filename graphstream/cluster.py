@@ -141,8 +141,7 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
     # the worker's "Compute Failed" traceback on stderr would only bury it
     env = {"GRAPHSTREAM_PROGRESS": "0", "NUMBA_NUM_THREADS": str(config.threads_per_worker),
            "OMP_NUM_THREADS": str(config.threads_per_worker)}
-    if "OMP_WAIT_POLICY" not in os.environ:   # a policy the user set is inherited by the workers as it is
-        quiet_openmp(env)                     # workers of several threads wait between tasks
+    quiet_openmp(env, inherited=os.environ)   # workers of several threads wait between tasks; a user's policy kept
     # dask's nannies set MALLOC_TRIM_THRESHOLD_ in their workers, and glibc then stops raising its mmap
     # threshold: every chunk-sized array is a fresh mmap whose pages fault in zeroed. Measured on R-MAT
     # chunk generation + compression: 2.6x slower. None unsets it (docs/distributed.md: external workers).

@@ -263,6 +263,8 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
     """Every mode in its own child process, in-process ones first; each logged (``--log``) when done, so that a
     run cut short still leaves the modes it measured."""
     from graphstream._resources import quiet_openmp
+    base_env = dict(os.environ)
+    policy = quiet_openmp(base_env)   # every mode as the CLI runs its commands
     work.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     _write_text(work, args.scale, text)
@@ -271,7 +273,7 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
             "command": " ".join([".venv/bin/python", "tools/bench_distributed.py",
                                  *(a for a in sys.argv[1:] if a != "--log" and not a.endswith(".jsonl"))]),
             "machine": _machine(), "date": time.strftime("%Y-%m-%d"),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+            "omp_wait_policy": policy}
     log = Path(args.log) if args.log else None
     runs: dict[int, list[dict]] = {}
     order = [0, *args.workers, ONE_CORE]   # the pinned mode last: on many cores it matters least
@@ -280,8 +282,7 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
         warmup = args.warmup and i == 0
         cmd = [sys.executable, __file__, "--mode", str(workers), "--scale", str(args.scale), "--k", str(args.k),
                "--algo", args.algo, "--workdir", str(work), *(["--pin-workers"] if args.pin_workers else [])]
-        env = dict(os.environ)
-        quiet_openmp(env)   # as the CLI runs its commands (graphstream._resources.quiet_openmp)
+        env = dict(base_env)
         if workers == ONE_CORE:   # set before numba is imported; the affinity is set by the child itself
             env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
@@ -323,7 +324,7 @@ def _report(head: dict, modes: dict) -> dict:
     counts = sorted(w for w in modes if w > 0)
     one = modes[counts[0]] if counts else None
     report = {**{key: head[key] for key in ("scale", "edges", "k", "algo", "cpu_count", "text_setup_seconds")},
-              **{key: head[key] for key in ("warmup_seconds",) if key in head},
+              **{key: head[key] for key in ("warmup_seconds", "omp_wait_policy") if key in head},
               "goals": GOALS, "workers": counts, "modes": {}}
     for workers, m in modes.items():
         entry = {key: m[key] for key in ("cluster_start", "pinned_cores", "runs", "seconds", "seconds_each",
