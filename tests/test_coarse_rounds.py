@@ -99,6 +99,34 @@ def test_rounds_cut_into_tasks_of_at_least_min_entries(graphs, dask_client, tmp_
     assert tasks[0] < tasks[1] <= threads * tasks[0]
 
 
+def test_a_rebalancing_round_is_one_wave_of_tasks(graphs, dask_client, tmp_path, monkeypatch):
+    """The rebalancing proposals of all the ranges go out together (they are accepted in one global order
+    once all are made): one call of run_tasks a rebalancing round, each task's shard at most a range, and
+    the same partition as in-process."""
+    from graphstream import cluster
+
+    store = graphs["rmat"]
+    params = {**PARAMS, "lp_passes": 2, "refine_passes": 2}
+    here = coarse_refine.run(store, 8, seed=1, **params)
+    calls = []
+
+    def recording(client, stage, fn, tasks, **kw):
+        if kw.get("rebalance"):
+            calls.append((stage, len(tasks)))
+        return run_tasks(client, stage, fn, tasks, **kw)
+
+    run_tasks = cluster.run_tasks
+    monkeypatch.setattr(cluster, "run_tasks", recording)
+    monkeypatch.setattr(coarse_rounds, "MIN_TASK_ENTRIES", 1000)
+    there = coarse_refine.run(store, 8, seed=1, client=dask_client, work_dir=tmp_path / "w", **params)
+    np.testing.assert_array_equal(here.owner, there.owner)
+    rounds = there.metrics["refine_rebalance_rounds"]
+    assert rounds >= 1 and len(calls) == rounds
+    # a piece per range at least (a range's proposals bound a shard), a piece per thread at most beyond that
+    assert all(stage == "coarse-refine: rebalance" and tasks >= params["refine_rounds"]
+               for stage, tasks in calls), calls
+
+
 def test_round_bounds_cover_the_nodes_on_segment_bounds():
     rng = np.random.default_rng(0)
     for n in (1, 5, SEGMENT, 3 * SEGMENT + 7, 40_000):

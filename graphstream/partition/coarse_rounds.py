@@ -38,6 +38,8 @@ from . import _coarse_kernels as K
 from .vertex_stream import VertexStream, open_vertex_stream
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from distributed import Client
 
 SEGMENT = 1024   # nodes: the Gauss-Seidel unit of label propagation; every range bound is a multiple of it
@@ -164,16 +166,45 @@ class Rounds:
                   hub_paths=[h.filename for h in hubs], flush=self.flush)
 
     def refine_proposals(self, a: int, b: int, load: np.ndarray, counters: np.ndarray, caps: np.ndarray,
-                         rebalance: bool, max_candidates: int, sweep: int) -> np.ndarray:
-        """(4, m) int64: node, part, delta, kind of the nodes of ``[a, b)`` that propose a move (with
-        ``rebalance``, of those in a part above a cap only: ``refine_propose``)."""
+                         max_candidates: int, sweep: int) -> np.ndarray:
+        """(4, m) int64: node, part, delta, kind of the nodes of ``[a, b)`` that propose a move
+        (``refine_propose``)."""
         if self.client is None:
-            return _refine_range(self.vs, a, b, load, counters, caps, rebalance, max_candidates, self.block_entries)
+            return _refine_range(self.vs, a, b, load, counters, caps, False, max_candidates, self.block_entries)
         shard = str(self.work / f"refine-{sweep}-{a}")
         paths = self._run("coarse-refine: refine", _refine_task, a, b, part_load=load,
-                          counters_path=counters.filename, caps=caps, rebalance=rebalance,
+                          counters_path=counters.filename, caps=caps, rebalance=False,
                           max_candidates=max_candidates, shard=shard)
         return _gather(paths, 4)
+
+    def rebalance_proposals(self, bounds: list[tuple[int, int]], load: np.ndarray, counters: np.ndarray,
+                            caps: np.ndarray, max_candidates: int, call: int) -> Iterator[np.ndarray]:
+        """The rebalancing proposals (of the nodes of a part above a cap only: ``refine_propose``) of every
+        range of ``bounds``, as (4, m) int64 arrays in node order, one range or piece at a time (each holds at most
+        about a range's nodes, so the caller can narrow them one by one).
+
+        A rebalancing round takes its proposals in one global order once all are made, so no range waits
+        for another's moves: on a cluster they are one wave of tasks, not a wave per range (a dask round
+        trip each, 8 a rebalancing round).
+        """
+        if self.client is None:
+            for a, b in bounds:
+                yield _refine_range(self.vs, a, b, load, counters, caps, True, max_candidates, self.block_entries)
+            return
+        if not bounds:
+            return
+        start, stop = bounds[0][0], bounds[-1][1]
+        entries = int(self.vs.offsets[stop]) - int(self.vs.offsets[start])
+        pieces = max(len(bounds), min(self.tasks_per_round, entries // self.min_task_entries))
+        from ..cluster import run_tasks
+        paths = run_tasks(self.client, "coarse-refine: rebalance", _refine_task,
+                          round_bounds(self.vs.offsets, pieces, start, stop), vs_dir=str(self.vs.path),
+                          block_entries=self.block_entries, part_load=load, counters_path=counters.filename,
+                          caps=caps, rebalance=True, max_candidates=max_candidates,
+                          shard=str(self.work / f"rebalance-{call}"))
+        for path in paths:
+            yield np.load(path)
+            os.unlink(path)
 
 
 # -- the two algorithms ------------------------------------------------------------------------
@@ -320,10 +351,9 @@ class _Refinement:
         self.counted = True
         self.passes += 1
 
-    def proposals(self, a: int, b: int, load: np.ndarray, caps: np.ndarray, rebalance: bool = False) -> np.ndarray:
+    def proposals(self, a: int, b: int, load: np.ndarray, caps: np.ndarray) -> np.ndarray:
         self.calls += 1
-        return self.rounds.refine_proposals(a, b, load, self.counters, caps, rebalance, self.max_candidates,
-                                            self.calls)
+        return self.rounds.refine_proposals(a, b, load, self.counters, caps, self.max_candidates, self.calls)
 
     def accept(self, node: np.ndarray, part: np.ndarray, kind: np.ndarray, load: np.ndarray, caps: np.ndarray
                ) -> int:
@@ -380,8 +410,9 @@ class _Refinement:
             # since after the loose phase those parts can hold most of the nodes
             node_dtype = np.int32 if self.vs.num_nodes < 2**31 else np.int64
             node, part, delta = [], [], []
-            for a, b in self.bounds:
-                p = self.proposals(a, b, load, caps, rebalance=True)
+            self.calls += 1
+            for p in self.rounds.rebalance_proposals(self.bounds, load, self.counters, caps, self.max_candidates,
+                                                     self.calls):
                 node.append(p[0].astype(node_dtype))
                 part.append(p[1].astype(np.int32))
                 delta.append(p[2].astype(np.int32))
