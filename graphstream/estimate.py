@@ -128,8 +128,12 @@ PARTITION_EDGES_PER_S = {"coarse-refine": 0.85e6, "spring": 10.5e6, "2ps-l": 2.0
 # The quality-metric pass that `partition` runs after the partitioner: one streamed pass
 # (streaming read + degree pass, 22.0M edges/s at scale 20, docs/store.md).
 METRICS_EDGES_PER_S = 22.0e6
-# Build (route + CSR): 0.74M edges/s at scale 24 (361.9 s), 1.47M at scale 26 (docs/format.md).
-BUILD_EDGES_PER_S = 0.74e6
+# Build (route + CSR): 3.20M edges/s at scale 26 with the threaded route and the bucketed CSR pass
+# (335.5 s, coarse-refine's parts, edge balance 10.3; docs/format.md, "Scale 26 with the bucketed CSR
+# pass", 2026-11-27). That run was on a 2-core Intel Xeon, slower than the EPYC of the other rates
+# (0.49M against 0.85M edges/s on coarse-refine), so this figure errs long. Before those two changes:
+# 0.74M at scale 24 and 1.13-1.47M at scale 26 on the EPYC.
+BUILD_EDGES_PER_S = 3.2e6
 # Feature split: bound by the disk's write rate, 0.27 GB/s (docs/format.md).
 FEATURE_SPLIT_BYTES_PER_S = 0.27e9
 
