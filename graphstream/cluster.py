@@ -244,7 +244,7 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
         window = max(1, sum(client.nthreads().values()))
         futures, waiting = [submit(i) for i in order[:window]], order[window:][::-1]
     elif tasks and all(tasks):   # one message to the scheduler for the whole stage (a wave of 8 no-op tasks
-        # on 2 workers: 35 ms against 40 ms with a submit per task, which coarse-refine's rounds pay ~130 times)
+        # on 2 workers: 35 ms against 40 ms with a submit per task, which coarse-refine's rounds pay ~120 times)
         futures = client.map(call, *zip(*tasks, strict=True), key=keys, pure=False, resources=resources)
     else:
         futures = [submit(i) for i in range(len(tasks))]

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 SEGMENT = 1024   # nodes: the Gauss-Seidel unit of label propagation; every range bound is a multiple of it
 # Entries below which a round's range is not cut further into tasks: a task costs a few milliseconds
-# of scheduler round trip and set-up whatever its size, and a round is a barrier paid ~130 times a run,
+# of scheduler round trip and set-up whatever its size, and a round is a barrier paid ~120 times a run,
 # so on a small graph 16 workers' pieces were all overhead (R-MAT s21: refine 16.4 s on 16 workers
 # against 9.5 s on 4). 2^20 entries are ~20 ms of proposals on one core.
 MIN_TASK_ENTRIES = 1 << 20
