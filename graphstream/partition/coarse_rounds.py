@@ -121,19 +121,20 @@ class Rounds:
             if isinstance(a, np.memmap):
                 a.flush()
 
-    def _pieces(self, a: int, b: int) -> list[tuple[int, int]]:
-        """``[a, b)`` cut into one piece per worker thread, each of at least ``min_task_entries`` entries.
+    def _pieces(self, a: int, b: int, at_least: int = 1) -> list[tuple[int, int]]:
+        """``[a, b)`` cut into one piece per worker thread, each of at least ``min_task_entries`` entries
+        (and into ``at_least`` pieces whatever their size).
 
         By entries, not nodes: a round waits for its slowest task, and a task's work is its entries.
         The proposals do not depend on the cut, so neither does the result.
         """
         entries = int(self.vs.offsets[b]) - int(self.vs.offsets[a])
-        pieces = max(1, min(self.tasks_per_round, entries // self.min_task_entries))
+        pieces = max(at_least, min(self.tasks_per_round, entries // self.min_task_entries))
         return round_bounds(self.vs.offsets, pieces, a, b)
 
-    def _run(self, stage: str, fn, a: int, b: int, **common) -> list:
+    def _run(self, stage: str, fn, a: int, b: int, at_least: int = 1, **common) -> list:
         from ..cluster import run_tasks
-        tasks = [(lo, hi) for lo, hi in self._pieces(a, b)]
+        tasks = [(lo, hi) for lo, hi in self._pieces(a, b, at_least)]
         return run_tasks(self.client, stage, fn, tasks, vs_dir=str(self.vs.path),
                          block_entries=self.block_entries, **common)
 
@@ -193,18 +194,10 @@ class Rounds:
             return
         if not bounds:
             return
-        start, stop = bounds[0][0], bounds[-1][1]
-        entries = int(self.vs.offsets[stop]) - int(self.vs.offsets[start])
-        pieces = max(len(bounds), min(self.tasks_per_round, entries // self.min_task_entries))
-        from ..cluster import run_tasks
-        paths = run_tasks(self.client, "coarse-refine: rebalance", _refine_task,
-                          round_bounds(self.vs.offsets, pieces, start, stop), vs_dir=str(self.vs.path),
-                          block_entries=self.block_entries, part_load=load, counters_path=counters.filename,
-                          caps=caps, rebalance=True, max_candidates=max_candidates,
-                          shard=str(self.work / f"rebalance-{call}"))
-        for path in paths:
-            yield np.load(path)
-            os.unlink(path)
+        paths = self._run("coarse-refine: rebalance", _refine_task, bounds[0][0], bounds[-1][1],
+                          at_least=len(bounds), part_load=load, counters_path=counters.filename, caps=caps,
+                          rebalance=True, max_candidates=max_candidates, shard=str(self.work / f"rebalance-{call}"))
+        yield from _shards(paths)
 
 
 # -- the two algorithms ------------------------------------------------------------------------
@@ -541,10 +534,15 @@ def _refine_task(a: int, b: int, *, vs_dir: str, block_entries: int, part_load: 
     return str(save_shard(f"{shard}-{a}.npy", out))
 
 
+def _shards(paths: list[str]) -> Iterator[np.ndarray]:
+    """The tasks' shards, in range order, each removed once read."""
+    for p in paths:
+        shard = np.load(p)
+        os.unlink(p)
+        yield shard
+
+
 def _gather(paths: list[str], rows: int) -> np.ndarray:
     """The tasks' shards, in range order, concatenated (and removed)."""
-    parts = []
-    for p in paths:
-        parts.append(np.load(p))
-        os.unlink(p)
+    parts = list(_shards(paths))
     return np.concatenate(parts, axis=1) if parts else np.empty((rows, 0), dtype=np.int64)
