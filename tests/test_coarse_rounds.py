@@ -241,6 +241,60 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
         assert round(rf_by_sets(src, dst, moved, n) * n - before) == delta[u]
 
 
+def test_interior_nodes_propose_nothing_and_every_gaining_move_is_proposed(tmp_path):
+    """Proposals read a node's own counters' row to skip it when all its neighbours are in its part.
+    On planted communities with some nodes misplaced, and after moves whose updates left saturated
+    counts stale: the interior nodes propose nothing, and every node that has a move lowering the
+    replicas (found by brute force) proposes a gain, so no node with a neighbour elsewhere was skipped."""
+    rng = np.random.default_rng(5)
+    k, size, m = 6, 80, 4000
+    n = k * size
+    community = np.repeat(np.arange(k), size)
+    src = rng.integers(0, n, m)
+    inside = rng.random(m) < 0.99
+    dst = np.where(inside, community[src] * size + rng.integers(0, size, m), rng.integers(0, n, m))
+    keep = src != dst
+    pairs = np.unique(np.stack([np.minimum(src, dst)[keep], np.maximum(src, dst)[keep]], axis=1), axis=0)
+    src, dst = pairs[:, 0], pairs[:, 1]
+    store = write_store(tmp_path / "g.zarr", src, dst, n)
+    vs = build_vertex_stream(store, tmp_path / "vs")
+    blk = next(iter(vs.blocks()))
+    hubs = K.hub_table(vs.offsets, k, 0)
+    owner = community.astype(np.int32)
+    counters = K.new_counters(owner, k)
+    K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, EVERY, *hubs)
+    # misplace some nodes through the moves' updates (degrees ~25: counts of 3 left stale on the way)
+    moved = np.sort(rng.choice(n, 6, replace=False))
+    to = ((owner[moved] + 1 + rng.integers(0, k - 1, 6)) % k).astype(np.int32)
+    stale = np.zeros(n, dtype=np.uint8)
+    K.refine_apply(blk.first, blk.offsets, blk.neighbours, moved, owner[moved].copy(), to, counters, stale,
+                   *hubs, 1)
+    owner[moved] = to
+    counters[:, -1] = owner
+    assert stale.any()
+    target = np.empty(n, dtype=np.int32)
+    delta = np.empty(n, dtype=np.int32)
+    kind = np.empty(n, dtype=np.int8)
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, K.part_loads(owner, vs.offsets, k), counters,
+                     np.array([n, K.NO_CAP]), False, k, SEGMENT, target, delta, kind)
+    nbrs = [set() for _ in range(n)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        nbrs[u].add(v)
+        nbrs[v].add(u)
+    interior = np.array([all(owner[y] == owner[u] for y in nbrs[u]) for u in range(n)])
+    assert 0.3 * n < interior.sum() < n   # the skip is taken, and not by every node
+    assert (kind[interior] == -1).all()
+    before = rf_by_sets(src, dst, owner, n) * n
+    gaining = 0
+    for u in np.flatnonzero(~interior):
+        best = min(rf_by_sets(src, dst, np.where(np.arange(n) == u, b, owner), n) * n - before
+                   for b in {int(owner[y]) for y in nbrs[u]} - {int(owner[u])})
+        if round(best) < 0:
+            gaining += 1
+            assert kind[u] == K.GAIN and delta[u] == round(best), u
+    assert gaining >= 5
+
+
 def test_refine_accept_keeps_the_cap():
     k, cap = 3, 4
     owner = np.array([0, 0, 0, 0, 0, 0, 1, 2], dtype=np.int32)   # part 0 above the cap by 2
