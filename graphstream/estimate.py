@@ -264,7 +264,8 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     partitions = {}
     for algo in algorithms:
         r = rf if rf is not None else assumed_rf(algo, k)
-        per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) if algo == "coarse-refine" else 0)
+        # coarse-refine: its counters, and the vertex stream's node order (one id a node, hubs first)
+        per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) + id_width if algo == "coarse-refine" else 0)
         scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * size.entries if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
         # coarse-refine: its trial children and its hub table

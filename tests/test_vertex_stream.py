@@ -67,6 +67,31 @@ def test_exact_lists_against_reference(tmp_path, bucket_entries, chunk):
     np.testing.assert_array_equal(vs2.neighbours_of(v), ref_nbr[ref_off[v]:ref_off[v + 1]])
 
 
+@pytest.mark.parametrize("bucket_entries", [1 << 25, 97])
+def test_hubs_first_is_the_same_stream_renumbered(tmp_path, bucket_entries):
+    """With hubs_first, node new_id[v] has v's list of the store-order stream, each neighbour renumbered;
+    new_id numbers the nodes of degree above the mean first, then the others, each in id order."""
+    rng = np.random.default_rng(3)
+    n, m = 300, 2000
+    src, dst = _random_graph(rng, n, m)
+    src[:400] = rng.integers(0, 12, 400)       # a few hubs
+    store = _store(tmp_path / "g.zarr", src, dst, n, chunk=64)
+    vs = build_vertex_stream(store, tmp_path / "vs", batch_size=50, bucket_entries=bucket_entries, hubs_first=True)
+    ref_off, ref_nbr = _reference(src, dst, n)
+    degree = np.diff(ref_off)
+    hubs = np.flatnonzero(degree > degree.mean())
+    others = np.flatnonzero(degree <= degree.mean())
+    assert 0 < len(hubs) < n
+    np.testing.assert_array_equal(vs.new_id[np.concatenate([hubs, others])], np.arange(n))
+    off, nbr, _ = _read_all(vs, 50)
+    for v in range(n):
+        u = vs.new_id[v]
+        np.testing.assert_array_equal(nbr[off[u]:off[u + 1]], vs.new_id[ref_nbr[ref_off[v]:ref_off[v + 1]]])
+    reopened = open_vertex_stream(tmp_path / "vs", mmap=True)
+    np.testing.assert_array_equal(reopened.new_id, vs.new_id)
+    assert build_vertex_stream(store, tmp_path / "vs2").new_id is None   # the store's ids by default
+
+
 def test_multiset_matches_scipy_csr(tmp_path):
     sp = pytest.importorskip("scipy.sparse")
     rng = np.random.default_rng(3)

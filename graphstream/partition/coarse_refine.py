@@ -8,6 +8,8 @@ reported apart as ``undirected_halo_rf``):
 
 1. vertex stream: the edges sorted by node once on disk (external counting
    sort, :mod:`.vertex_stream`), so each node's neighbours arrive together;
+   the nodes renumbered hubs first (``node_order``), the owner mapped back
+   to the store's ids at the end;
 2. size-capped label propagation over that stream (``lp_passes`` sweeps of
    ``lp_rounds`` synchronous rounds, :mod:`.coarse_rounds`; cluster size cap
    ``n / (cluster_cap_factor * k)``): O(num_nodes) labels and sizes;
@@ -49,7 +51,7 @@ O(E x ceil(k / 32)): every part's change is tested at once on packed
 counter words). Memory: offsets (8 bytes/node), labels and sizes (8, plus
 the proposals of one round), owner (4, and 4 more for the balanced one kept
 during the loose phase), counters (k/4 rounded up to 1, 2, 4
-or a multiple of 8), refresh marks (1) and the hubs' bitmap (0.19), the hubs' exact counts
+or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
 (at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
 bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables),
 one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
@@ -112,6 +114,13 @@ class CoarseRefineParams:
     loose_passes: then sweeps under the loose cap ``loose_balance`` x n / k (0: none), the
         parts brought back under the hard cap, and ``settle_passes`` sweeps under it; the
         balanced partition before the loose phase is kept when it has fewer replicas.
+    loose_balance: 1.5 with the hubs first (3.0 before them: with the hubs first, a loose phase
+        at 3.0 lost at k = 8 on R-MAT s20 in three seeds of three, and gains at 1.5).
+    node_order: "hubs-first" (the nodes of degree above the mean numbered first in the vertex
+        stream, so the rounds meet them first and their rows share cache lines) or "id" (the
+        store's). With loose_balance 1.5, against "id" at 3.0: R-MAT s20 k = 8 / 32, three seeds,
+        -2.3% to -14.3% RF; s21 k = 8 / 32, two seeds, -0.1% to -9.0%; the shared graphs -1.9% to +1.4%
+        (docs/partition-quality.md, "The hubs first").
     refine_rounds: synchronous rounds a refinement sweep is cut into. 8 rather than 16: fewer replicas as
         the graph grows (R-MAT s21 k = 8 / 32: -2.0% / -3.0%; s22 k = 32: -5.0%; s20: +0.3%; the shared
         graphs within 0.06%) in the same time or less, and half the synchronous rounds on a cluster.
@@ -131,7 +140,7 @@ class CoarseRefineParams:
     max_coarse_edges: int = 1 << 18
     refine_passes: int = 2
     loose_passes: int = 4
-    loose_balance: float = 3.0
+    loose_balance: float = 1.5
     settle_passes: int = 2
     refine_rounds: int = 8
     max_candidates: int = 8
@@ -141,6 +150,7 @@ class CoarseRefineParams:
     coarse_weights: str = "halo"
     coarse_solver: str = "metis"
     coarse_metis: str = "kway"
+    node_order: str = "hubs-first"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
     bucket_entries: int = DEFAULT_BUCKET_ENTRIES
     batch_size: int | None = None
@@ -166,6 +176,7 @@ class CoarseRefineParams:
             "coarse_weights": self.coarse_weights in ("edges", "halo"),
             "coarse_metis": self.coarse_metis in ("kway", "recursive", "kway-vol"),
             "coarse_solver": self.coarse_solver in ("metis", "kaminpar"),
+            "node_order": self.node_order in ("hubs-first", "id"),
         }
         for name, ok in checks.items():
             if not ok:
@@ -208,7 +219,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     n = store.num_nodes
     # 1. vertex stream on disk
     vs = build_vertex_stream(store, work / "vertex_stream", batch_size=cfg.batch_size,
-                             bucket_entries=cfg.bucket_entries)
+                             bucket_entries=cfg.bucket_entries, hubs_first=cfg.node_order == "hubs-first")
     watch.lap("vertex_stream")
     passes = 2   # degree pass + sort pass over the edge store
 
@@ -276,7 +287,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # replication factor proper is measured by the metrics pass (once before, once after refining).
         # The judged trials' passes already counted the objective of the one kept.
         objective_before = (best if judged else replicas(vs, owner, k, cfg.block_entries)) / n
-        rf_before = _builder_rf(store, owner, k, client) if store.directed else objective_before
+        rf_before = _builder_rf(store, _in_store_ids(vs, owner), k, client) if store.directed else objective_before
         load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
                                   cfg.settle_passes)
@@ -289,7 +300,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
             log(f"coarse-refine: edge balance {cfg.edge_balance} not reached: the largest part holds "
                 f"{entries_balance:.3f} x the mean neighbour entries (no single move fits both caps)")
 
-    metrics = _metrics(store, owner, k, client)
+    plan_owner = _in_store_ids(vs, owner)   # every step above works in the stream's ids
+    metrics = _metrics(store, plan_owner, k, client)
     rf = metrics["replication_factor"]
     # undirected, the builder's halo is the objective's (tests/test_rf_truth.py): no pass to count it again;
     # directed, the refinement counted it already when it judged a loose phase
@@ -328,7 +340,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     log(f"coarse-refine k={k}: {num_clusters} clusters, replication factor {rf_before:.4f} -> {rf:.4f}{also} "
         f"({refined.moves} moves in {refined.sweeps} sweeps, {refined.kept} phase kept), {watch.seconds:.1f}s")
     params = {"seed": seed, "balance": balance, **asdict(cfg)}
-    return PartitionPlan(algorithm=ALGORITHM, num_parts=k, owner=owner, params=params, metrics=metrics)
+    return PartitionPlan(algorithm=ALGORITHM, num_parts=k, owner=plan_owner, params=params, metrics=metrics)
 
 
 # -- step 3 ---------------------------------------------------------------------------------------
@@ -442,6 +454,11 @@ def _solver_weights(weights: np.ndarray) -> np.ndarray:
     32-bit weights need (a billion-edge graph has over 2^31 entries)."""
     scale = -(-int(weights.sum()) // (1 << 30))
     return weights if scale <= 1 else -(-weights // scale)
+
+
+def _in_store_ids(vs: VertexStream, owner: np.ndarray) -> np.ndarray:
+    """``owner`` (indexed by the vertex stream's node ids) indexed by the store's."""
+    return owner if vs.new_id is None else owner[vs.new_id]
 
 
 def _builder_rf(store: GraphStore, owner: np.ndarray, k: int, client: Client | None) -> float:

@@ -121,21 +121,26 @@ class Rounds:
             if isinstance(a, np.memmap):
                 a.flush()
 
-    def _pieces(self, a: int, b: int, at_least: int = 1) -> list[tuple[int, int]]:
-        """``[a, b)`` cut into one piece per worker thread, each of at least ``min_task_entries`` entries
-        (and into ``at_least`` pieces whatever their size).
+    def _pieces(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The node ranges cut into one piece per worker thread in all, each of at least
+        ``min_task_entries`` entries, and every range into one piece at least (its own: a range's
+        bounds can hold more than an equal share of the entries, the hubs' segments).
 
         By entries, not nodes: a round waits for its slowest task, and a task's work is its entries.
         The proposals do not depend on the cut, so neither does the result.
         """
-        entries = int(self.vs.offsets[b]) - int(self.vs.offsets[a])
-        pieces = max(at_least, min(self.tasks_per_round, entries // self.min_task_entries))
-        return round_bounds(self.vs.offsets, pieces, a, b)
+        offsets = self.vs.offsets
+        total = int(offsets[ranges[-1][1]]) - int(offsets[ranges[0][0]])
+        wanted = min(self.tasks_per_round, total // self.min_task_entries)
+        pieces = []
+        for a, b in ranges:
+            share = (int(offsets[b]) - int(offsets[a])) * wanted // max(total, 1)
+            pieces += round_bounds(offsets, max(1, share), a, b)
+        return pieces
 
-    def _run(self, stage: str, fn, a: int, b: int, at_least: int = 1, **common) -> list:
+    def _run(self, stage: str, fn, ranges: list[tuple[int, int]], **common) -> list:
         from ..cluster import run_tasks
-        tasks = [(lo, hi) for lo, hi in self._pieces(a, b, at_least)]
-        return run_tasks(self.client, stage, fn, tasks, vs_dir=str(self.vs.path),
+        return run_tasks(self.client, stage, fn, self._pieces(ranges), vs_dir=str(self.vs.path),
                          block_entries=self.block_entries, **common)
 
     # -- label propagation ----------------------------------------------------------------------
@@ -146,7 +151,7 @@ class Rounds:
         if self.client is None:
             return _lp_range(self.vs, a, b, label, full, seed, self.block_entries)
         shard = str(self.work / f"lp-{sweep}-{a}")
-        paths = self._run("coarse-refine: label propagation", _lp_task, a, b, label_path=label.filename,
+        paths = self._run("coarse-refine: label propagation", _lp_task, [(a, b)], label_path=label.filename,
                           full_path=full.filename, seed=seed, shard=shard)
         return _gather(paths, 3)
 
@@ -162,7 +167,7 @@ class Rounds:
             return
         # the hubs' bitmap and ranks are written once, when made; their counts change with the moves
         self.sync(owner, counters, hubs[2], *(() if stale is None else (stale,)))
-        self._run("coarse-refine: refine summary", _summary_task, 0, n, owner_path=owner.filename,
+        self._run("coarse-refine: refine summary", _summary_task, [(0, n)], owner_path=owner.filename,
                   counters_path=counters.filename, stale_path=None if stale is None else stale.filename,
                   hub_paths=[h.filename for h in hubs], flush=self.flush)
 
@@ -173,7 +178,7 @@ class Rounds:
         if self.client is None:
             return _refine_range(self.vs, a, b, load, counters, caps, False, max_candidates, self.block_entries)
         shard = str(self.work / f"refine-{sweep}-{a}")
-        paths = self._run("coarse-refine: refine", _refine_task, a, b, part_load=load,
+        paths = self._run("coarse-refine: refine", _refine_task, [(a, b)], part_load=load,
                           counters_path=counters.filename, caps=caps, rebalance=False,
                           max_candidates=max_candidates, shard=shard)
         return _gather(paths, 4)
@@ -194,9 +199,9 @@ class Rounds:
             return
         if not bounds:
             return
-        paths = self._run("coarse-refine: rebalance", _refine_task, bounds[0][0], bounds[-1][1],
-                          at_least=len(bounds), part_load=load, counters_path=counters.filename, caps=caps,
-                          rebalance=True, max_candidates=max_candidates, shard=str(self.work / f"rebalance-{call}"))
+        paths = self._run("coarse-refine: rebalance", _refine_task, bounds, part_load=load,
+                          counters_path=counters.filename, caps=caps, rebalance=True,
+                          max_candidates=max_candidates, shard=str(self.work / f"rebalance-{call}"))
         yield from _shards(paths)
 
 

@@ -17,6 +17,14 @@ want that. Built once by an external counting sort by node range:
    sorted by node into a bucket buffer, and the buffer is written in place in
    ``neighbours.npy``.
 
+With ``hubs_first``, the nodes are renumbered before the sort: the nodes of
+degree above the mean first, then the others, each group in id order
+(``new_id[v]`` is v's number in the stream, saved as ``new_id.npy``).
+Refinement and label propagation read the owner and counters of every
+neighbour at random, and most neighbours are hubs: numbered together, their
+rows share cache lines. It changes the partition too (the rounds are node
+ranges, so the hubs move first); see docs/partition-quality.md.
+
 Order inside a node's list: first the ``dst`` of the edges where it is
 ``src``, in edge order, then the ``src`` of the edges where it is ``dst``, in
 edge order; so the stream does not depend on the chunk size used to build
@@ -26,7 +34,8 @@ undirected view of the store).
 
 Disk: 2 * num_edges ids for the neighbours (plus the same again, as pairs,
 for the spill files while building, removed at the end). Memory: offsets
-(8 bytes/node), a per-bucket cursor, one edge chunk and one bucket buffer.
+(8 bytes/node), with ``hubs_first`` the new ids (one id a node), a
+per-bucket cursor, one edge chunk and one bucket buffer.
 """
 from __future__ import annotations
 
@@ -74,9 +83,10 @@ class VertexBlock:
 class VertexStream:
     """A vertex stream on disk; open with :func:`open_vertex_stream` or build with :func:`build_vertex_stream`."""
 
-    def __init__(self, path: Path, offsets: np.ndarray, id_dtype: np.dtype):
+    def __init__(self, path: Path, offsets: np.ndarray, id_dtype: np.dtype, new_id: np.ndarray | None = None):
         self.path = Path(path)
         self.offsets = offsets
+        self.new_id = new_id   # store id -> stream id, None when the stream keeps the store's ids
         self.id_dtype = np.dtype(id_dtype)
         self.num_nodes = len(offsets) - 1
         self.num_entries = int(offsets[-1])
@@ -187,12 +197,14 @@ class VertexStream:
 # -- building -------------------------------------------------------------------------------------
 
 def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch_size: int | None = None,
-                        bucket_entries: int = DEFAULT_BUCKET_ENTRIES) -> VertexStream:
+                        bucket_entries: int = DEFAULT_BUCKET_ENTRIES, hubs_first: bool = False) -> VertexStream:
     """Sort the store's edges by node into ``work_dir`` (created if needed) and open the result.
 
     ``bucket_entries`` bounds the in-memory bucket buffer (entries, not
     bytes); a graph with more than that many entries (2 x edges) takes the
-    spill-file route.
+    spill-file route. ``hubs_first``: the nodes renumbered, hubs first (see
+    the module's docstring; the stream's ``new_id`` maps the store's ids to
+    its own).
     """
     if bucket_entries < 1:
         raise ParameterError(f"bucket_entries must be >= 1, got {bucket_entries}")
@@ -209,10 +221,17 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     offsets = np.zeros(n + 1, dtype=np.int64)
     offsets[1:] = deg.out_degree          # in place: no n-sized temporaries beside the two degree arrays
     offsets[1:] += deg.in_degree
-    np.cumsum(offsets[1:], out=offsets[1:])
     small = n == 0 or int(deg.out_degree.max()) < 2**31
     out_degree = deg.out_degree.astype(np.int32) if small else deg.out_degree
     del deg
+    new_id = None
+    if hubs_first and n:
+        new_id = np.empty(n, dtype=id_dtype)
+        _hubs_first(offsets[1:], new_id)
+        offsets[1:][new_id] = offsets[1:].copy()   # the degrees in the stream's order
+        out_degree[new_id] = out_degree.copy()
+        np.save(work / "new_id.npy", new_id)
+    np.cumsum(offsets[1:], out=offsets[1:])
     total = int(offsets[-1])
     np.save(work / "offsets.npy", offsets)
 
@@ -224,14 +243,15 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     # 2. node ranges whose lists fit one bucket buffer.
     buckets = cut_ranges(offsets, bucket_entries)
     with open(neigh_path, "r+b") as out:
+        edges = _edge_batches(store, batch_size, new_id)
         if len(buckets) == 1:
-            _build_in_memory(store, offsets, out_degree, id_dtype, out, data_offset, batch_size)
+            _build_in_memory(edges, store.num_edges, offsets, out_degree, id_dtype, out, data_offset)
         else:
-            _build_spilled(store, offsets, out_degree, id_dtype, out, data_offset, batch_size, buckets, work)
+            _build_spilled(edges, store.num_edges, offsets, out_degree, id_dtype, out, data_offset, buckets, work)
     meta = {"num_nodes": n, "num_entries": total, "id_dtype": str(id_dtype), "source": store.path,
-            "num_edges": store.num_edges}
+            "num_edges": store.num_edges, "hubs_first": new_id is not None}
     meta_path.write_text(json.dumps(meta))   # written last: marks the stream complete
-    return VertexStream(work, offsets, id_dtype)
+    return VertexStream(work, offsets, id_dtype, new_id)
 
 
 def open_vertex_stream(work_dir: str | os.PathLike, *, mmap: bool = False) -> VertexStream:
@@ -243,27 +263,36 @@ def open_vertex_stream(work_dir: str | os.PathLike, *, mmap: bool = False) -> Ve
         raise StoreError(f"{work}: no complete vertex stream here (missing {META})")
     meta = json.loads(meta_path.read_text())
     offsets = np.load(work / "offsets.npy", mmap_mode="r" if mmap else None)
-    return VertexStream(work, offsets, np.dtype(meta["id_dtype"]))
+    new_id = np.load(work / "new_id.npy", mmap_mode="r" if mmap else None) if meta.get("hubs_first") else None
+    return VertexStream(work, offsets, np.dtype(meta["id_dtype"]), new_id)
 
 
-def _build_in_memory(store, offsets, out_degree, id_dtype, out, data_offset, batch_size) -> None:
+def _edge_batches(store: GraphStore, batch_size: int | None, new_id: np.ndarray | None
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The store's edges as (src, dst) batches, in the stream's ids."""
+    for batch in store.stream(batch_size):
+        if new_id is None:
+            yield batch.src, batch.dst
+        else:
+            yield new_id[batch.src], new_id[batch.dst]
+
+
+def _build_in_memory(edges, num_edges, offsets, out_degree, id_dtype, out, data_offset) -> None:
     # 3. one bucket: scatter both directions straight into the buffer.
-    n = len(offsets) - 1
     buf = np.empty(int(offsets[-1]), dtype=id_dtype)
     fwd = offsets[:-1].copy()
     rev = offsets[:-1] + out_degree
     # the backward entries in a second thread: their own cursors and slots (see _build_spilled)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-vstream") as pool:
-        for batch in track(store.stream(batch_size), store.num_edges, "vertex stream", size=len):
-            backward = pool.submit(_scatter, batch.dst, batch.src, 0, 0, rev, buf)
-            _scatter(batch.src, batch.dst, 0, 0, fwd, buf)
+        for src, dst in track(edges, num_edges, "vertex stream", size=lambda b: len(b[0])):
+            backward = pool.submit(_scatter, dst, src, 0, 0, rev, buf)
+            _scatter(src, dst, 0, 0, fwd, buf)
             backward.result()
     del fwd, rev
     _write_at(out, data_offset, 0, buf)
-    del n
 
 
-def _build_spilled(store, offsets, out_degree, id_dtype, out, data_offset, batch_size, buckets, work) -> None:
+def _build_spilled(edges, num_edges, offsets, out_degree, id_dtype, out, data_offset, buckets, work) -> None:
     # 3. route (node, neighbour) pairs of each direction to per-bucket spill files.
     starts = np.array([a for a, _ in buckets] + [buckets[-1][1]], dtype=np.int64)
     nb = len(buckets)
@@ -286,9 +315,9 @@ def _build_spilled(store, offsets, out_degree, id_dtype, out, data_offset, batch
     # the neighbour lists, are the same bytes as in one thread.
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="graphstream-vstream") as pool:
         try:
-            for batch in track(store.stream(batch_size), store.num_edges, "vertex stream: spill", size=len):
-                backward = pool.submit(spill, 1, batch.dst, batch.src)
-                spill(0, batch.src, batch.dst)
+            for src, dst in track(edges, num_edges, "vertex stream: spill", size=lambda b: len(b[0])):
+                backward = pool.submit(spill, 1, dst, src)
+                spill(0, src, dst)
                 backward.result()
         finally:
             for fa, fb in files:
@@ -344,6 +373,24 @@ def _npy_data_offset(path: Path) -> int:
 
 
 # -- kernels ------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _hubs_first(degree, new_id):
+    """new_id[v]: the nodes of degree above the mean first, then the others, each group in id order."""
+    n = degree.shape[0]
+    mean = degree.sum() / n
+    hubs = 0
+    for v in range(n):
+        hubs += degree[v] > mean
+    nxt_hub, nxt_other = 0, hubs
+    for v in range(n):
+        if degree[v] > mean:
+            new_id[v] = nxt_hub
+            nxt_hub += 1
+        else:
+            new_id[v] = nxt_other
+            nxt_other += 1
+
 
 @njit(cache=True, nogil=True)
 def _scatter(u, v, base_node, base_entry, cursor, buf):
