@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graphstream.errors import StoreError
 from graphstream.partition.vertex_stream import build_vertex_stream, open_vertex_stream
 from graphstream.store import GraphWriter
 
@@ -89,6 +90,10 @@ def test_hubs_first_is_the_same_stream_renumbered(tmp_path, bucket_entries):
         np.testing.assert_array_equal(nbr[off[u]:off[u + 1]], vs.new_id[ref_nbr[ref_off[v]:ref_off[v + 1]]])
     reopened = open_vertex_stream(tmp_path / "vs", mmap=True)
     np.testing.assert_array_equal(reopened.new_id, vs.new_id)
+    del reopened
+    np.save(tmp_path / "vs" / "new_id.npy", vs.new_id[:-1])   # a map that lost ids is refused
+    with pytest.raises(StoreError, match="new_id.npy holds 299 ids for 300 nodes"):
+        open_vertex_stream(tmp_path / "vs")
     assert build_vertex_stream(store, tmp_path / "vs2").new_id is None   # the store's ids by default
 
 

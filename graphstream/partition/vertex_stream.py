@@ -226,9 +226,10 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     del deg
     new_id = None
     if hubs_first and n:
+        degree = offsets[1:]   # a view: the counts become the offsets in place below
         new_id = np.empty(n, dtype=id_dtype)
-        _hubs_first(offsets[1:], new_id)
-        offsets[1:][new_id] = offsets[1:].copy()   # the degrees in the stream's order
+        _hubs_first(degree, new_id)
+        degree[new_id] = degree.copy()   # the degrees in the stream's order
         out_degree[new_id] = out_degree.copy()
         np.save(work / "new_id.npy", new_id)
     np.cumsum(offsets[1:], out=offsets[1:])
@@ -264,6 +265,8 @@ def open_vertex_stream(work_dir: str | os.PathLike, *, mmap: bool = False) -> Ve
     meta = json.loads(meta_path.read_text())
     offsets = np.load(work / "offsets.npy", mmap_mode="r" if mmap else None)
     new_id = np.load(work / "new_id.npy", mmap_mode="r" if mmap else None) if meta.get("hubs_first") else None
+    if new_id is not None and len(new_id) != len(offsets) - 1:
+        raise StoreError(f"{work}: new_id.npy holds {len(new_id)} ids for {len(offsets) - 1} nodes")
     return VertexStream(work, offsets, np.dtype(meta["id_dtype"]), new_id)
 
 
