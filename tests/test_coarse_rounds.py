@@ -395,6 +395,39 @@ def test_rebalance_brings_every_part_under_the_cap_by_its_cheapest_moves(graphs,
     assert coarse_rounds.replicas(vs, owner, k, 1 << 12) < coarse_rounds.replicas(vs, blind, k, 1 << 12)
 
 
+def test_the_rebalancing_sheds_light_nodes_and_hubs_only_when_nothing_else_is_left(graphs, tmp_path):
+    """With ``shed_max_degree`` the rebalancing leaves every node of a higher degree where it is when light
+    nodes can bring the parts under the cap; a part above the cap holding such nodes alone still ends
+    under it (a round that moves nothing lets every node propose)."""
+    store = graphs["rmat"]
+    n, k = store.num_nodes, 8
+    cap = int(1.05 * n / k)
+    grown = (np.arange(n) % k).astype(np.int32)
+    vs, _, _ = _refine_here(store, tmp_path / "a", grown, k, 3 * n // k, coarse_rounds.RefineSchedule(4))
+    degree = np.diff(vs.offsets)
+    bound = int(4 * degree.mean())
+    sizes = np.bincount(grown, minlength=k)
+    assert sizes.max() > 1.5 * cap
+    hubs = np.flatnonzero(degree > bound)
+    assert len(hubs) > 50 and (sizes[grown[hubs]] > cap).sum() > 50   # hubs in the parts that shed
+    owner = grown.copy()
+    _, size, result = _refine_here(store, tmp_path / "b", owner, k, cap,
+                                   coarse_rounds.RefineSchedule(0, shed_max_degree=bound))
+    assert size.max() <= cap and result.rebalance_rounds >= 1
+    np.testing.assert_array_equal(owner[hubs], grown[hubs])
+    assert (owner != grown).sum() >= size.sum() - k * cap   # the light nodes shed instead
+
+    # part 0 is made of the heaviest nodes alone, more of them than the cap
+    heavy = np.argsort(-degree, kind="stable")[:cap + 100]
+    bound = int(degree[heavy].min()) - 1
+    owner = np.where(np.isin(np.arange(n), heavy), 0, 1 + np.arange(n) % (k - 1)).astype(np.int32)
+    _, size, result = _refine_here(store, tmp_path / "c", owner, k, cap,
+                                   coarse_rounds.RefineSchedule(0, shed_max_degree=bound))
+    assert size.max() <= cap
+    np.testing.assert_array_equal(size, np.bincount(owner, minlength=k))
+    assert (owner[heavy] != 0).sum() >= 100
+
+
 def test_the_loose_phase_is_kept_only_when_it_has_fewer_replicas(graphs, tmp_path):
     """On R-MAT the sweeps under the loose cap end below the balanced partition before them, and that
     result is returned; the objectives reported are the replicas counted again here."""

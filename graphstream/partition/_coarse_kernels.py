@@ -620,7 +620,8 @@ FORCED = 3    # u's part is above a cap, no candidate: the least loaded part, ch
 
 
 @njit(cache=True, parallel=True)
-def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candidates, seg, target, delta, kind):
+def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candidates, seg, target, delta, kind,
+                   max_degree=0):
     """Refinement proposals for the block's nodes, against the round's start (the parts' loads, the
     counters and the owner in the counters' rows).
 
@@ -639,6 +640,7 @@ def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candi
     above); ``target[i]`` and ``delta[i]`` the part and the change.
     ``rebalance``: only the nodes of parts above a cap propose, each its cheapest move whatever its
     delta (SHED), or FORCED when it has no candidate.
+    ``max_degree``: nodes of a higher degree propose nothing (0: no bound).
     """
     k = load.shape[1]
     nloc = offs.shape[0] - 1
@@ -666,6 +668,8 @@ def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candi
             target[i] = a
             delta[i] = 0
             if rebalance and not over:
+                continue
+            if max_degree and hi - lo > max_degree:
                 continue
             # an interior node (all its neighbours in its part) proposes nothing: told by its own
             # counters' row, without reading its list (a zero count is always exact, see refine_apply).

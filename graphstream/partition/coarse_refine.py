@@ -121,6 +121,10 @@ class CoarseRefineParams:
         store's). With loose_balance 1.5, against "id" at 3.0: R-MAT s20 k = 8 / 32, three seeds,
         -2.3% to -14.3% RF; s21 k = 8 / 32, two seeds, -0.1% to -9.0%; the shared graphs -1.9% to +1.4%
         (docs/partition-quality.md, "The hubs first").
+    shed_degree_factor: the rebalancing after the loose phase (without an edge balance) sheds nodes of
+        degree at most this multiple of the mean only (0: any node): a hub's shed costs many replicas and
+        its list is long. 4 against 0: R-MAT s21, k = 32, the rebalancing 3.9 -> 1.8-2.1 s; R-MAT s20/s21
+        k = 8/16/32 -3.2% to +0.3% RF, the shared graphs -0.1% to +0.1% (docs/partition-quality.md).
     refine_rounds: synchronous rounds a refinement sweep is cut into. 8 rather than 16: fewer replicas as
         the graph grows (R-MAT s21 k = 8 / 32: -2.0% / -3.0%; s22 k = 32: -5.0%; s20: +0.3%; the shared
         graphs within 0.06%) in the same time or less, and half the synchronous rounds on a cluster.
@@ -142,6 +146,7 @@ class CoarseRefineParams:
     loose_passes: int = 4
     loose_balance: float = 1.5
     settle_passes: int = 2
+    shed_degree_factor: float = 4.0
     refine_rounds: int = 8
     max_candidates: int = 8
     edge_balance: float = 0.0
@@ -166,6 +171,7 @@ class CoarseRefineParams:
             "loose_passes": self.loose_passes >= 0,
             "loose_balance": self.loose_balance >= 1.0,
             "settle_passes": self.settle_passes >= 0,
+            "shed_degree_factor": self.shed_degree_factor >= 0,
             "max_candidates": self.max_candidates >= 1,
             "edge_balance": self.edge_balance == 0.0 or self.edge_balance >= 1.0,
             "coarse_trials": self.coarse_trials >= 1,
@@ -290,7 +296,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         rf_before = _builder_rf(store, _in_store_ids(vs, owner), k, client) if store.directed else objective_before
         load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
-                                  cfg.settle_passes)
+                                  cfg.settle_passes, int(np.ceil(cfg.shed_degree_factor * vs.offsets[-1] / n)))
         refined = refine(rounds, owner, load, caps, schedule, cfg.refine_rounds, cfg.max_candidates)
         watch.lap("refine")
         accept_seconds = rounds.accept_seconds

@@ -176,18 +176,20 @@ class Rounds:
         """(4, m) int64: node, part, delta, kind of the nodes of ``[a, b)`` that propose a move
         (``refine_propose``)."""
         if self.client is None:
-            return _refine_range(self.vs, a, b, load, counters, caps, False, max_candidates, self.block_entries)
+            return _refine_range(self.vs, a, b, load, counters, caps, False, max_candidates, 0, self.block_entries)
         shard = str(self.work / f"refine-{sweep}-{a}")
         paths = self._run("coarse-refine: refine", _refine_task, [(a, b)], part_load=load,
                           counters_path=counters.filename, caps=caps, rebalance=False,
-                          max_candidates=max_candidates, shard=shard)
+                          max_candidates=max_candidates, max_degree=0, shard=shard)
         return _gather(paths, 4)
 
     def rebalance_proposals(self, bounds: list[tuple[int, int]], load: np.ndarray, counters: np.ndarray,
-                            caps: np.ndarray, max_candidates: int, call: int) -> Iterator[np.ndarray]:
-        """The rebalancing proposals (of the nodes of a part above a cap only: ``refine_propose``) of every
-        range of ``bounds``, as (4, m) int64 arrays in node order, one range or piece at a time (each holds at most
-        about a range's nodes, so the caller can narrow them one by one).
+                            caps: np.ndarray, max_candidates: int, max_degree: int, call: int
+                            ) -> Iterator[np.ndarray]:
+        """The rebalancing proposals (of the nodes of a part above a cap only, of degree at most ``max_degree``
+        unless 0: ``refine_propose``) of every range of ``bounds``, as (4, m) int64 arrays in node order, one
+        range or piece at a time (each holds at most about a range's nodes, so the caller can narrow them one
+        by one).
 
         A rebalancing round takes its proposals in one global order once all are made, so no range waits
         for another's moves: on a cluster they are one wave of tasks, not a wave per range (a dask round
@@ -195,13 +197,15 @@ class Rounds:
         """
         if self.client is None:
             for a, b in bounds:
-                yield _refine_range(self.vs, a, b, load, counters, caps, True, max_candidates, self.block_entries)
+                yield _refine_range(self.vs, a, b, load, counters, caps, True, max_candidates, max_degree,
+                                    self.block_entries)
             return
         if not bounds:
             return
         paths = self._run("coarse-refine: rebalance", _refine_task, bounds, part_load=load,
                           counters_path=counters.filename, caps=caps, rebalance=True,
-                          max_candidates=max_candidates, shard=str(self.work / f"rebalance-{call}"))
+                          max_candidates=max_candidates, max_degree=max_degree,
+                          shard=str(self.work / f"rebalance-{call}"))
         yield from _shards(paths)
 
 
@@ -243,11 +247,14 @@ class RefineSchedule:
     loose_passes: then sweeps under ``loose_cap`` nodes a part (0: none; the entries' cap stays),
         after which the parts are brought back under the hard caps (:meth:`_Refinement.rebalance`)
         and ``settle_passes`` sweeps run under them again.
+    shed_max_degree: the rebalancing's sheds, under the nodes' cap alone, come from the nodes of degree at
+        most this (0: every node; see :meth:`_Refinement.rebalance`).
     """
     passes: int
     loose_passes: int = 0
     loose_cap: int = 0
     settle_passes: int = 0
+    shed_max_degree: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +307,7 @@ def refine(rounds: Rounds, owner: np.ndarray, load: np.ndarray, caps: np.ndarray
     already, so the balanced partition before it is kept when it has fewer
     replicas (one stream pass each to count them).
     """
-    ref = _Refinement(rounds, owner, load.shape[1], caps, num_rounds, max_candidates)
+    ref = _Refinement(rounds, owner, load.shape[1], caps, num_rounds, max_candidates, schedule.shed_max_degree)
     ref.sweeps(load, caps, schedule.passes)
     ref.rebalance(load)   # a start above the caps (the projection's imbalance)
     if schedule.loose_passes == 0:
@@ -326,9 +333,10 @@ class _Refinement:
     """The state of :func:`refine`: owner (the rounds' copy), counters, refresh marks and hub counts."""
 
     def __init__(self, rounds: Rounds, owner: np.ndarray, k: int, caps: np.ndarray, num_rounds: int,
-                 max_candidates: int):
+                 max_candidates: int, shed_max_degree: int = 0):
         vs = rounds.vs
         self.rounds, self.vs, self.k, self.caps, self.max_candidates = rounds, vs, k, caps, max_candidates
+        self.shed_max_degree = shed_max_degree
         self.owner = rounds.state("owner", owner)
         self.counters = rounds.state("counters", K.new_counters(owner, k))   # the owner in their rows too
         self.stale = rounds.state("stale", np.zeros(vs.num_nodes, dtype=np.uint8))
@@ -397,10 +405,18 @@ class _Refinement:
         balance 2.20 -> 1.22, RF 1.70 -> 1.35). The nodes' cap is always met: a forced move has a part
         with room, so this ends. The entries' cap is met where single moves can meet it: the rounds
         stop once the nodes are under their cap and a round moved nothing, or after
-        REBALANCE_ROUNDS + 1 rounds."""
+        REBALANCE_ROUNDS + 1 rounds.
+
+        Under the nodes' cap alone a shed is one node whatever its degree, and a hub's costs replicas by
+        the dozen, so the cheapest sheds are light nodes: the nodes of degree above ``shed_max_degree``
+        do not propose, and their lists (most of R-MAT's entries) are not scanned for sheds taken last if
+        ever (R-MAT s21, k = 32, 4 x the mean degree: 3.9 -> 1.8-2.1 s, and
+        the objective after it 3.694 -> 3.683). Should a round move
+        nothing with a part still above the cap, every node proposes from then on."""
         caps = self.caps
         offsets = self.vs.offsets
         done = 0
+        max_degree = self.shed_max_degree if caps[K.ENTRIES] >= K.NO_CAP else 0
         while (load[K.NODES] > caps[K.NODES]).any() or (
                 (load[K.ENTRIES] > caps[K.ENTRIES]).any() and done <= REBALANCE_ROUNDS):
             self.refresh()
@@ -410,7 +426,7 @@ class _Refinement:
             node, part, delta = [], [], []
             self.calls += 1
             for p in self.rounds.rebalance_proposals(self.bounds, load, self.counters, caps, self.max_candidates,
-                                                     self.calls):
+                                                     max_degree, self.calls):
                 node.append(p[0].astype(node_dtype))
                 part.append(p[1].astype(np.int32))
                 delta.append(p[2].astype(np.int32))
@@ -437,6 +453,8 @@ class _Refinement:
             self.passes += 2
             if moved == 0 and not (load[K.NODES] > caps[K.NODES]).any():
                 break
+            if moved == 0:
+                max_degree = 0
 
     def objective(self) -> float:
         """Replicas / num_nodes of the current owner (one stream pass)."""
@@ -492,14 +510,14 @@ def _summary_range(vs, a, b, owner, counters, block_entries, stale, hubs) -> Non
         K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
 
 
-def _refine_range(vs, a, b, load, counters, caps, rebalance, max_candidates, block_entries) -> np.ndarray:
+def _refine_range(vs, a, b, load, counters, caps, rebalance, max_candidates, max_degree, block_entries) -> np.ndarray:
     out = []
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
         target = np.empty(len(blk), dtype=np.int32)
         delta = np.empty(len(blk), dtype=np.int32)
         kind = np.empty(len(blk), dtype=np.int8)
         K.refine_propose(blk.first, blk.offsets, blk.neighbours, load, counters, caps, rebalance, max_candidates,
-                         SEGMENT, target, delta, kind)
+                         SEGMENT, target, delta, kind, max_degree)
         i = np.flatnonzero(kind >= 0)
         out.append(np.stack([i + blk.first, target[i], delta[i], kind[i]]).astype(np.int64))
     return np.concatenate(out, axis=1) if out else np.empty((4, 0), dtype=np.int64)
@@ -531,11 +549,11 @@ def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path
 
 
 def _refine_task(a: int, b: int, *, vs_dir: str, block_entries: int, part_load: np.ndarray, counters_path: str,
-                 caps: np.ndarray, rebalance: bool, max_candidates: int, shard: str) -> str:
+                 caps: np.ndarray, rebalance: bool, max_candidates: int, max_degree: int, shard: str) -> str:
     from ..cluster import save_shard
     vs = open_vertex_stream(vs_dir, mmap=True)
     out = _refine_range(vs, a, b, part_load, np.load(counters_path, mmap_mode="r"), caps, rebalance, max_candidates,
-                        block_entries)
+                        max_degree, block_entries)
     return str(save_shard(f"{shard}-{a}.npy", out))
 
 
