@@ -409,10 +409,10 @@ class _Refinement:
 
         Under the nodes' cap alone a shed is one node whatever its degree, and a hub's costs replicas by
         the dozen, so the cheapest sheds are light nodes: the nodes of degree above ``shed_max_degree``
-        do not propose, and their lists (most of R-MAT's entries) are not scanned for sheds taken last if
-        ever (R-MAT s21, k = 32, 4 x the mean degree: 3.9 -> 1.8-2.1 s, and
-        the objective after it 3.694 -> 3.683). Should a round move
-        nothing with a part still above the cap, every node proposes from then on."""
+        do not propose, and their lists (most of R-MAT's entries) are not scanned for sheds taken last
+        if ever (R-MAT s21, k = 32, 4 x the mean degree: 3.9 -> 1.8-2.1 s, the objective after it
+        3.694 -> 3.683). Should a round move nothing with a part still above the cap, every node
+        proposes from then on."""
         caps = self.caps
         offsets = self.vs.offsets
         done = 0
