@@ -124,7 +124,7 @@ class CoarseRefineParams:
     shed_degree_factor: the rebalancing after the loose phase (without an edge balance) sheds nodes of
         degree at most this multiple of the mean only (0: any node): a hub's shed costs many replicas and
         its list is long. 4 against 0: R-MAT s21, k = 32, the rebalancing 3.9 -> 1.8-2.1 s; R-MAT s20/s21
-        k = 8/16/32 -3.2% to +0.3% RF, the shared graphs -0.1% to +0.1% (docs/partition-quality.md).
+        k = 8/16/32 -3.2% to +0.4% RF, the shared graphs -0.1% to +0.1% (docs/partition-quality.md).
     refine_rounds: synchronous rounds a refinement sweep is cut into. 8 rather than 16: fewer replicas as
         the graph grows (R-MAT s21 k = 8 / 32: -2.0% / -3.0%; s22 k = 32: -5.0%; s20: +0.3%; the shared
         graphs within 0.06%) in the same time or less, and half the synchronous rounds on a cluster.
