@@ -99,11 +99,15 @@ PARTITION_BYTES_PER_NODE = {"coarse-refine": 72, "spring": 67, "2ps-l": 45, "hdr
 # Build: owner and degree (10 B/node) plus, per worker, a local map, a row counter and a halo
 # list (16 B/node per worker) plus the buffers per worker (read 64 MiB, sort 256 MiB, gather
 # 128 MiB), which small graphs do not fill: counted as at most twice the routed pairs
-# (docs/format.md, "How it is built"; measured 1.92 GB at scale 24, 4.43 GB at scale 26;
+# (docs/format.md, "How it is built"; measured 1.92 GB at scale 24, 4.43 GB and 4.32 GB at scale 26;
 # 385 MB at scale 18, k=8, partition and build in one process, docs/estimate.md).
 # Those measurements built 2 parts at a time; the builder now takes as many workers as the cores
 # and half of the available memory allow (BuildConfig.resolve_workers), and so does this model.
-BUILD_BYTES_PER_NODE = 10
+# With 10 B/node for the owner and degree the model gave 1.92 GB at scale 24 but 4.03 GB at scale 26,
+# 7-9% under both runs there (their parts' halo lists and buckets grow faster than the nodes: edge
+# balance 10.3): 6 B/node more puts scale 26 at 4.43 GB and scale 24 at 2.02 GB, at or above every
+# measured peak.
+BUILD_BYTES_PER_NODE = 16
 BUILD_BYTES_PER_NODE_PER_WORKER = 16
 BUILD_BUFFERS_PER_WORKER = (64 + 256 + 128) * 2**20
 # Feature split: memory maps of bounded windows (128 MiB per worker); 0.59 GB measured at scale 24

@@ -25,7 +25,7 @@ balance):
 
     .venv/bin/python tools/bench_partition_speed.py --compare \
         [--graphs rmat20,rmat21,web-NotreDame,facebook] [--ks 8,32] \
-        [--solvers coarse-refine,coarse-refine+kaminpar,kaminpar,metis]
+        [--solvers coarse-refine,coarse-refine+kaminpar,kaminpar,metis] [--repeat N]
 
 A solver ``coarse-refine:edge-balance=F`` runs coarse-refine with that edge
 balance (its parts' edges capped too), and ``spring`` the streaming
@@ -132,8 +132,14 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
             out["seconds"] = time.perf_counter() - t
     else:
         t = time.perf_counter()
-        xadj, adj = simple_csr(store)
+        cache = _csr_cache(store, Path(work))
+        parhip = cache / "g.parhip"
+        if solver == "kaminpar" and parhip.exists():
+            cached = True   # KaMinPar's own file: no CSR of ours in this process, so its peak RSS is KaMinPar's
+        else:
+            xadj, adj, cached = _cached_csr(store, cache)
         out["load_seconds"] = time.perf_counter() - t
+        out["csr_read_from_cache"] = cached   # load_seconds then times the read, not the CSR's making
         if solver == "metis":
             import pymetis
             t = time.perf_counter()
@@ -145,12 +151,14 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
             import importlib.metadata
 
             from graphstream.partition import kaminpar_solver
-            with tempfile.TemporaryDirectory(dir=work) as tmp:
-                path = kaminpar_solver.write_parhip(Path(tmp) / "g.parhip", xadj, adj)
+            if not parhip.exists():
+                tmp = parhip.with_name(f"g.{os.getpid()}.tmp")
+                kaminpar_solver.write_parhip(tmp, xadj, adj)
+                os.replace(tmp, parhip)
                 del xadj, adj
-                t = time.perf_counter()
-                owner = kaminpar_solver.partition(path, k, 1.05, 0, threads=os.cpu_count() or 1)
-                out["seconds"] = time.perf_counter() - t
+            t = time.perf_counter()
+            owner = kaminpar_solver.partition(parhip, k, 1.05, 0, threads=os.cpu_count() or 1)
+            out["seconds"] = time.perf_counter() - t   # its loading of the ParHiP file included
             out["version"] = importlib.metadata.version("kaminpar")
             out["threads"] = os.cpu_count()
     out["peak_rss_bytes"] = peak_rss_bytes()
@@ -161,8 +169,41 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
     print(json.dumps(out))
 
 
+def _csr_cache(store, work: Path) -> Path:
+    """The folder (created) where the in-memory solvers' inputs for ``store`` are kept between the runs
+    of a ``--repeat``: the simple CSR as ``.npy`` and KaMinPar's ParHiP file (compare() removes it)."""
+    cache = work / "csr-cache" / f"{Path(store.path).name}-{store.num_nodes}-{store.num_edges}"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+def _cached_csr(store, cache: Path):
+    """The simple CSR of ``store`` and whether it was read back: built once (``simple_csr``, minutes
+    at scale 21), then read from ``cache``."""
+    import numpy as np
+    try:
+        return np.load(cache / "xadj.npy"), np.load(cache / "adj.npy"), True
+    except OSError:
+        pass
+    xadj, adj = simple_csr(store)
+    for name, a in (("xadj", xadj), ("adj", adj)):   # each whole or absent: a killed run leaves no half file
+        tmp = cache / f"{name}.{os.getpid()}.tmp.npy"
+        np.save(tmp, a)
+        os.replace(tmp, cache / f"{name}.npy")
+    return xadj, adj, False
+
+
 def compare(args, work: Path) -> dict:
-    """--compare: every solver on every graph and k, each in a fresh subprocess."""
+    """--compare: every solver on every graph and k, each in a fresh subprocess; with ``--repeat N``,
+    the solvers alternate N times (the first solver of a round moving one place each time) and each
+    row gives the median seconds, every run's seconds, replication factor and peak RSS, and the ratio
+    of every solver's median to coarse-refine's; its other figures are its last run's. The in-memory
+    solvers' CSR (and KaMinPar's ParHiP file) is made once a graph: ``load_seconds`` is the run that
+    made it, and the later KaMinPar runs hold no CSR of ours, so their peak RSS is KaMinPar's own
+    (the first one's also counts the making of the CSR in Python)."""
+    import shutil
+    import statistics
+
     from graphstream.store import open_store
     shared = None
     result = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpu_count": os.cpu_count(),
@@ -178,17 +219,36 @@ def compare(args, work: Path) -> dict:
         g = result["graphs"][name] = {"path": str(path), "num_nodes": store.num_nodes, "num_edges": store.num_edges}
         for k in (int(x) for x in args.ks.split(",")):
             row = g[f"k={k}"] = {}
-            for solver in args.solvers.split(","):
-                cmd = [sys.executable, __file__, "--compare-child", solver, str(path), str(k), str(work)]
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-                row[solver] = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
-                               else {"error": proc.stderr.strip().splitlines()[-3:]})
-                print(name, k, solver, json.dumps(row[solver]), file=sys.stderr, flush=True)
+            solvers = args.solvers.split(",")
+            runs: dict[str, list[dict]] = {s: [] for s in solvers}
+            for rep in range(args.repeat):
+                for solver in solvers[rep % len(solvers):] + solvers[:rep % len(solvers)]:
+                    cmd = [sys.executable, __file__, "--compare-child", solver, str(path), str(k), str(work)]
+                    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                    r = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
+                         else {"error": proc.stderr.strip().splitlines()[-3:]})
+                    runs[solver].append(r)
+                    print(name, k, solver, json.dumps(r), file=sys.stderr, flush=True)
+            for solver, rs in runs.items():
+                ok = [r for r in rs if "error" not in r]
+                row[solver] = dict(ok[-1] if ok else rs[0])
+                if args.repeat > 1 and ok:
+                    row[solver].update({"runs": len(ok), "seconds": statistics.median(r["seconds"] for r in ok),
+                                        "seconds_each": [round(r["seconds"], 2) for r in ok],
+                                        "replication_factor_each": [r["replication_factor"] for r in ok],
+                                        "peak_rss_bytes_each": [r["peak_rss_bytes"] for r in ok]})
+                    if "load_seconds" in ok[0]:
+                        row[solver]["load_seconds"] = ok[0]["load_seconds"]   # the run that made the CSR
+            base = row.get("coarse-refine", {}).get("seconds")
+            for r in row.values():
+                if base and "seconds" in r:
+                    r["seconds_vs_coarse_refine"] = r["seconds"] / base
             if "metis" in row and "replication_factor" in row["metis"]:
                 for r in row.values():
                     if "replication_factor" in r:
                         r["rf_vs_metis"] = r["replication_factor"] / row["metis"]["replication_factor"] - 1
     result["load_average_after"] = os.getloadavg()
+    shutil.rmtree(work / "csr-cache", ignore_errors=True)
     return result
 
 
@@ -361,6 +421,8 @@ def main() -> None:
                     help="--compare: rmatS (R-MAT scale S, edge factor 16, undirected) or shared graph names")
     ap.add_argument("--ks", default="8,32", help="--compare: part counts")
     ap.add_argument("--solvers", default="coarse-refine,kaminpar,metis", help="--compare: partitioners")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="--compare: runs of every solver, alternating; seconds are the median")
     ap.add_argument("--child", nargs=4, metavar=("ALGO", "STORE", "K", "WORK"), help=argparse.SUPPRESS)
     ap.add_argument("--compare-child", nargs=4, metavar=("SOLVER", "STORE", "K", "WORK"), help=argparse.SUPPRESS)
     args = ap.parse_args()
