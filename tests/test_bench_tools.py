@@ -85,3 +85,45 @@ def test_bench_distributed_warmup_runs_first_and_is_not_a_mode(tmp_path):
     assert list(one["pinned_cores"].values()) == [min(os.sched_getaffinity(0))]
     assert set(one["cpu_seconds"]["build"]) >= {"client", "workers"} and one["cpu_seconds"]["build"]["workers"] > 0
     assert 0 < one["cores_busy"]["build"]
+
+
+def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(tmp_path):
+    """--compare --repeat: every solver run that many times, the median and each run reported, the ratio
+    to coarse-refine's median; the in-memory solver's CSR made once (its later runs read it back) and
+    removed at the end."""
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_partition_speed.py"), "--compare",
+                           "--graphs", "rmat10", "--ks", "4", "--solvers", "coarse-refine,metis", "--repeat", "3",
+                           "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(done.stdout)["graphs"]["rmat10"]["k=4"]
+    for solver in ("coarse-refine", "metis"):
+        r = row[solver]
+        assert r["runs"] == 3 and len(r["seconds_each"]) == 3 and len(r["peak_rss_bytes_each"]) == 3
+        assert abs(r["seconds"] - sorted(r["seconds_each"])[1]) < 0.01   # the median (each rounded to 10 ms)
+    assert row["coarse-refine"]["seconds_vs_coarse_refine"] == 1.0
+    assert row["metis"]["seconds_vs_coarse_refine"] == row["metis"]["seconds"] / row["coarse-refine"]["seconds"]
+    assert len(set(row["metis"]["replication_factor_each"])) == 1   # METIS is deterministic for its seed
+    assert row["metis"]["csr_read_from_cache"] is True              # the last run's: the CSR read back
+    order = [line.split()[2] for line in done.stderr.splitlines() if line.startswith("rmat10 4 ")]
+    assert order == ["coarse-refine", "metis", "metis", "coarse-refine", "coarse-refine", "metis"]
+    assert not (tmp_path / "csr-cache").exists()
+
+
+def test_bench_build_tasks_times_every_stage_of_a_cluster_build(tmp_path):
+    """bench_build_tasks: each build stage's tasks timed on 1 and 2 workers, the parts' edge shares, and
+    the outputs of both worker counts identical."""
+    from graphstream.ingest.rmat import generate_rmat
+    store = generate_rmat(tmp_path / "g.zarr", scale=10, edge_factor=8, seed=1, undirected=True)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_build_tasks.py"), str(store.path), "-k", "4",
+                           "--workers", "1", "2", "--work", str(tmp_path / "work")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["identical"] is True
+    assert len(report["part_edge_shares"]) == 4 and abs(sum(report["part_edge_shares"]) - 1) < 1e-3
+    assert [r["workers"] for r in report["runs"]] == [1, 2]
+    for run in report["runs"]:
+        stages = run["stages"]
+        assert set(stages) == {"build: route edges", "build: degrees", "build: parts"}
+        assert stages["build: parts"]["tasks"] == 4 and len(stages["build: parts"]["task_seconds"]) == 4
+        assert 0 <= stages["build: route edges"]["first_start"] <= stages["build: parts"]["last_stop"] <= run["seconds"]
