@@ -198,13 +198,14 @@ def compare(args, work: Path) -> dict:
     the solvers alternate N times (the first solver of a round moving one place each time) and each
     row gives the median seconds, every run's seconds, replication factor and peak RSS, and the ratio
     of every solver's median to coarse-refine's; its other figures are its last run's. The in-memory
-    solvers' CSR (and KaMinPar's ParHiP file) is made once a graph: ``load_seconds`` is the run that
-    made it, and the later KaMinPar runs hold no CSR of ours, so their peak RSS is KaMinPar's own
-    (the first one's also counts the making of the CSR in Python)."""
+    solvers' CSR (and KaMinPar's ParHiP file) is made once a graph: ``load_seconds`` is that of the
+    solver's run that made it, if one did, and the later KaMinPar runs hold no CSR of ours, so their
+    peak RSS is KaMinPar's own (the first one's also counts the making of the CSR in Python)."""
     import shutil
     import statistics
 
     from graphstream.store import open_store
+    shutil.rmtree(work / "csr-cache", ignore_errors=True)   # a killed run's: its store may have been made again
     shared = None
     result = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpu_count": os.cpu_count(),
               "load_average_before": os.getloadavg(), "graphs": {}}
@@ -237,8 +238,9 @@ def compare(args, work: Path) -> dict:
                                         "seconds_each": [round(r["seconds"], 2) for r in ok],
                                         "replication_factor_each": [r["replication_factor"] for r in ok],
                                         "peak_rss_bytes_each": [r["peak_rss_bytes"] for r in ok]})
-                    if "load_seconds" in ok[0]:
-                        row[solver]["load_seconds"] = ok[0]["load_seconds"]   # the run that made the CSR
+                    made = [r for r in ok if r.get("csr_read_from_cache") is False]
+                    if made:   # the run that made the CSR (another solver's may have, when both need it)
+                        row[solver].update(load_seconds=made[0]["load_seconds"], csr_read_from_cache=False)
             base = row.get("coarse-refine", {}).get("seconds")
             for r in row.values():
                 if base and "seconds" in r:

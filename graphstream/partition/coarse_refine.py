@@ -420,7 +420,7 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     # a table per thread while they fit in the bound, the first one the counts themselves (its thread
     # counts, or adds its changes, straight into them); the others are added to it in place: no table
     # more, nor a temporary sum, which made this step the partition's peak (R-MAT s22, k = 32: 678 ->
-    # 563 MiB)
+    # 548 MiB in this step)
     runs = max(1, min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (len(csizes) * k)))
     tables = np.zeros((runs, len(csizes), k), dtype=np.int32)
     conn = tables[0]
