@@ -24,17 +24,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_distributed import _digest  # noqa: E402  (the same digest, timings excluded, as that benchmark's)
+from bench_distributed import _digest, _pin_workers  # noqa: E402  (that benchmark's digest, timings excluded)
 
 
 def build_on_cluster(store, plan, out: Path, workers: int, pin: bool) -> dict:
-    from bench_distributed import _pin_workers
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import get_task_stream
 
     from graphstream.assemble import build_partitions
+    from graphstream.cluster import ClusterConfig, open_client
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
-            Client(lc) as client:
+    # the commands' own cluster (one numba thread a worker, progress off), as bench_distributed starts it
+    config = ClusterConfig(workers=workers, threads_per_worker=1)
+    with open_client(config, local_directory=out.parent / "dask") as client:
         if pin:
             _pin_workers(client)
         t0 = time.time()
