@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._atomic import atomic_dir, save_npy
+from ._jobs import Job, ReadyJobs
 from ._report import log, progress
 from ._resources import quiet_openmp
 from .errors import GraphStreamError, ParameterError
@@ -224,43 +225,84 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
 
     ``cost``: the tasks' expected costs, for tasks of very unequal size (one
     part per task). They are then handed out largest first and only as
-    worker threads free up, so that an idle worker takes the next one. Given
-    all at once, the scheduler would queue some on a busy worker behind a
-    long task (it assigns up to 1.1 tasks per thread in advance).
+    worker threads free up (:func:`run_jobs`).
     """
-    from distributed import as_completed
+    results: list[Any] = [None] * len(tasks)
+    units = (lambda t: 1) if size is None else size
+    # the task's keywords kept apart from map's own (batch_size, workers, ...)
+    call = partial(fn, **common, **(task_kwargs or {}))
+    if cost is not None:
+        def keep(i: int, result: Any) -> list[Job]:
+            results[i] = result
+            return []
+        run_jobs(client, stage, [Job(str(i), call, tasks[i], (cost[i],), partial(keep, i), units(tasks[i]))
+                                 for i in range(len(tasks))],
+                 unit=unit, total=sum(units(t) for t in tasks), resources=resources)
+        return results
 
     run_id = uuid.uuid4().hex[:8]   # fresh keys: a shared cluster must not serve another run's results
     keys = [f"{stage}-{run_id}-{i}" for i in range(len(tasks))]
-    # the task's keywords kept apart from map's own (batch_size, workers, ...)
-    call = partial(fn, **common, **(task_kwargs or {}))
-
-    def submit(i: int) -> Any:
-        return client.submit(call, *tasks[i], key=keys[i], pure=False, resources=resources)
-
-    waiting: list[int] = []
-    if cost is not None:   # largest first, one per worker thread, the next as one finishes
-        order = sorted(range(len(tasks)), key=lambda i: -cost[i])
-        window = max(1, sum(client.nthreads().values()))
-        futures, waiting = [submit(i) for i in order[:window]], order[window:][::-1]
-    elif tasks and all(tasks):   # one message to the scheduler for the whole stage (a wave of 8 no-op tasks
+    if tasks and all(tasks):   # one message to the scheduler for the whole stage (a wave of 8 no-op tasks
         # on 2 workers: 35 ms against 40 ms with a submit per task, which coarse-refine's rounds pay ~120 times)
         futures = client.map(call, *zip(*tasks, strict=True), key=keys, pure=False, resources=resources)
     else:
-        futures = [submit(i) for i in range(len(tasks))]
+        futures = [client.submit(call, *tasks[i], key=keys[i], pure=False, resources=resources)
+                   for i in range(len(tasks))]
     index = {key: i for i, key in enumerate(keys)}
-    results: list[Any] = [None] * len(tasks)
-    total = len(tasks) if size is None else sum(size(t) for t in tasks)
+    from distributed import as_completed
+
+    with _stage_guard(client, futures, f"{stage}-{run_id}-"), \
+            progress(sum(units(t) for t in tasks), stage, unit=unit, line=False) as bar:
+        for future in as_completed(futures, loop=client.loop):
+            i = index[future.key]
+            results[i] = future.result()
+            bar.update(units(tasks[i]))
+    return results
+
+
+def run_jobs(client: Client, stage: str, jobs: Sequence[Job], *, unit: str = "task", total: int | None = None,
+             resources: dict | None = None) -> None:
+    """Run ``jobs`` and every job they release (:class:`graphstream._jobs.Job`), one per worker thread at
+    a time, the next as a thread frees up. Given all at once, the scheduler would queue some on a busy
+    worker behind a long task (it assigns up to 1.1 tasks per thread in advance), and a released job
+    would wait behind tasks of lower priority. Errors as :func:`run_tasks`; ``total`` is the progress
+    bar's length in ``unit``."""
+    from distributed import as_completed
+
+    run_id = uuid.uuid4().hex[:8]
+    ready = ReadyJobs(jobs)
+
+    def submit() -> Any:
+        job = ready.pop()
+        future = client.submit(job.fn, *job.args, key=f"{stage}-{run_id}-{job.name}", pure=False,
+                               resources=resources)
+        running[future.key] = job
+        return future
+
+    window = max(1, sum(client.nthreads().values()))
+    running: dict[str, Job] = {}
+    futures = [submit() for _ in range(min(window, len(ready)))]
+    with _stage_guard(client, futures, f"{stage}-{run_id}-"), \
+            progress(sum(j.units for j in jobs) if total is None else total, stage, unit=unit,
+                     line=False) as bar:
+        done = as_completed(futures, loop=client.loop)
+        for future in done:
+            job = running.pop(future.key)
+            result = future.result()
+            if job.then is not None:
+                ready.release(job.then(result))
+            bar.update(job.units)
+            while ready and len(running) < window:
+                futures.append(submit())
+                done.add(futures[-1])
+
+
+@contextmanager
+def _stage_guard(client: Client, futures: list, prefix: str) -> Iterator[None]:
+    """A stage's errors: its tasks cancelled; a lost scheduler a :class:`ClusterError`; on SIGINT or
+    SIGTERM, a wait until the stage's tasks have stopped, before the outputs are unwound."""
     try:
-        with progress(total, stage, unit=unit, line=False) as bar:
-            done = as_completed(futures, loop=client.loop)
-            for future in done:
-                if waiting:
-                    futures.append(submit(waiting.pop()))
-                    done.add(futures[-1])
-                i = index[future.key]
-                results[i] = future.result()
-                bar.update(1 if size is None else size(tasks[i]))
+        yield
     except GraphStreamError:
         _cancel(client, futures)
         raise
@@ -270,11 +312,10 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
         if lost is not None:
             raise lost from exc
         raise
-    except BaseException:   # SIGINT/SIGTERM: stop the stage's tasks before the outputs are unwound
+    except BaseException:
         _cancel(client, futures)
-        _wait_until_stopped(client, f"{stage}-{run_id}-")
+        _wait_until_stopped(client, prefix)
         raise
-    return results
 
 
 def run_task(client: Client, stage: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -949,3 +949,34 @@ def test_a_part_that_fails_midway_leaves_its_scratch_clean(small, tmp_path, monk
         csr_mod.build_part_csr(spill, 1, np.flatnonzero(owner == 1), True, s, tmp_path / name, degree, config)
         built.append({f: np.load(tmp_path / name / f) for f in ("indptr.npy", "indices.npy", "global_ids.npy")})
     assert all(np.array_equal(built[0][f], built[1][f]) for f in built[0])
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_a_part_cut_into_steps_on_threads_is_the_same_part(tmp_path, monkeypatch, directed):
+    """A part with most of the pairs is cut into steps on the builder's threads (rows counted, each edge
+    range bucketed, each bucket filled into its slice of indices.npy, node data last): the same bytes
+    as one thread, which builds it whole, with one bucket a block and with several blocks a bucket."""
+    from graphstream.assemble import csr as csr_mod
+
+    src, dst, n = _random_graph(seed=8)
+    store = _write_store(tmp_path / "g.zarr", src, dst, n, directed, chunk=257)
+    rng = np.random.default_rng(4)
+    owner = np.where(rng.random(n) < 0.85, 0, rng.integers(1, 4, n))
+    nodes = _write_node_data(tmp_path / "nodes", n, seed=2)
+    laid_out = []
+    real = builder_mod.lay_out_part
+    monkeypatch.setattr(builder_mod, "lay_out_part", lambda *a, **kw: laid_out.append(a[1]) or real(*a, **kw))
+    built = {}
+    for name, workers, max_buckets in (("one", 1, 256), ("cut", 2, 256), ("grouped", 3, 2)):
+        monkeypatch.setattr(csr_mod, "MAX_BUCKETS", max_buckets)
+        laid_out.clear()
+        config = BuildConfig(read_bytes=4096, sort_bytes=4096, bucket_bytes=1024, workers=workers)
+        (tmp_path / f"work-{name}").mkdir()
+        build_partitions(store, _plan(owner, 4), tmp_path / name, nodes=nodes, config=config,
+                         work_dir=tmp_path / f"work-{name}")
+        assert laid_out == ([] if workers == 1 else [0])
+        built[name] = {f.relative_to(tmp_path / name).as_posix(): f.read_bytes()
+                       for f in sorted((tmp_path / name).rglob("*.npy"))}
+        assert list((tmp_path / f"work-{name}").iterdir()) == []   # spill files and buckets removed
+    check_dataset(store, owner, 4, tmp_path / "cut", nodes)
+    assert built["one"] and built["cut"] == built["one"] and built["grouped"] == built["one"]

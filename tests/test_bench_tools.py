@@ -126,6 +126,8 @@ def test_bench_build_tasks_times_every_stage_of_a_cluster_build(tmp_path):
     assert [r["workers"] for r in report["runs"]] == [1, 2]
     for run in report["runs"]:
         stages = run["stages"]
-        assert set(stages) == {"build: route edges", "build: degrees", "build: parts"}
+        # parts this small are built whole, one task each (none is cut into steps)
+        assert set(stages) == {"build: route edges", "build: degrees", "build: parts", "build: parts: part"}
         assert stages["build: parts"]["tasks"] == 4 and len(stages["build: parts"]["task_seconds"]) == 4
+        assert stages["build: parts: part"]["task_seconds"] == stages["build: parts"]["task_seconds"]
         assert 0 <= stages["build: route edges"]["first_start"] <= stages["build: parts"]["last_stop"] <= run["seconds"]

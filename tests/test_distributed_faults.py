@@ -137,6 +137,45 @@ def test_killed_worker_is_survived(cluster, graph, tmp_path):
     assert_same_folders(ref, out)
 
 
+def test_killed_worker_during_a_cut_part_is_survived(cluster, graph, tmp_path):
+    """A part with 90% of the nodes is cut into tasks (layout, a bucket task per edge range, a fill task
+    per bucket, finish); a worker killed once its layout is in place, while buckets and fills run:
+    the reruns give the in-process bytes (a fill writes its slice in place: the same bytes again)."""
+    import threading
+    from types import SimpleNamespace
+
+    import numpy as np
+    from distributed import Client
+
+    from graphstream.assemble import BuildConfig, build_partitions
+    from graphstream.store import open_store
+
+    cluster.worker("a", **{PART_DELAY_ENV: "0.3"})
+    victim = cluster.worker("b", **{PART_DELAY_ENV: "0.3"})
+    cluster.wait_for_workers(2)
+    store = open_store(graph)
+    rng = np.random.default_rng(3)
+    owner = np.where(rng.random(store.num_nodes) < 0.9, 0, rng.integers(1, 4, store.num_nodes))
+    plan = SimpleNamespace(num_parts=4, owner=owner, algorithm="test", params={}, metrics={})
+    config = BuildConfig(bucket_bytes=256 << 10, sort_bytes=1 << 20)   # part 0: about 8 buckets
+    out = tmp_path / "out"
+
+    def kill_when_laid_out() -> None:
+        end = time.monotonic() + 120
+        while not list(tmp_path.glob(f".{out.name}*/.part-00000.split")) and time.monotonic() < end:
+            time.sleep(0.02)
+        victim.send_signal(signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_when_laid_out)
+    killer.start()
+    with Client(cluster.address, timeout="30s") as client:
+        build_partitions(store, plan, out, config=config, client=client)
+    killer.join()
+    assert victim.poll() is not None
+    build_partitions(store, plan, tmp_path / "ref", config=config)
+    assert_same_folders(tmp_path / "ref", out)
+
+
 def test_lost_scheduler_exits_2_without_output(cluster, graph, tmp_path):
     cluster.worker("a", **{PART_DELAY_ENV: "2"})
     cluster.wait_for_workers(1)

@@ -189,3 +189,46 @@ def test_greedy_partitioners_count_degrees_as_tasks(datasets, dask_client, tmp_p
         assert sum(key.startswith(f"{algo}: partition (one worker)-") for key in keys) == 1, (algo, keys)
         assert np.array_equal(got.owner, partition(store, 4, algo, seed=3, work_dir=tmp_path / "here").owner)
         assert not list((tmp_path / algo).glob("degree-*.npy"))   # the degree vector does not stay behind
+
+
+@pytest.mark.parametrize("halo_hops", [1, 2])
+def test_a_large_part_cut_into_tasks_is_the_same_part(datasets, dask_client, tmp_path, halo_hops, monkeypatch):
+    """A part with most of the edges is built as a chain of tasks (its rows counted, each edge range
+    bucketed, each bucket filled into its slice of indices.npy, then finished): the same bytes as the
+    in-process build, which builds it whole. With 2 hops every part's pairs come from the hop's ranges
+    too (and the other parts' wide halos make part 0 no longer the largest share: it is cut by hand)."""
+    from graphstream.assemble import distributed as build_on_cluster
+
+    if halo_hops == 2:
+        monkeypatch.setattr(build_on_cluster, "parts_to_cut", lambda *args: [0])
+    from types import SimpleNamespace
+
+    from distributed import get_task_stream
+
+    from graphstream.assemble import BuildConfig
+    from graphstream.store import GraphWriter
+
+    folder = datasets.get("cora")
+    if folder is None:
+        pytest.skip("shared dataset cora not present")
+    cora = open_store(folder / "graph.zarr")
+    batches = list(cora.stream())
+    # Cora in chunks of 1024 edges: several edge ranges on the cluster, so several bucket tasks
+    with GraphWriter(tmp_path / "g.zarr", num_nodes=cora.num_nodes, directed=cora.directed, chunk_size=1024) as w:
+        w.append(np.concatenate([b.src for b in batches]), np.concatenate([b.dst for b in batches]))
+    store = open_store(tmp_path / "g.zarr")
+    rng = np.random.default_rng(5)
+    owner = np.where(rng.random(store.num_nodes) < 0.9, 0, rng.integers(1, 4, store.num_nodes))
+    plan = SimpleNamespace(num_parts=4, owner=owner, algorithm="test", params={}, metrics={})
+    # blocks of 1 KiB: part 0 takes a few dozen, so it is bucketed and cut
+    config = BuildConfig(bucket_bytes=1024, sort_bytes=4096)
+    build_partitions(store, plan, tmp_path / "in-process", nodes=folder, halo_hops=halo_hops, config=config)
+    with get_task_stream(dask_client) as stream:
+        build_partitions(store, plan, tmp_path / "two", nodes=folder, halo_hops=halo_hops, config=config,
+                         client=dask_client)
+    names = [str(t["key"]) for t in stream.data]
+    kinds = {kind: sum(f"-{kind}-" in name for name in names) for kind in ("layout", "bucket", "fill", "finish", "part")}
+    assert kinds["layout"] == kinds["finish"] == 1 and kinds["part"] == 3, kinds
+    assert kinds["bucket"] >= 2 and kinds["fill"] >= 4
+    assert_same_folders(tmp_path / "in-process", tmp_path / "two")
+    assert not [p for p in tmp_path.rglob(".*") if p.name != ".lock"]   # no split folder or staging left

@@ -6,7 +6,9 @@ The store is partitioned in-process with coarse-refine (seed 0; with
 ``--edge-balance F`` its parts' edges capped too), then built on a
 LocalCluster of N single-threaded workers for every N given (pinned to a
 core each with ``--pin-workers``), under dask's task stream. For each stage
-of the build (route, degrees, parts) it reports the number of tasks, when
+of the build (route, degrees, parts, and the parts' kinds of task: a whole
+part, or the layout, bucket, fill and finish steps of a part cut into
+tasks) it reports the number of tasks, when
 the first started and the last ended (seconds from the build's start), and
 every task's compute seconds; with each part's share of the edges, it shows
 whether a stage waits on one task (R-MAT's node-balanced parts: one part with
@@ -46,9 +48,13 @@ def build_on_cluster(store, plan, out: Path, workers: int, pin: bool) -> dict:
     for task in stream.data:
         key = str(task["key"][0] if isinstance(task["key"], tuple) else task["key"])
         spans = [s for s in task["startstops"] if s["action"] == "compute"]
-        if spans:   # "build: parts-<token>...": the stage is the key's name before the token
-            stages.setdefault(re.sub(r"-[0-9a-f]{8}.*$", "", key), []).append(
-                (min(s["start"] for s in spans) - t0, max(s["stop"] for s in spans) - t0))
+        if spans:   # "build: parts-<token>-<job>": the stage is the key's name before the token
+            span = (min(s["start"] for s in spans) - t0, max(s["stop"] for s in spans) - t0)
+            stage = re.sub(r"-[0-9a-f]{8}-.*$", "", key)
+            stages.setdefault(stage, []).append(span)
+            kind = re.match(r".*-[0-9a-f]{8}-([a-z]+)-", key)   # a part's job: whole, or a step of a cut part
+            if kind:
+                stages.setdefault(f"{stage}: {kind.group(1)}", []).append(span)
     return {"workers": workers, "seconds": wall, "stages": {
         name: {"tasks": len(spans), "first_start": min(a for a, _ in spans), "last_stop": max(b for _, b in spans),
                "task_seconds": sorted(round(b - a, 3) for a, b in spans)}

@@ -38,7 +38,12 @@ The passes:
    sequentially to ``indices.npy``. Large parts cost extra disk, never RAM: a
    part of many blocks is first bucketed by block in one more scan, each block
    then reading its own bucket (``BuildConfig.bucket_min_blocks``).
-   :mod:`graphstream.assemble.csr`.
+   :mod:`graphstream.assemble.csr`. The parts are built on several threads,
+   the largest first; a part with more pairs than a thread's share (R-MAT's
+   node-balanced parts: one with 75% of the edges) is cut into steps that
+   every thread takes from (its rows counted, each routed edge range bucketed,
+   each bucket filled and sorted into its slice of ``indices.npy``), so that
+   it does not hold the pass on one thread. The same bytes either way.
 3. per part, node data: rows gathered in sorted order through windowed
    memory maps (:mod:`graphstream.assemble.features`).
 4. metrics recomputed from the written part files, ``manifest.json`` last
@@ -51,27 +56,27 @@ in that order.
 Memory: owner and degree (10 bytes per node), with H > 1 two per-node part
 bitsets while the further hops are routed (16 bytes per node per 64 parts),
 and per worker building parts in parallel a global->local map, a row counter
-and a halo list (16 bytes per node), plus the fixed read, route, sort and gather buffers. Disk: the spill
-files hold each routed edge once per part (8 or 16 bytes per pair); each is
-deleted as soon as its part is built.
+and a halo list (16 bytes per node), plus the fixed read, route, sort and gather buffers; a part cut into
+steps keeps its global->local map (4 bytes per node) from its row count until its pairs are bucketed. Disk:
+the spill files hold each routed edge once per part (8 or 16 bytes per pair); each is deleted as soon as its
+part is built (a cut part's: once bucketed, and its buckets once filled).
 """
 from __future__ import annotations
 
 import os
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from queue import Queue
-from threading import Lock
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._atomic import atomic_dir, check_output, scratch_dir
-from .._report import log, progress
+from .._jobs import Job, run_jobs_in_threads
+from .._report import log
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store.graph import GraphStore, is_url
@@ -84,7 +89,19 @@ from ..store.partitions_manifest import (
     write_manifest,
 )
 from .config import BuildConfig
-from .csr import Scratch, build_part_csr
+from .csr import (
+    CutPartSteps,
+    Scratch,
+    bucket_plan,
+    bucket_range,
+    build_part_csr,
+    cut_part_job,
+    fill_bucket,
+    index_dtype_for,
+    lay_out_part,
+    local_map,
+    parts_to_cut,
+)
 from .features import gather_node_data
 from .spill import Spill, SpillSet, route_edges_in_ranges, widen_halo
 
@@ -95,54 +112,99 @@ if TYPE_CHECKING:
 def _build_parts(spill: Spill | SpillSet, owner: np.ndarray, k: int, undirected: bool, degree: np.ndarray,
                  node_data: NodeData | None, folder: Path, config: BuildConfig, num_nodes: int,
                  id_dtype: np.dtype, workers: int) -> dict[str, float]:
-    """Passes 2 and 3 for every part, ``workers`` parts at a time (threads: the kernels
-    release the GIL). Each worker has its own O(num_nodes) scratch. Returns the seconds spent
-    in each pass, summed over workers."""
+    """Passes 2 and 3 for every part on ``workers`` threads (the kernels release the GIL), each
+    building a part with its own O(num_nodes) scratch. Parts differ in size by 10x or more (R-MAT's
+    hubs): the largest go first, and a part larger than a thread's share is cut into steps that run
+    on every thread (:func:`graphstream.assemble.csr.parts_to_cut`). Returns the seconds spent in each
+    pass, summed over threads."""
     scratches: Queue = Queue()
     for _ in range(workers):
         scratches.put(Scratch.create(num_nodes, id_dtype))
     busy = {"csr": 0.0, "node_data": 0.0}
-    lock = Lock()
 
-    def one(p: int) -> None:
+    def whole(p: int) -> tuple[float, float]:
         scratch = scratches.get()
         try:
             t0 = time.perf_counter()
             part_dir = folder / part_dir_name(p)
             part_dir.mkdir()
-            inner = np.flatnonzero(owner == p)
-            global_ids, _ = build_part_csr(spill, p, inner, undirected, scratch, part_dir, degree, config)
+            global_ids, _ = build_part_csr(spill, p, np.flatnonzero(owner == p), undirected, scratch, part_dir,
+                                           degree, config)
             spill.remove(p)
             t1 = time.perf_counter()
             if node_data is not None:
                 gather_node_data(node_data, global_ids, part_dir, config.gather_bytes)
-            t2 = time.perf_counter()
-            with lock:
-                busy["csr"] += t1 - t0
-                busy["node_data"] += t2 - t1
+            return t1 - t0, time.perf_counter() - t1
         finally:
             scratches.put(scratch)
 
-    with progress(k, "build: parts", unit="part") as bar:
-        if workers == 1:
-            for p in range(k):
-                one(p)
-                bar.update(1)
-            return busy
-        # parts differ in size by 10x or more (R-MAT's hubs): the largest first, so that no large part
-        # starts last while the other threads have nothing left (the output does not depend on the order)
-        largest_first = np.argsort(-np.asarray(spill.pairs, dtype=np.int64), kind="stable").tolist()
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="graphstream-build") as pool:
-            futures = [pool.submit(one, p) for p in largest_first]
-            try:
-                for fut in as_completed(futures):
-                    fut.result()
-                    bar.update(1)
-            except BaseException:
-                for fut in futures:
-                    fut.cancel()
-                raise
+    def add_busy(result: tuple[float, float]) -> list[Job]:
+        busy["csr"] += result[0]
+        busy["node_data"] += result[1]
+        return []
+
+    pairs = np.asarray(spill.pairs, dtype=np.int64)
+    cut = set(parts_to_cut(pairs, undirected, workers, config))
+    ranges = spill.spills if isinstance(spill, SpillSet) else (spill,)
+    steps = _cut_part_steps(ranges, owner, undirected, degree, node_data, folder, config, num_nodes, scratches)
+    jobs = [cut_part_job(p, np.array([r.pairs[p] for r in ranges]), steps, busy, add_busy) if p in cut else
+            Job(f"part-{p:05d}", whole, (p,), (0, int(pairs[p])), add_busy, 1) for p in range(k)]
+    run_jobs_in_threads(jobs, workers, "build: parts", unit="part", total=k)
     return busy
+
+
+def _cut_part_steps(ranges: tuple[Spill, ...], owner: np.ndarray, undirected: bool, degree: np.ndarray,
+                    node_data: NodeData | None, folder: Path, config: BuildConfig, num_nodes: int,
+                    scratches: Queue) -> CutPartSteps:
+    """The steps of a cut part on this process's threads: the part is written in place, its global ->
+    local map kept (4 bytes a node) until its buckets are written, each bucket's files removed once filled."""
+    laid_out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+
+    def layout(p: int) -> tuple[list[int], float]:
+        t0 = time.perf_counter()
+        scratch = scratches.get()
+        try:
+            part_dir = folder / part_dir_name(p)
+            part_dir.mkdir()
+            global_ids, indptr = lay_out_part(SpillSet(ranges), p, np.flatnonzero(owner == p), undirected, scratch,
+                                              degree, part_dir, config)
+        finally:
+            scratches.put(scratch)
+        laid_out[p] = (global_ids, indptr, local_map(global_ids, num_nodes))
+        return bucket_plan(indptr, config).bucket_starts, time.perf_counter() - t0
+
+    def bucket(p: int, r: int, starts: list[int]) -> tuple[np.ndarray, float]:
+        t0 = time.perf_counter()
+        global_ids, _, local = laid_out[p]
+        buckets = bucket_range(ranges[r], p, local, starts, len(global_ids), undirected, config,
+                               _bucket_folder(ranges[r], p))
+        ranges[r].remove(p)
+        return buckets.pairs, time.perf_counter() - t0
+
+    def fill(p: int, j: int, table: np.ndarray, used: list[int]) -> float:
+        t0 = time.perf_counter()
+        global_ids, indptr, _ = laid_out[p]
+        laid_out[p] = (global_ids, indptr, None)   # every bucket is written: the map is no longer needed
+        buckets = SpillSet(tuple(Spill(_bucket_folder(ranges[r], p), index_dtype_for(len(global_ids)), row)
+                                 for r, row in zip(used, table, strict=True)))
+        fill_bucket(buckets, j, indptr, config, folder / part_dir_name(p) / "indices.npy")
+        buckets.remove(j)   # its disk back as soon as its rows are written
+        return time.perf_counter() - t0
+
+    def finish(p: int, used: list[int]) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        global_ids, _, _ = laid_out.pop(p)
+        if node_data is not None:
+            gather_node_data(node_data, global_ids, folder / part_dir_name(p), config.gather_bytes)
+        for r in used:
+            shutil.rmtree(_bucket_folder(ranges[r], p), ignore_errors=True)
+        return 0.0, time.perf_counter() - t0
+
+    return CutPartSteps(layout, bucket, fill, finish)
+
+
+def _bucket_folder(spill: Spill, p: int) -> Path:
+    return spill.folder / f"buckets-{p:05d}"
 
 
 def _check_plan(store: GraphStore, plan) -> tuple[np.ndarray, int]:

@@ -16,7 +16,15 @@ The same passes as the in-process builder, cut where they are independent:
    file of the part (:class:`SpillSet`: the CSR does not depend on the order
    of its pairs, its rows are sorted), then its node data rows, then it is
    measured (``part.json``); the part folder is built under a temporary name
-   and renamed into place.
+   and renamed into place. A part larger than a worker thread's share of the
+   stage (R-MAT's node-balanced parts: one with 75% of the edges) would be the
+   whole stage on one worker; it is cut into tasks instead (:func:`~graphstream.assemble.csr.parts_to_cut`):
+   one counts its rows (the first scan, :func:`layout_part`), one per edge
+   range buckets that range's pairs by row block (:func:`bucket_part`), one
+   per bucket fills and sorts its rows into its slice of ``indices.npy``
+   (:func:`fill_part`), and a last one gathers the node data, measures the part
+   and renames it into place (:func:`finish_part`). The bytes are the same:
+   the CSR does not depend on where the rows are cut.
 
 The client keeps only small results (pair counts, part entries, seconds); the
 output is the in-process one byte for byte whatever the number of workers.
@@ -28,6 +36,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,10 +44,12 @@ import numpy as np
 import zarr
 
 from .._atomic import save_npy
+from .._jobs import Job
 from ..cluster import (
     check_visible,
     clear_task_staging,
     publish_dir,
+    run_jobs,
     run_tasks,
     save_shard,
     split_range,
@@ -49,7 +60,19 @@ from ..store.graph import GraphStore, open_store
 from ..store.nodedata import NodeData
 from ..store.partitions_manifest import PartEntry, measure_part, part_dir_name
 from .config import BuildConfig
-from .csr import Scratch, build_part_csr
+from .csr import (
+    CutPartSteps,
+    Scratch,
+    bucket_plan,
+    bucket_range,
+    build_part_csr,
+    cut_part_job,
+    fill_bucket,
+    index_dtype_for,
+    lay_out_part,
+    local_map,
+    parts_to_cut,
+)
 from .features import gather_node_data
 from .spill import Spill, SpillSet, inner_bits, mark_reach, route_edges, route_hop
 
@@ -122,12 +145,16 @@ def sum_degrees(lo: int, hi: int, folders: tuple[str, ...], degree_path: str) ->
     zarr.open_array(degree_path, mode="r+")[lo:hi] = total
 
 
-def build_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirected: bool, num_nodes: int,
-               node_data: NodeData | None, folder: str, config: BuildConfig) -> tuple[PartEntry, float, float]:
-    """Passes 2 and 3 of part ``p`` into ``folder/part-NNNNN``; its entry and the CSR and node data seconds."""
+def _test_delay() -> None:
     delay = os.environ.get(PART_DELAY_ENV)
     if delay:
         time.sleep(float(delay))
+
+
+def build_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirected: bool, num_nodes: int,
+               node_data: NodeData | None, folder: str, config: BuildConfig) -> tuple[PartEntry, float, float]:
+    """Passes 2 and 3 of part ``p`` into ``folder/part-NNNNN``; its entry and the CSR and node data seconds."""
+    _test_delay()
     out = Path(folder)
     final = out / part_dir_name(p)
     if final.is_dir():   # an earlier attempt finished it (its result was lost with its worker)
@@ -150,6 +177,89 @@ def build_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirecte
         return entry, t1 - t0, t2 - t1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# A part cut into tasks is assembled in ``folder/.part-NNNNN.split`` (its row offsets, global ids, degrees,
+# and ``indices.npy`` at its full length, filled slice by slice), then renamed to ``folder/part-NNNNN``.
+def _split_dir(folder: str | Path, p: int) -> Path:
+    return Path(folder) / f".{part_dir_name(p)}.split"
+
+
+def _bucket_dir(work: str | Path, p: int, r: int) -> Path:
+    return Path(work) / f"bucket-{p:05d}-{r:05d}"
+
+
+def layout_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirected: bool, num_nodes: int,
+                folder: str, config: BuildConfig) -> tuple[list[int], float]:
+    """Step 1 of a cut part (:func:`graphstream.assemble.csr.lay_out_part`) in its split folder, written
+    under a temporary name and renamed whole; the first row of every bucket and the seconds."""
+    _test_delay()
+    t0 = time.perf_counter()
+    split = _split_dir(folder, p)
+    dtype = np.dtype(id_dtype)
+    if not split.is_dir():
+        tmp = task_staging_dir(folder, split.name)
+        try:
+            inner = np.flatnonzero(np.load(owner_path, mmap_mode="r") == p)
+            lay_out_part(routed.spill_set(dtype), p, inner, undirected, Scratch.create(num_nodes, dtype),
+                         zarr.open_array(routed.degree_path, mode="r"), tmp, config)
+            publish_dir(tmp, split)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return bucket_plan(np.load(split / "indptr.npy"), config).bucket_starts, time.perf_counter() - t0
+
+
+def bucket_part(p: int, r: int, starts: list[int], routed: Routed, id_dtype: str, undirected: bool,
+                num_nodes: int, folder: str, work: str, config: BuildConfig) -> tuple[np.ndarray, float]:
+    """Step 2 for edge range ``r`` into ``work/bucket-P-R``; the entries per bucket and the seconds. The
+    range's spill file of the part goes once its buckets are in place."""
+    _test_delay()
+    t0 = time.perf_counter()
+    spill = routed.spill_set(np.dtype(id_dtype)).spills[r]
+
+    def route(tmp: Path) -> Spill:
+        global_ids = np.load(_split_dir(folder, p) / "global_ids.npy")
+        return bucket_range(spill, p, local_map(global_ids, num_nodes), starts, len(global_ids), undirected,
+                            config, tmp)
+    counts = _routed_folder(_bucket_dir(work, p, r), route)
+    spill.remove(p)
+    return counts, time.perf_counter() - t0
+
+
+def fill_part(p: int, j: int, counts: np.ndarray, ranges: list[int], folder: str, work: str,
+              config: BuildConfig) -> float:
+    """Step 3 for bucket ``j``, from the bucket files of the edge ranges ``ranges`` (``counts``, ranges x
+    buckets: their entries); the seconds. Its buckets stay until the part is finished: a rerun of
+    this task reads them again."""
+    _test_delay()
+    t0 = time.perf_counter()
+    split = _split_dir(folder, p)
+    indptr = np.load(split / "indptr.npy")
+    index_dtype = index_dtype_for(len(indptr) - 1)
+    fill_bucket(SpillSet(tuple(Spill(_bucket_dir(work, p, r), index_dtype, row)
+                               for r, row in zip(ranges, counts, strict=True))),
+                j, indptr, config, split / "indices.npy")
+    return time.perf_counter() - t0
+
+
+def finish_part(p: int, ranges: list[int], node_data: NodeData | None, folder: str, work: str,
+                config: BuildConfig) -> tuple[PartEntry, float]:
+    """The node data rows of a part cut into tasks, then the part measured and renamed into place; its
+    entry and the node data seconds. Its buckets go with it."""
+    _test_delay()
+    out = Path(folder)
+    if (out / part_dir_name(p)).is_dir():   # an earlier attempt finished it
+        return measure_part(out, p), 0.0
+    split = _split_dir(folder, p)
+    t0 = time.perf_counter()
+    if node_data is not None:
+        gather_node_data(node_data, np.load(split / "global_ids.npy"), split, config.gather_bytes)
+    seconds = time.perf_counter() - t0
+    entry = measure_part(out, p, split)
+    publish_dir(split, out / part_dir_name(p))
+    for r in ranges:
+        shutil.rmtree(_bucket_dir(work, p, r), ignore_errors=True)
+    return entry, seconds
 
 
 # -- the client's side ------------------------------------------------------------------------------
@@ -205,14 +315,41 @@ def widen_halo_on_cluster(client: Client, store: GraphStore, routed: Routed, own
 def build_parts_on_cluster(client: Client, routed: Routed, work: Path, k: int, undirected: bool, num_nodes: int,
                            id_dtype: np.dtype, node_data: NodeData | None, folder: Path, config: BuildConfig,
                            ) -> tuple[tuple[PartEntry, ...], dict[str, float]]:
-    """Stage 3: every part built, renamed into ``folder`` and measured; the entries and the busy seconds."""
+    """Stage 3: every part built, renamed into ``folder`` and measured; the entries and the busy seconds.
+
+    A part of :func:`graphstream.assemble.csr.parts_to_cut` runs as a chain of tasks (layout, then a
+    bucket task per edge range, then a fill task per bucket, then finish), each released when the last
+    step's results are in; its tasks go before whole parts, so that the longest chain starts first and
+    the whole parts fill the threads it leaves free. Whole parts go largest first (parts differ in size
+    by 10x or more)."""
     check_visible(client, folder, *([node_data.path] if node_data is not None else []))
-    # parts differ in size by 10x or more (R-MAT's hubs): largest first, each to the next free worker
-    results = run_tasks(client, "build: parts", build_part, [(p,) for p in range(k)], unit="part",
-                        cost=routed.pairs.sum(axis=0).tolist(), routed=routed, owner_path=str(work / OWNER_FILE),
-                        id_dtype=np.dtype(id_dtype).str,
-                        undirected=undirected, num_nodes=num_nodes, node_data=node_data, folder=str(folder),
-                        config=config)
+    pairs = routed.pairs.sum(axis=0)
+    common = {"routed": routed, "id_dtype": np.dtype(id_dtype).str, "undirected": undirected, "num_nodes": num_nodes,
+              "folder": str(folder), "config": config}
+    entries: list[PartEntry | None] = [None] * k
+    busy = {"csr": 0.0, "node_data": 0.0}
+
+    def whole_done(p: int, result: tuple[PartEntry, float, float]) -> list[Job]:
+        entries[p] = result[0]
+        busy["csr"] += result[1]
+        busy["node_data"] += result[2]
+        return []
+
+    def finished(p: int, result: tuple[PartEntry, float]) -> list[Job]:
+        entries[p] = result[0]
+        busy["node_data"] += result[1]
+        return []
+
+    steps = CutPartSteps(layout=partial(layout_part, **common, owner_path=str(work / OWNER_FILE)),
+                         bucket=partial(bucket_part, **common, work=str(work)),
+                         fill=partial(fill_part, folder=str(folder), work=str(work), config=config),
+                         finish=partial(finish_part, node_data=node_data, folder=str(folder), work=str(work),
+                                        config=config))
+    split = set(parts_to_cut(pairs, undirected, sum(client.nthreads().values()), config))
+    jobs = [cut_part_job(p, routed.pairs[:, p], steps, busy, partial(finished, p)) if p in split else
+            Job(f"part-{p:05d}", partial(build_part, **common, owner_path=str(work / OWNER_FILE),
+                                         node_data=node_data), (p,), (0, int(pairs[p])), partial(whole_done, p), 1)
+            for p in range(k)]
+    run_jobs(client, "build: parts", jobs, unit="part", total=k)
     clear_task_staging(folder)   # what the part tasks of a killed worker had begun
-    busy = {"csr": sum(r[1] for r in results), "node_data": sum(r[2] for r in results)}
-    return tuple(r[0] for r in results), busy
+    return tuple(entries), busy
