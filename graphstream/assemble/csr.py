@@ -12,6 +12,11 @@ Each block's rows are then sorted: a long row (a hub's) by a radix sort.
 
 Local ids: inner nodes first in ascending global id, then halo nodes in
 ascending global id; the columns of each row are sorted ascending.
+
+A part too large to be one thread's task is cut into the same passes as
+steps that run on several threads or workers (:func:`parts_to_cut`,
+:func:`cut_part_job`): the first scan, a bucketing per routed edge range,
+a counting sort per bucket into its slice of ``indices.npy``.
 """
 from __future__ import annotations
 

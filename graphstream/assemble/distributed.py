@@ -83,8 +83,9 @@ OWNER_FILE = "owner.npy"
 DEGREE_ARRAY = "degree.zarr"
 DEGREE_CHUNK = 1 << 20            # nodes per chunk of the summed degree (8 MiB)
 
-# A documented test hook: seconds every part task sleeps before it starts, so that a test can kill a worker
-# while parts are being built (tests/test_distributed_faults.py). Unset: no sleep.
+# A documented test hook: seconds every task of the parts pass (a whole part, or a step of a cut part) sleeps
+# before it starts, so that a test can kill a worker while parts are being built
+# (tests/test_distributed_faults.py). Unset: no sleep.
 PART_DELAY_ENV = "GRAPHSTREAM_TEST_PART_DELAY"
 
 
