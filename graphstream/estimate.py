@@ -101,14 +101,17 @@ PARTITION_BYTES_PER_NODE = {"coarse-refine": 72, "spring": 67, "2ps-l": 45, "hdr
 # 128 MiB), which small graphs do not fill: counted as at most twice the routed pairs
 # (docs/format.md, "How it is built"; measured 1.92 GB at scale 24, 4.43 GB and 4.32 GB at scale 26;
 # 385 MB at scale 18, k=8, partition and build in one process, docs/estimate.md).
-# Those measurements built 2 parts at a time; the builder now takes as many workers as the cores
-# and half of the available memory allow (BuildConfig.resolve_workers), and so does this model.
+# Those measurements built 2 parts at a time; the builder now takes as many threads as the cores
+# and half of the available memory allow (BuildConfig.resolve_workers), and so does this model: the
+# route takes every thread, the parts pass at most k scratches.
 # With 10 B/node for the owner and degree the model gave 1.92 GB at scale 24 but 4.03 GB at scale 26,
 # 7-9% under both runs there (their parts' halo lists and buckets grow faster than the nodes: edge
 # balance 10.3): 6 B/node more puts scale 26 at 4.43 GB and scale 24 at 2.02 GB, at or above every
 # measured peak.
 BUILD_BYTES_PER_NODE = 16
 BUILD_BYTES_PER_NODE_PER_WORKER = 16
+ROUTE_BYTES_PER_NODE_PER_THREAD = 8      # each route thread's aggregation degree (int64)
+CUT_PART_BYTES_PER_NODE = 4              # a cut part's global -> local map (int32), while its pairs are bucketed
 BUILD_BUFFERS_PER_WORKER = (64 + 256 + 128) * 2**20
 # Feature split: memory maps of bounded windows (128 MiB per worker); 0.59 GB measured at scale 24
 # with 128 float32 features (docs/format.md).
@@ -250,12 +253,12 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
                    rf: float | None = None, ingest_format: str = "text", build_workers: int | None = None) -> dict:
     """Disk, peak memory and time of each step for a graph of ``size`` split into ``k`` parts.
 
-    ``build_workers``: parts built at once (default: what the builder would choose on this machine).
+    ``build_workers``: the build's threads (default: what the builder would choose on this machine).
     Build times are those measured with 2 workers on 2 cores: an upper bound with more.
     """
     n, e = size.num_nodes, size.num_edges
     # as BuildConfig.resolve_workers chooses them (the builder sits above this module)
-    workers = build_workers or workers_within(BUILD_BYTES_PER_NODE_PER_WORKER * n + BUILD_BUFFERS_PER_WORKER, k)
+    workers = build_workers or workers_within(BUILD_BYTES_PER_NODE_PER_WORKER * n + BUILD_BUFFERS_PER_WORKER)
     store = size.store_bytes if size.store_bytes is not None else store_bytes(
         e, num_nodes=n, with_time=size.with_time, with_weight=size.with_weight)
     steps = [
@@ -264,7 +267,11 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     ]
     id_width = 8 if size.wide_ids else 4
     buffers = min(workers * BUILD_BUFFERS_PER_WORKER, 2 * SPILL_BYTES_PER_PAIR * size.entries)
-    build_per_node = BUILD_BYTES_PER_NODE + workers * BUILD_BYTES_PER_NODE_PER_WORKER
+    # the route's threads (a degree array each), then the parts' scratches (no more than the parts; a
+    # part cut into steps keeps its global -> local map meanwhile)
+    build_per_node = BUILD_BYTES_PER_NODE + max(ROUTE_BYTES_PER_NODE_PER_THREAD * workers,
+                                                BUILD_BYTES_PER_NODE_PER_WORKER * min(workers, k)
+                                                + (CUT_PART_BYTES_PER_NODE if workers > 1 else 0))
     partitions = {}
     for algo in algorithms:
         r = rf if rf is not None else assumed_rf(algo, k)

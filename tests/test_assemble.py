@@ -715,16 +715,16 @@ def test_build_workers_follow_cores_and_memory(monkeypatch):
     assert one == 16 * n + config.read_bytes + config.sort_bytes + config.gather_bytes
     monkeypatch.setattr(_resources, "usable_cores", lambda: 16)
     monkeypatch.setattr(_resources, "available_memory_bytes", lambda: 1 << 50)
-    assert config.resolve_workers(n, k=32) == 16      # the cores
+    assert config.resolve_workers(n) == 16      # the cores
     from graphstream.estimate import GraphSize, estimate_steps
     assert estimate_steps(GraphSize(num_nodes=n, num_edges=16 * n), k=32)["build_workers"] == 16
-    assert config.resolve_workers(n, k=4) == 4        # no more than the parts
+    # fewer parts than cores do not cap the threads (a large part is cut into steps for all of them)
+    assert estimate_steps(GraphSize(num_nodes=n, num_edges=16 * n), k=4)["build_workers"] == 16
     monkeypatch.setattr(_resources, "available_memory_bytes", lambda: 2 * 3 * one + 1)
-    assert config.resolve_workers(n, k=32) == 3       # half of the available memory
+    assert config.resolve_workers(n) == 3       # half of the available memory
     monkeypatch.setattr(_resources, "available_memory_bytes", lambda: one)
-    assert config.resolve_workers(n, k=32) == 1       # always at least one
-    assert BuildConfig(workers=5).resolve_workers(n, k=32) == 5    # an explicit count wins...
-    assert BuildConfig(workers=5).resolve_workers(n, k=2) == 2     # ...up to the parts
+    assert config.resolve_workers(n) == 1       # always at least one
+    assert BuildConfig(workers=5).resolve_workers(n) == 5    # an explicit count wins
     with pytest.raises(ParameterError, match="workers"):
         BuildConfig(workers=0)
 

@@ -131,3 +131,25 @@ def test_bench_build_tasks_times_every_stage_of_a_cluster_build(tmp_path):
         assert stages["build: parts"]["tasks"] == 4 and len(stages["build: parts"]["task_seconds"]) == 4
         assert stages["build: parts: part"]["task_seconds"] == stages["build: parts"]["task_seconds"]
         assert 0 <= stages["build: route edges"]["first_start"] <= stages["build: parts"]["last_stop"] <= run["seconds"]
+
+
+def test_simple_csr_is_the_symmetric_simple_graph(tmp_path):
+    """bench_partition_speed's CSR for the in-memory solvers (built in place to fit R-MAT s23): both
+    orientations of every edge, self-loops and duplicates dropped, columns sorted, isolated nodes kept."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench_partition_speed import simple_csr
+
+    from graphstream.store import GraphWriter, open_store
+    rng = np.random.default_rng(0)
+    n = 500
+    src, dst = rng.integers(0, n, 20000), rng.integers(0, n, 20000)
+    src[:50] = dst[:50]   # self-loops
+    with GraphWriter(tmp_path / "g.zarr", num_nodes=n + 3, directed=False, chunk_size=777) as w:
+        w.append(src, dst)
+    xadj, adj = simple_csr(open_store(tmp_path / "g.zarr"))
+    pairs = {(int(u), int(v)) for u, v in zip(src, dst, strict=True) if u != v}
+    want = sorted(pairs | {(v, u) for u, v in pairs})
+    got = [(u, int(v)) for u in range(n + 3) for v in adj[xadj[u]:xadj[u + 1]]]
+    assert got == want and len(xadj) == n + 4 and xadj[-1] == len(adj)

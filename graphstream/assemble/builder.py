@@ -118,7 +118,7 @@ def _build_parts(spill: Spill | SpillSet, owner: np.ndarray, k: int, undirected:
     on every thread (:func:`graphstream.assemble.csr.parts_to_cut`). Returns the seconds spent in each
     pass, summed over threads."""
     scratches: Queue = Queue()
-    for _ in range(workers):
+    for _ in range(min(workers, k)):   # a whole part or a cut part's first step holds one
         scratches.put(Scratch.create(num_nodes, id_dtype))
     busy = {"csr": 0.0, "node_data": 0.0}
 
@@ -279,7 +279,7 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
             log(f"build: routing {store.num_edges} edges to {k} parts")
             if client is None:
                 # the route's threads take 8 B/node each, within the parts' 16 B/node + buffers
-                workers = config.resolve_workers(store.num_nodes, k)
+                workers = config.resolve_workers(store.num_nodes)
                 spill, degree = route_edges_in_ranges(store, owner, k, spill_dir, config.batch_size, workers)
                 spill = widen_halo(store, owner, k, spill, spill_dir, halo_hops, config.batch_size,
                                    config.read_pairs(store.id_dtype), workers)

@@ -18,7 +18,7 @@ class BuildConfig:
     ``read_bytes``: spill file read chunk. ``sort_bytes``: the CSR fill
     buffer (a part with more column entries is filled in several row blocks).
     ``gather_bytes``: node data window mapped at once (and largest block copied).
-    ``workers``: parts built at once (threads); each adds its own O(num_nodes)
+    ``workers``: the build's threads; each part built at once adds its own O(num_nodes)
     scratch (about 16 bytes per node) and buffers. None: as many as the usable
     cores, and half of the available memory, hold (:meth:`resolve_workers`).
     ``bucket_bytes``, ``bucket_min_blocks``: a part whose columns take at
@@ -44,18 +44,21 @@ class BuildConfig:
         """Memory one worker may take: its scratch (local map, row counter, halo list) and its buffers."""
         return 16 * int(num_nodes) + self.read_bytes + self.sort_bytes + self.gather_bytes
 
-    def resolve_workers(self, num_nodes: int, k: int) -> int:
-        """Parts built at once: ``workers`` if set; else one per usable core, at most ``k``, and no more
-        than half of the available memory holds at :meth:`worker_bytes` each (at least one).
+    def resolve_workers(self, num_nodes: int) -> int:
+        """Threads of the build: ``workers`` if set; else one per usable core, and no more than half of
+        the available memory holds at :meth:`worker_bytes` each (at least one).
 
         The kernels of a part are sequential and release the GIL, so threads scale with the cores
         (R-MAT scale 21: 16 single-threaded dask workers built in 1.7-2.1 s what 2 threads built in
-        5.8 s); the memory bound keeps a large graph on a small machine from swapping instead.
+        5.8 s); the memory bound keeps a large graph on a small machine from swapping instead. More
+        threads than parts are not capped: a part larger than a thread's share is cut into steps
+        that every thread takes from (``csr.parts_to_cut``), and the route uses every thread; only
+        ``min(threads, k)`` part scratches are made.
         """
         if self.workers is not None:
-            return max(1, min(self.workers, k))
+            return self.workers
         from .._resources import workers_within
-        return workers_within(self.worker_bytes(num_nodes), k)
+        return workers_within(self.worker_bytes(num_nodes))
 
     def __post_init__(self) -> None:
         for name in ("read_bytes", "sort_bytes", "gather_bytes", "bucket_bytes"):
