@@ -89,8 +89,8 @@ def simple_csr(store):
 
     Both orientations of every edge as one key ``u * n + v`` each, sorted in place, deduplicated, the
     rows found by binary search and the keys turned into columns in place: about two arrays of 16 bytes
-    an edge at the peak (R-MAT s23: about 4.3 GB, where np.unique and bincount's temporaries took
-    several times that)."""
+    an edge at the peak (R-MAT s23: about 4.3 GB; np.unique's sorted copy and the temporaries of the
+    key arithmetic and bincount came on top of that before)."""
     import numpy as np
     n, m = store.num_nodes, store.num_edges
     keys = np.empty(2 * m, dtype=np.int64)
