@@ -967,16 +967,18 @@ def test_a_part_cut_into_steps_on_threads_is_the_same_part(tmp_path, monkeypatch
     real = builder_mod.lay_out_part
     monkeypatch.setattr(builder_mod, "lay_out_part", lambda *a, **kw: laid_out.append(a[1]) or real(*a, **kw))
     built = {}
-    for name, workers, max_buckets in (("one", 1, 256), ("cut", 2, 256), ("grouped", 3, 2)):
+    for name, workers, max_buckets, cut in (("one", 1, 256, True), ("cut", 2, 256, True), ("grouped", 3, 2, True),
+                                            ("whole", 2, 256, False)):
         monkeypatch.setattr(csr_mod, "MAX_BUCKETS", max_buckets)
         laid_out.clear()
-        config = BuildConfig(read_bytes=4096, sort_bytes=4096, bucket_bytes=1024, workers=workers)
+        config = BuildConfig(read_bytes=4096, sort_bytes=4096, bucket_bytes=1024, workers=workers, cut_parts=cut)
         (tmp_path / f"work-{name}").mkdir()
         build_partitions(store, _plan(owner, 4), tmp_path / name, nodes=nodes, config=config,
                          work_dir=tmp_path / f"work-{name}")
-        assert laid_out == ([] if workers == 1 else [0])
+        assert laid_out == ([0] if workers > 1 and cut else [])
         built[name] = {f.relative_to(tmp_path / name).as_posix(): f.read_bytes()
                        for f in sorted((tmp_path / name).rglob("*.npy"))}
         assert list((tmp_path / f"work-{name}").iterdir()) == []   # spill files and buckets removed
     check_dataset(store, owner, 4, tmp_path / "cut", nodes)
     assert built["one"] and built["cut"] == built["one"] and built["grouped"] == built["one"]
+    assert built["whole"] == built["one"]

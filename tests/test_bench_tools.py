@@ -153,3 +153,34 @@ def test_simple_csr_is_the_symmetric_simple_graph(tmp_path):
     want = sorted(pairs | {(v, u) for u, v in pairs})
     got = [(u, int(v)) for u in range(n + 3) for v in adj[xadj[u]:xadj[u + 1]]]
     assert got == want and len(xadj) == n + 4 and xadj[-1] == len(adj)
+
+
+def test_bench_build_tasks_cut_against_whole_from_a_saved_owner(tmp_path):
+    """--save-owner, then --owner (no partition); --whole alternates the cut and whole builds on the
+    cluster and in-process; with small buckets part of the plan is cut into its steps; all identical."""
+    import numpy as np
+
+    from graphstream.ingest.rmat import generate_rmat
+    store = generate_rmat(tmp_path / "g.zarr", scale=10, edge_factor=8, seed=1, undirected=True)
+    tool = [sys.executable, str(ROOT / "tools" / "bench_build_tasks.py"), str(store.path)]
+    first = subprocess.run([*tool, "-k", "4", "--workers", "1", "--save-owner", str(tmp_path / "o.npy")],
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    owner = np.load(tmp_path / "o.npy")
+    owner[: len(owner) * 9 // 10] = 0   # one part with most of the nodes and edges
+    np.save(tmp_path / "o.npy", owner)
+    done = subprocess.run([*tool, "--owner", str(tmp_path / "o.npy"), "--workers", "2", "--in-process", "2",
+                           "--whole", "--repeat", "2", "--bucket-bytes", "1024"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["identical"] is True and report["k"] == 4 and max(report["part_edge_shares"]) > 0.5
+    runs = [(r["repeat"], r["mode"], r["cut"]) for r in report["runs"]]
+    assert runs == [(0, "cluster", True), (0, "cluster", False), (0, "in-process", True), (0, "in-process", False),
+                    (1, "cluster", False), (1, "cluster", True), (1, "in-process", False), (1, "in-process", True)]
+    for run in report["runs"]:
+        if run["mode"] == "cluster":
+            cut_steps = {"build: parts: layout", "build: parts: fill"} <= set(run["stages"])
+            assert cut_steps == run["cut"]
+        else:
+            assert run["passes"]["workers"] == 2

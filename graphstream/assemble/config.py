@@ -27,6 +27,11 @@ class BuildConfig:
     scan; its entries once more on disk, released block by block) and each
     block sorted from its own bucket; a smaller part is filled from its spill
     file, one scan per block of ``sort_bytes`` (:mod:`graphstream.assemble.csr`).
+    ``cut_parts``: a part with more pairs than a thread's share of the parts pass
+    is cut into steps that every thread or worker takes from
+    (:func:`graphstream.assemble.csr.parts_to_cut`); False builds every part
+    whole, one thread each, as before the cut existed (the same bytes; for
+    measuring the cut against it).
     """
     batch_size: int | None = None
     read_bytes: int = 64 * MiB
@@ -35,6 +40,7 @@ class BuildConfig:
     workers: int | None = None
     bucket_bytes: int = 32 * MiB
     bucket_min_blocks: int = 3
+    cut_parts: bool = True
 
     def read_pairs(self, id_dtype: np.dtype) -> int:
         """(src, dst) pairs of ``id_dtype`` per spill file read."""

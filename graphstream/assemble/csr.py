@@ -381,8 +381,9 @@ def write_part_arrays(part_dir: Path, global_ids: np.ndarray, indptr: np.ndarray
 
 def parts_to_cut(pairs: np.ndarray, undirected: bool, threads: int, config: BuildConfig) -> list[int]:
     """The parts to cut into steps: those with more pairs than a thread's share of the parts pass, large
-    enough to be bucketed anyway (at least ``bucket_min_blocks`` blocks of columns)."""
-    if threads < 2:
+    enough to be bucketed anyway (at least ``bucket_min_blocks`` blocks of columns); none without
+    ``config.cut_parts``."""
+    if threads < 2 or not config.cut_parts:
         return []
     pairs = np.asarray(pairs, dtype=np.int64)
     entries = pairs * (2 if undirected else 1)   # a self-loop is one entry: an estimate from above
