@@ -132,12 +132,12 @@ def quiet_openmp(env: MutableMapping[str, str], inherited: Mapping[str, str] | N
     return policy
 
 
-def workers_within(per_worker_bytes: int, most: int | None = None) -> int:
-    """How many workers to run at once: one per usable core, at most ``most`` (None: no other bound),
-    and no more than half of the available memory holds at ``per_worker_bytes`` each (the rest stays
-    for the page cache and the process's other state); at least one."""
+def workers_within(per_worker_bytes: int) -> int:
+    """How many workers to run at once: one per usable core, and no more than half of the available
+    memory holds at ``per_worker_bytes`` each (the rest stays for the page cache and the process's
+    other state); at least one."""
     by_memory = available_memory_bytes() // 2 // max(1, int(per_worker_bytes))
-    return int(max(1, min(usable_cores(), most or usable_cores(), by_memory)))
+    return int(max(1, min(usable_cores(), by_memory)))
 
 
 def node_state_shortfall(num_nodes: int, bytes_per_node: int) -> str | None:

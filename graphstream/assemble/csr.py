@@ -212,8 +212,7 @@ class Scratch:
 
     @classmethod
     def create(cls, num_nodes: int, id_dtype: np.dtype) -> Scratch:
-        local_dtype = np.int32 if num_nodes < 2**31 else np.int64
-        return cls(local=np.full(num_nodes, -1, dtype=local_dtype),
+        return cls(local=np.full(num_nodes, -1, dtype=index_dtype_for(num_nodes)),
                    rowcount=np.zeros(num_nodes, dtype=np.int64),
                    halo=np.empty(num_nodes, dtype=id_dtype))
 
@@ -254,6 +253,12 @@ class ColumnBlocks:
         """The blocks of bucket ``j``."""
         return range(j * self.per, min(len(self.blocks), (j + 1) * self.per))
 
+    def groups(self) -> list[tuple[int | None, range]]:
+        """(bucket, its blocks) in row order; not bucketed, one group of every block, bucket None."""
+        if not self.per:
+            return [(None, range(len(self.blocks)))]
+        return [(j, self.bucket_blocks(j)) for j in range(self.num_buckets)]
+
 
 def column_blocks(indptr: np.ndarray, config: BuildConfig, index_dtype: np.dtype,
                   bucketed: bool | None = None) -> ColumnBlocks:
@@ -274,8 +279,9 @@ def column_blocks(indptr: np.ndarray, config: BuildConfig, index_dtype: np.dtype
     return ColumnBlocks(blocks, -(-len(blocks) // MAX_BUCKETS))
 
 
-def index_dtype_for(n_local: int) -> np.dtype:
-    return np.dtype(np.int32) if n_local < 2**31 else np.dtype(np.int64)
+def index_dtype_for(n: int) -> np.dtype:
+    """The integer dtype of ids below ``n`` (a part's local ids, or the global -> local map's)."""
+    return np.dtype(np.int32) if n < 2**31 else np.dtype(np.int64)
 
 
 def count_rows(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirected: bool, scratch: Scratch,
@@ -299,7 +305,7 @@ def count_rows(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirected: b
 def local_map(global_ids: np.ndarray, num_nodes: int) -> np.ndarray:
     """The global -> local map of a part whose nodes are ``global_ids`` (-1 elsewhere), as
     :func:`count_rows` leaves it: for a task that buckets or fills a part counted by another."""
-    local = np.full(num_nodes, -1, dtype=np.int32 if num_nodes < 2**31 else np.int64)
+    local = np.full(num_nodes, -1, dtype=index_dtype_for(num_nodes))
     local[global_ids] = np.arange(len(global_ids), dtype=local.dtype)
     return local
 
@@ -349,8 +355,8 @@ def _build_part_csr(spill: Spill | SpillSet, p: int, inner: np.ndarray, undirect
             stack.callback(shutil.rmtree, folder, True)
             buckets = bucket_entries(spill, p, chunk_pairs, undirected, scratch.local, plan.bucket_starts,
                                      len(global_ids), index_dtype, folder)
-        for j in range(plan.num_buckets) if plan.per else [None]:
-            for b in plan.bucket_blocks(j) if plan.per else range(len(plan.blocks)):
+        for j, group in plan.groups():
+            for b in group:
                 row, end = plan.blocks[b]
                 chunks = spill.read(p, chunk_pairs) if buckets is None else buckets.read(j, chunk_pairs)
                 writer.write(sorted_block(chunks, buckets is not None, undirected, scratch.local, indptr,
@@ -427,7 +433,7 @@ def fill_bucket(buckets: SpillSet, j: int, indptr: np.ndarray, config: BuildConf
     """Step 3: bucket ``j``'s rows, each sorted, written into their slice of ``indices`` (in place: run
     again, it writes the same bytes)."""
     index_dtype, _, _, offset = read_npy_header(indices)
-    plan = column_blocks(indptr, config, index_dtype, bucketed=True)
+    plan = bucket_plan(indptr, config)
     no_map = np.empty(0, dtype=np.int32)   # bucket entries are local ids already
     with open(indices, "r+b", buffering=0) as f:
         for b in plan.bucket_blocks(j):
