@@ -132,6 +132,32 @@ def quiet_openmp(env: MutableMapping[str, str], inherited: Mapping[str, str] | N
     return policy
 
 
+M_ARENA_MAX = -8   # mallopt's parameter number in glibc's malloc.h
+
+
+def one_malloc_arena(env: MutableMapping[str, str]) -> str:
+    """glibc's malloc limited to one arena, in this process and (through ``env``, a process's environment)
+    in the processes it starts, unless ``MALLOC_ARENA_MAX`` is set there already: that value is kept.
+    Returns the value in effect; for a process whose threads have not allocated yet.
+
+    Why: glibc gives every thread that allocates while another holds the lock an arena of its own (up to
+    8 a core), and memory freed in one arena is not reused by another. The numba kernels' threads and
+    zarr's decompression threads allocate chunk after chunk, so a command's RSS grew past its live data:
+    ``graphstream partition`` of R-MAT s22 at k = 32 peaked at 728-743 MiB, 608-625 MiB with one arena,
+    in 90.7-100.5 s against 94.8-102.4 s (alternating, docs/partition-quality.md, "One malloc arena").
+    ``tools/bench_partition_speed.py`` has measured its children with one arena all along."""
+    value = env.setdefault("MALLOC_ARENA_MAX", "1")
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import ctypes.util
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            libc.mallopt(M_ARENA_MAX, int(value))
+        except (OSError, AttributeError, ValueError):   # not glibc (musl has no arenas), or a bad value
+            pass
+    return value
+
+
 def workers_within(per_worker_bytes: int) -> int:
     """How many workers to run at once: one per usable core, and no more than half of the available
     memory holds at ``per_worker_bytes`` each (the rest stays for the page cache and the process's

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from types import ModuleType
 
 from . import __version__
-from ._resources import quiet_openmp
+from ._resources import one_malloc_arena, quiet_openmp
 from .commands.flags import json_flag, verbose_flag
 from .errors import GraphStreamError
 
@@ -158,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else [str(word) for word in argv]
     if _selected(argv) in COMMANDS:   # before any kernel runs; inherited by the workers and jobs it starts
         quiet_openmp(os.environ)      # (not for plug-ins such as train: torch has OpenMP threads of its own)
+        one_malloc_arena(os.environ)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:

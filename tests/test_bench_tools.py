@@ -130,7 +130,11 @@ def test_bench_build_tasks_times_every_stage_of_a_cluster_build(tmp_path):
         assert set(stages) == {"build: route edges", "build: degrees", "build: parts", "build: parts: part"}
         assert stages["build: parts"]["tasks"] == 4 and len(stages["build: parts"]["task_seconds"]) == 4
         assert stages["build: parts: part"]["task_seconds"] == stages["build: parts"]["task_seconds"]
-        assert 0 <= stages["build: route edges"]["first_start"] <= stages["build: parts"]["last_stop"] <= run["seconds"]
+        # the task stream's times are the workers' clocks shifted by the scheduler's estimate of their
+        # offset, a few milliseconds off the client's: a task's stop may fall that much after the wall time
+        skew = 0.05
+        assert -skew <= stages["build: route edges"]["first_start"] <= stages["build: parts"]["last_stop"]
+        assert stages["build: parts"]["last_stop"] <= run["seconds"] + skew
 
 
 def test_simple_csr_is_the_symmetric_simple_graph(tmp_path):

@@ -178,18 +178,48 @@ def test_trials_are_distinct_coarse_partitions():
     from graphstream.partition.coarse_solvers import distinct_solutions
     calls = []
 
-    def solve(seed):
-        calls.append(seed)
-        return np.array([max(seed, 1), 0, 0], dtype=np.int32)   # seeds 0 and 1 alike
+    def solve(attempt):
+        calls.append(attempt)
+        return np.array([max(attempt, 1), 0, 0], dtype=np.int32)   # attempts 0 and 1 alike
 
     got = []
-    for cpart in distinct_solutions(solve, 0, 3):
-        got.append(int(cpart[0]))
+    for i, cpart in distinct_solutions(solve, 3):
+        got.append((i, int(cpart[0])))
         cpart[:] = 9          # the caller moves clusters in its copy; later trials still compare right
-    assert got == [1, 2, 3] and calls == [0, 1, 2, 3]
+    assert got == [(0, 1), (2, 2), (3, 3)] and calls == [0, 1, 2, 3]
     calls.clear()
-    assert len(list(distinct_solutions(lambda s: (calls.append(s), np.zeros(3, np.int32))[1], 5, 3))) == 1
-    assert calls == [5, 6, 7, 8, 9, 10]   # gives up after 2 x trials seeds
+    assert len(list(distinct_solutions(lambda s: (calls.append(s), np.zeros(3, np.int32))[1], 3))) == 1
+    assert calls == [0, 1, 2, 3, 4, 5]   # gives up after 2 x trials attempts
+
+
+def test_attempts_take_kaminpar_second_and_metis_seeds_after():
+    """"metis+kaminpar": METIS's first seed, KaMinPar's, then METIS's next seeds; one solver: its seeds."""
+    from graphstream.partition.coarse_solvers import CoarseSolver, attempts
+    metis, kaminpar = CoarseSolver(4, 1.05, "metis"), CoarseSolver(4, 1.05, "kaminpar", parhip="g.parhip")
+    both = attempts([metis, kaminpar], 5, 4)
+    assert [(a.solver.solver, a.seed) for a in both] == [("metis", 5), ("kaminpar", 5)] + [
+        ("metis", s) for s in range(6, 12)]
+    assert [(a.solver.solver, a.seed) for a in attempts([metis], 0, 2)] == [("metis", s) for s in range(4)]
+
+
+def test_without_kaminpar_metis_takes_every_attempt(tmp_path, monkeypatch):
+    """The kaminpar package missing: METIS alone, said once in the log."""
+    from graphstream.partition import coarse_solvers as S
+    from graphstream.partition import kaminpar_solver
+    monkeypatch.setattr(kaminpar_solver, "available", lambda: False)
+    messages = []
+    monkeypatch.setattr(S, "log", messages.append)
+    solvers = S.make_solvers("metis+kaminpar", "kway", _random_coarse_graph(), 4, 1.05, tmp_path)
+    assert [s.solver for s in solvers] == ["metis"]
+    assert len(messages) == 1 and "kaminpar package is not installed" in messages[0]
+
+
+def test_auto_takes_kaminpar_from_16_parts_and_metis_below(tmp_path):
+    from graphstream.partition import coarse_solvers as S
+    graph = _random_coarse_graph()
+    assert [s.solver for s in S.make_solvers("auto", "kway", graph, 8, 1.05, tmp_path)] == ["metis"]
+    assert [s.solver for s in S.make_solvers("auto", "kway", graph, 16, 1.05, tmp_path)] == ["kaminpar"]
+    assert [s.solver for s in S.make_solvers("auto", "kway", graph, 32, 1.05, tmp_path)] == ["kaminpar"]
 
 
 def test_trivial_coarse_graphs_are_packed_largest_first_onto_the_least_loaded_part():
@@ -235,27 +265,28 @@ def _random_coarse_graph(n=400, m=3000, seed=3):
     return CoarseGraph(xadj, adjncy, ew, rng.integers(1, 9, n).astype(np.int64))
 
 
-@pytest.mark.parametrize("solver_name", ["metis", "kaminpar"])
+@pytest.mark.parametrize("solver_name", ["metis", "kaminpar", "metis+kaminpar"])
 def test_seeds_solved_ahead_by_child_processes_equal_solved_here(tmp_path, monkeypatch, solver_name):
-    """Child processes give every seed the parts this process gives it; they and their files are gone
+    """Child processes give every attempt the parts this process gives it; they and their files are gone
     at the end."""
     from graphstream.partition import coarse_solvers as S
     from graphstream.partition import kaminpar_solver
-    if solver_name == "kaminpar" and not kaminpar_solver.available():
-        pytest.skip("the optional kaminpar package is not installed")
+    if "kaminpar" in solver_name and not kaminpar_solver.available():
+        pytest.skip("the kaminpar package is not installed")
     graph = _random_coarse_graph()
-    solver = S.make_solver(solver_name, "kway", graph, 4, 1.05, tmp_path)
-    assert solver.solver == solver_name
+    solvers = S.make_solvers(solver_name, "kway", graph, 4, 1.05, tmp_path)
+    assert "+".join(s.solver for s in solvers) == solver_name
+    tries = S.attempts(solvers, 0, 2)
     messages = []
     monkeypatch.setattr(S, "log", messages.append)
-    here = [S.solve(solver, graph, s) for s in range(4)]
-    with S.SolvedAhead(solver, graph, [1, 2, 3], tmp_path / "ahead", processes=2) as ahead:
+    here = [S.solve(a.solver, graph, a.seed) for a in tries]
+    with S.SolvedAhead(tries, graph, [1, 2, 3], tmp_path / "ahead", processes=2) as ahead:
         assert len(ahead.children) == 2 and ahead.children[0][1] == [1, 3]
-        got = [ahead(s) for s in range(4)]
+        got = [ahead(i) for i in range(4)]
         children = [proc for proc, _, _ in ahead.children]
     assert all(np.array_equal(g, h) for g, h in zip(got, here, strict=True))
     assert all(proc.returncode == 0 for proc in children)
-    assert messages == []   # no seed fell back to this process
+    assert messages == []   # no attempt fell back to this process
     assert not (tmp_path / "ahead").exists()
 
 
@@ -264,12 +295,12 @@ def test_children_only_for_large_coarse_graphs_and_spare_cores(tmp_path, monkeyp
     at most one per later trial."""
     from graphstream.partition import coarse_solvers as S
     graph = _random_coarse_graph()   # 400 clusters
-    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+    tries = S.attempts(S.make_solvers("metis", "kway", graph, 4, 1.05, tmp_path), 0, 3)
 
     def children(cores, min_clusters):
         monkeypatch.setattr(S, "usable_cores", lambda: cores)
         monkeypatch.setattr(S, "AHEAD_MIN_CLUSTERS", min_clusters)
-        with S.solved_ahead(solver, graph, 0, 3, tmp_path / "ahead") as ahead:
+        with S.solved_ahead(tries, graph, 3, tmp_path / "ahead") as ahead:
             return len(ahead.children)
     assert children(16, S.AHEAD_MIN_CLUSTERS) == 0
     assert children(1, 0) == 0
@@ -287,7 +318,7 @@ def test_a_failing_child_costs_its_seeds_solved_here(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/bin/false")   # the child exits 1 at once
     messages = []
     monkeypatch.setattr(S, "log", messages.append)
-    with S.SolvedAhead(solver, graph, [1, 2], tmp_path / "ahead", processes=1) as ahead:
+    with S.SolvedAhead(S.attempts([solver], 0, 2), graph, [1, 2], tmp_path / "ahead", processes=1) as ahead:
         got = [ahead(s) for s in range(3)]
     assert all(np.array_equal(g, S.solve(solver, graph, s)) for s, g in enumerate(got))
     assert len(messages) == 2 and all("exited with 1; solving it here" in m for m in messages)
@@ -305,7 +336,7 @@ def test_parts_on_disk_are_checked_and_stale_ones_cleared(tmp_path, monkeypatch)
     work = tmp_path / "ahead"
     work.mkdir()
     np.save(work / "coarse-part-1.npy", np.zeros(len(graph.csizes), dtype=np.int32))   # another run's
-    with S.SolvedAhead(solver, graph, [1, 2], work, processes=1) as ahead:
+    with S.SolvedAhead(S.attempts([solver], 0, 2), graph, [1, 2], work, processes=1) as ahead:
         assert all(np.array_equal(ahead(s), h) for s, h in enumerate(here))
     messages = []
     monkeypatch.setattr(S, "log", messages.append)
@@ -316,9 +347,9 @@ def test_parts_on_disk_are_checked_and_stale_ones_cleared(tmp_path, monkeypatch)
                         f"cp {tmp_path / 'bad.npy'} {work}/coarse-part-2.npy\n")
         fake.chmod(0o755)
         monkeypatch.setattr(sys, "executable", str(fake))
-        with S.SolvedAhead(solver, graph, [1, 2], work, processes=1) as ahead:
+        with S.SolvedAhead(S.attempts([solver], 0, 2), graph, [1, 2], work, processes=1) as ahead:
             assert all(np.array_equal(ahead(s), h) for s, h in enumerate(here))
-    assert len(messages) == 4 and all("solving seed" in m for m in messages)
+    assert len(messages) == 4 and all("solving metis seed" in m for m in messages)
 
 
 @pytest.mark.parametrize("failure", ["graph file", "second child"])
@@ -347,7 +378,7 @@ def test_children_that_cannot_start_leave_every_seed_to_this_process(tmp_path, m
         monkeypatch.setattr(S.subprocess, "Popen", popen)
     messages = []
     monkeypatch.setattr(S, "log", messages.append)
-    with S.SolvedAhead(solver, graph, [1, 2], tmp_path / "ahead", processes=2) as ahead:
+    with S.SolvedAhead(S.attempts([solver], 0, 2), graph, [1, 2], tmp_path / "ahead", processes=2) as ahead:
         assert ahead.children == [] and ahead.owner_of == {}
         got = [ahead(s) for s in range(3)]
     monkeypatch.undo()
@@ -364,13 +395,13 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
     from graphstream.partition import coarse_solvers as S
     src, dst, n = cora_edges()
     store = write_store(tmp_path / "cora.zarr", src, dst, n, chunk=512)
-    params = dict(cluster_cap_factor=8.0, coarse_trials=3)
+    params = dict(cluster_cap_factor=8.0, coarse_trials=3, coarse_solver="metis+kaminpar")
     trials = []   # every trial's coarse parts, not only the one kept
 
-    def recorded(solve_seed, seed, count):
-        for cpart in S.distinct_solutions(solve_seed, seed, count):
+    def recorded(solve_attempt, count):
+        for i, cpart in S.distinct_solutions(solve_attempt, count):
             trials[-1].append(cpart.copy())
-            yield cpart
+            yield i, cpart
     monkeypatch.setattr(coarse_refine, "distinct_solutions", recorded)
     monkeypatch.setattr(S, "AHEAD_MIN_CLUSTERS", 1 << 40)
     trials.append([])
@@ -389,6 +420,8 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
     assert started == [2]
     assert len(trials[0]) == 3 and all(np.array_equal(a, b) for a, b in zip(*trials, strict=True))
     assert np.array_equal(alone.owner, ahead.owner)
+    assert [t["solver"] for t in ahead.metrics["coarse_trials"]] == ["metis", "kaminpar", "metis"]
+    assert ahead.metrics["coarse_trials"] == alone.metrics["coarse_trials"]
     assert not (tmp_path / "w2" / "coarse_trials").exists()
 
 

@@ -25,7 +25,8 @@ balance):
 
     .venv/bin/python tools/bench_partition_speed.py --compare \
         [--graphs rmat20,rmat21,web-NotreDame,facebook] [--ks 8,32] \
-        [--solvers coarse-refine,coarse-refine+kaminpar,kaminpar,metis] [--repeat N]
+        [--solvers coarse-refine,coarse-refine+metis,coarse-refine+kaminpar,coarse-refine+both,kaminpar,metis] \
+        [--repeat N]
 
 A solver ``coarse-refine:edge-balance=F`` runs coarse-refine with that edge
 balance (its parts' edges capped too), and ``spring`` the streaming
@@ -114,6 +115,12 @@ def simple_csr(store):
     return xadj, keys
 
 
+# coarse-refine's coarse solvers: "+metis" METIS at every k (the default before 2026-11-27, when KaMinPar
+# became the solver from k = 16); "+kaminpar" KaMinPar at every k; "+both" a KaMinPar trial beside METIS's
+COARSE_SOLVER_VARIANTS = {"": {}, "+metis": {"coarse_solver": "metis"}, "+kaminpar": {"coarse_solver": "kaminpar"},
+                          "+both": {"coarse_solver": "metis+kaminpar", "coarse_trials": 4}}
+
+
 def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
     """Runs in the subprocess of --compare: one partitioner on one graph, judged by the shared metrics pass."""
     import numpy as np
@@ -123,10 +130,10 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
     from graphstream.store import open_store
     store = open_store(store_path)
     out: dict = {}
-    if solver.startswith("coarse-refine"):   # "coarse-refine+kaminpar": KaMinPar on the coarse graph
+    if solver.startswith("coarse-refine"):
         from graphstream.partition import coarse_refine
         solver, _, edge_balance = solver.partition(":edge-balance=")   # "coarse-refine:edge-balance=1.1"
-        params = {"coarse_solver": "kaminpar"} if solver.endswith("+kaminpar") else {}
+        params = dict(COARSE_SOLVER_VARIANTS[solver.removeprefix("coarse-refine")])
         if edge_balance:
             params["edge_balance"] = float(edge_balance)
         with tempfile.TemporaryDirectory(dir=work) as tmp:

@@ -17,10 +17,10 @@ reported apart as ``undirected_halo_rf``):
    summed, aggregated by streaming in sorted runs and kept to at most
    ``max_coarse_edges`` edges (past that, the lightest are dropped: the
    coarse graph only seeds the partition, refinement sees the full graph);
-4. the coarse graph partitioned in memory by METIS (pymetis, node weights =
-   cluster sizes; or KaMinPar, ``coarse_solver``), once per trial seed, the
-   seeds after the first solved ahead in child processes on a large coarse
-   graph (:mod:`.coarse_solvers`), then ``cluster_passes``
+4. the coarse graph partitioned in memory by KaMinPar (k >= 16) or METIS
+   (pymetis; node weights = cluster sizes; ``coarse_solver``), once per
+   trial seed, the trials after the first solved ahead in child processes
+   on a large coarse graph (:mod:`.coarse_solvers`), then ``cluster_passes``
    stream passes moving whole clusters to the part holding most of their
    neighbours in the full graph (the coarse graph may have lost most of its
    edges to the bound: on R-MAT this pass is worth 6% of RF); isolated nodes
@@ -77,7 +77,7 @@ from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
 from .coarse_rounds import RefineSchedule, Rounds, label_propagation, refine, replicas
-from .coarse_solvers import CoarseGraph, distinct_solutions, make_solver, solved_ahead
+from .coarse_solvers import SOLVERS, CoarseGraph, attempts, distinct_solutions, make_solvers, solved_ahead
 from .plan import MAX_PARTS, PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
 
@@ -99,11 +99,13 @@ class CoarseRefineParams:
     max_coarse_edges: bound on the coarse graph's edges (step 3).
     coarse_weights: "halo" (cluster pair weight = nodes of each with a neighbour in the
         other: the halo entries a cut creates) or "edges" (edge count) (step 3).
-    coarse_solver: "metis" (pymetis) or "kaminpar" (the optional ``kaminpar`` package, one
-        thread; pymetis when it is not installed) on the coarse graph (step 4).
+    coarse_solver: "auto" (KaMinPar from 16 parts, METIS below: ``coarse_solvers.AUTO_KAMINPAR_MIN_K``),
+        "metis" (pymetis), "kaminpar" (KaMinPar, one thread) or "metis+kaminpar" (a KaMinPar trial
+        beside METIS's: :func:`.coarse_solvers.attempts`) on the coarse graph (step 4); METIS alone
+        when the ``kaminpar`` package cannot be imported.
     coarse_metis: "kway" (multilevel k-way, edge-cut objective), "recursive"
         (recursive bisection) or "kway-vol" (k-way, communication-volume objective) (step 4).
-    coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., a seed
+    coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
         lowest replication factor is refined (one stream pass each) (step 4).
     cluster_passes: passes moving whole clusters on the full graph after the solver (step 4).
@@ -153,7 +155,7 @@ class CoarseRefineParams:
     coarse_trials: int = 3
     cluster_passes: int = 4
     coarse_weights: str = "halo"
-    coarse_solver: str = "metis"
+    coarse_solver: str = "auto"
     coarse_metis: str = "kway"
     node_order: str = "hubs-first"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
@@ -181,7 +183,7 @@ class CoarseRefineParams:
             "batch_size": self.batch_size is None or self.batch_size >= 1,
             "coarse_weights": self.coarse_weights in ("edges", "halo"),
             "coarse_metis": self.coarse_metis in ("kway", "recursive", "kway-vol"),
-            "coarse_solver": self.coarse_solver in ("metis", "kaminpar"),
+            "coarse_solver": self.coarse_solver in SOLVERS,
             "node_order": self.node_order in ("hubs-first", "id"),
         }
         for name, ok in checks.items():
@@ -251,7 +253,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         xadj, adjncy, eweights = K.symmetric_csr(keys, weights, num_clusters)
         del keys, weights
 
-        # 4. coarse graph partitioned in memory (best of `coarse_trials` METIS seeds, judged by the
+        # 4. coarse graph partitioned in memory (best of `coarse_trials` solver seeds, judged by the
         #    replication factor they give on the full graph); isolated nodes fill the least loaded parts
         isolated = np.flatnonzero(cl < 0)
         owner, best = None, None
@@ -266,12 +268,14 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # parts and no single move can spread them (R-MAT s20, k = 32: edge balance stuck at 7).
         weigh = K.ENTRIES if cfg.edge_balance else K.NODES
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
-        solver = make_solver(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
+        solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
+        tries = attempts(solvers, seed, cfg.coarse_trials)
         judged = 0   # trials whose replication factor was measured (one stream pass each)
+        trials = []   # each trial's solver, seed and the objective its projection gives
         cluster_stream_passes = 0
-        # the later trials' seeds are solved in child processes while this one judges the first
-        with solved_ahead(solver, graph, seed, cfg.coarse_trials, work / "coarse_trials") as solve_seed:
-            for cpart in distinct_solutions(solve_seed, seed, cfg.coarse_trials):
+        # the later trials are solved in child processes while this one judges the first
+        with solved_ahead(tries, graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
+            for i, cpart in distinct_solutions(solve_attempt, cfg.coarse_trials):
                 if cfg.cluster_passes:
                     cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
                                                             cfg.cluster_passes, cfg.block_entries)[1]
@@ -281,6 +285,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                 trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
                 r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
                 judged += cfg.coarse_trials > 1
+                trials.append({"solver": tries[i].solver.solver, "seed": tries[i].seed,
+                               "undirected_halo_rf": r / n if cfg.coarse_trials > 1 else None})
                 if best is None or r < best:
                     owner, best = trial, r
                 del trial, cpart
@@ -327,6 +333,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         "num_clusters": int(num_clusters),
         "coarse_edges": int(num_coarse_edges),
         "coarse_edges_dropped_weight": int(dropped),
+        "coarse_trials": trials,
         "replication_factor_before_refine": rf_before,
         "undirected_halo_rf": objective,
         "undirected_halo_rf_before_refine": objective_before,

@@ -1,17 +1,19 @@
 """coarse-refine's step 4 solvers on the bounded coarse graph, and their later trials solved ahead.
 
-METIS (pymetis) or KaMinPar partitions the coarse graph in memory, once per
-trial seed. Both hold the GIL for the whole call (two METIS calls in threads
-took as long as one after the other), so on a coarse graph large enough to pay
-for a process start the seeds after the first are solved in child processes
-while this process moves the first trial's clusters on the full graph and
-judges it. The children are ``python -m`` processes given the
-coarse graph in one ``.npz`` and writing each part vector as a ``.npy``
-(renamed into place when complete): not ``multiprocessing``, whose spawn
-re-runs the caller's main module and whose fork copies a process that holds
-numba's and zarr's threads. Where a seed was solved does not change its
-partition, so the plan is the same with children or without; a child that
-fails costs its seeds being solved here, with the child's error logged.
+METIS (pymetis), KaMinPar, or both in turn partition the coarse graph in
+memory, once per trial (a solver and a seed: an *attempt*, which is a trial
+unless its partition repeats an earlier one). Both hold the GIL for the
+whole call (two METIS calls in threads took as long as one after the other),
+so on a coarse graph large enough to pay for a process start the attempts
+after the first are solved in child processes while this process moves the
+first trial's clusters on the full graph and judges it. The children are
+``python -m`` processes given the coarse graph in one ``.npz`` and writing
+each part vector as a ``.npy`` (renamed into place when complete): not
+``multiprocessing``, whose spawn re-runs the caller's main module and whose
+fork copies a process that holds numba's and zarr's threads. Where an
+attempt was solved does not change its partition, so the plan is the same
+with children or without; a child that fails costs its attempts being solved
+here, with the child's error logged.
 """
 from __future__ import annotations
 
@@ -60,17 +62,59 @@ class CoarseGraph:
     csizes: np.ndarray
 
 
-def make_solver(coarse_solver: str, method: str, graph: CoarseGraph, k: int, balance: float,
-                work: Path) -> CoarseSolver:
-    """The configured solver; KaMinPar's graph file is written here (pymetis when it is not installed)."""
-    if coarse_solver == "kaminpar" and k > 1 and len(graph.adjncy) > 0 and len(graph.csizes) > k:
+SOLVERS = ("auto", "metis", "kaminpar", "metis+kaminpar")
+# "auto": KaMinPar from this many parts, METIS below. Against METIS alone (three trials each, the final
+# replication factor): k = 16 and 32 on R-MAT s20/s21 and the shared graphs -3.5% to +0.3% (9 of 10 runs
+# lower), with step 4 17-29% shorter on R-MAT; k = 8 -0.7% to +6.0% (R-MAT: +1.5% to +6.0%)
+# (docs/partition-quality.md, "KaMinPar on the coarse graph from k = 16").
+AUTO_KAMINPAR_MIN_K = 16
+
+
+def make_solvers(coarse_solver: str, method: str, graph: CoarseGraph, k: int, balance: float,
+                 work: Path) -> list[CoarseSolver]:
+    """The configured solvers, whose seeds the trials take in turn ("metis+kaminpar": METIS, then
+    KaMinPar; "auto": KaMinPar from ``AUTO_KAMINPAR_MIN_K`` parts, METIS below); KaMinPar's graph file
+    is written here. Without the ``kaminpar`` package, METIS alone."""
+    if coarse_solver == "auto":
+        coarse_solver = "kaminpar" if k >= AUTO_KAMINPAR_MIN_K else "metis"
+    names = coarse_solver.split("+")
+    solvers = []
+    if "kaminpar" in names and k > 1 and len(graph.adjncy) > 0 and len(graph.csizes) > k:
         from . import kaminpar_solver
         if kaminpar_solver.available():
             path = kaminpar_solver.write_parhip(work / "coarse.parhip", graph.xadj, graph.adjncy, graph.csizes,
                                                 graph.ew)
-            return CoarseSolver(k, balance, "kaminpar", method, str(path))
-        log("coarse-refine: the kaminpar package is not installed; METIS (pymetis) partitions the coarse graph")
-    return CoarseSolver(k, balance, "metis", method)
+            solvers = [CoarseSolver(k, balance, "kaminpar", method, str(path))]
+        else:
+            log("coarse-refine: the kaminpar package is not installed; METIS (pymetis) partitions the coarse "
+                "graph")
+    if "metis" in names or not solvers:
+        solvers.insert(0, CoarseSolver(k, balance, "metis", method))
+    return solvers
+
+
+def make_solver(coarse_solver: str, method: str, graph: CoarseGraph, k: int, balance: float,
+                work: Path) -> CoarseSolver:
+    """The one solver ``coarse_solver`` names ("metis" or "kaminpar"; METIS without the package)."""
+    return make_solvers(coarse_solver, method, graph, k, balance, work)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One call of a solver: a trial, unless its partition repeats an earlier attempt's."""
+    solver: CoarseSolver
+    seed: int
+
+
+def attempts(solvers: list[CoarseSolver], seed: int, trials: int) -> list[Attempt]:
+    """The attempts for ``trials`` distinct partitions, 2 x trials in all (the most
+    :func:`distinct_solutions` makes): the first solver's seeds seed, seed + 1, ..., with each later
+    solver's seed ``seed`` taken second, third, ... ("metis+kaminpar": METIS seed, KaMinPar seed, METIS
+    seed + 1, seed + 2, ...)."""
+    first, rest = solvers[0], solvers[1:]
+    order = [Attempt(first, seed)] + [Attempt(other, seed) for other in rest]
+    order += [Attempt(first, seed + i) for i in range(1, 2 * trials)]
+    return order[:2 * trials]
 
 
 def solve(solver: CoarseSolver, graph: CoarseGraph, seed: int) -> np.ndarray:
@@ -115,49 +159,51 @@ def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csize
     return np.asarray(res[1], dtype=np.int32)
 
 
-def distinct_solutions(solve_seed: Callable[[int], np.ndarray], seed: int, trials: int) -> Iterator[np.ndarray]:
-    """Up to ``trials`` different coarse partitions from the seeds seed, seed + 1, ... (at most
-    2 x trials calls): a solver may give two seeds the same partition (METIS did for 0 and 1, so
-    the default's three trials were two, one of them judged twice; partition_coarse now avoids
-    that pair), and a repeated partition is not another trial."""
+def distinct_solutions(solve_attempt: Callable[[int], np.ndarray], trials: int
+                       ) -> Iterator[tuple[int, np.ndarray]]:
+    """Up to ``trials`` different coarse partitions, each with its attempt, from the attempts 0, 1, ...
+    (at most 2 x trials calls of ``solve_attempt``): a solver may give two seeds the same partition
+    (METIS did for 0 and 1, so the default's three trials were two, one of them judged twice;
+    partition_coarse now avoids that pair), and a repeated partition is not another trial."""
     seen: list[np.ndarray] = []
-    for s in range(seed, seed + 2 * trials):
-        cpart = solve_seed(s)
+    for i in range(2 * trials):
+        cpart = solve_attempt(i)
         if any(np.array_equal(cpart, other) for other in seen):
             continue
         seen.append(cpart.copy())   # the caller moves clusters in its copy
-        yield cpart
+        yield i, cpart
         if len(seen) == trials:
             return
 
 
 class SolvedAhead:
-    """``seed -> parts``: the seeds in ``ahead`` solved by ``processes`` child processes started now
-    (the seeds dealt out in turn), the others here.
+    """``attempt -> parts``: the attempts (indices into ``attempts``) in ``ahead`` solved by ``processes``
+    child processes started now (dealt out in turn), the others here.
 
     A context manager: leaving it stops the children still running and removes ``work``, the
     folder of their files.
     """
 
-    def __init__(self, solver: CoarseSolver, graph: CoarseGraph, ahead: list[int], work: Path, processes: int):
-        self.solver, self.graph, self.work = solver, graph, work
+    def __init__(self, attempts: list[Attempt], graph: CoarseGraph, ahead: list[int], work: Path,
+                 processes: int):
+        self.attempts, self.graph, self.work = attempts, graph, work
         self.children: list[tuple[subprocess.Popen, list[int], Path]] = []
         self.owner_of: dict[int, int] = {}
         if ahead and processes >= 1:
             try:
                 self._start(list(ahead), processes)
-            except OSError as e:   # a full disk, say: the seeds are solved here, as without children
+            except OSError as e:   # a full disk, say: the attempts are solved here, as without children
                 log(f"coarse-refine: no child processes for the coarse trials ({e}); solving them here")
                 self.__exit__()
                 self.children, self.owner_of = [], {}
 
-    def __call__(self, seed: int) -> np.ndarray:
-        child = self.owner_of.pop(seed, None)
+    def __call__(self, attempt: int) -> np.ndarray:
+        child = self.owner_of.pop(attempt, None)
         if child is not None:
-            parts = self._wait(child, seed)
+            parts = self._wait(child, attempt)
             if parts is not None:
                 return parts
-        return solve(self.solver, self.graph, seed)
+        return solve(self.attempts[attempt].solver, self.graph, self.attempts[attempt].seed)
 
     def _start(self, ahead: list[int], processes: int) -> None:
         # a fresh folder: a killed run in a kept work folder leaves parts of another coarse graph there
@@ -171,43 +217,48 @@ class SolvedAhead:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         env["NUMBA_NUM_THREADS"] = "1"   # a child calls the solver only
         for i in range(processes):
-            seeds = ahead[i::processes]
+            mine = ahead[i::processes]
             job = self.work / f"coarse-job-{i}.json"
-            job.write_text(json.dumps({"graph": str(graph_path), "solver": asdict(self.solver), "seeds": seeds,
-                                       "out": str(self.work)}))
+            job.write_text(json.dumps({"graph": str(graph_path), "out": str(self.work),
+                                       "attempts": [{"index": a, **asdict(self.attempts[a])} for a in mine]}))
             err = self.work / f"coarse-job-{i}.err"
             with open(err, "wb") as stderr:
                 proc = subprocess.Popen([sys.executable, "-m", __name__, str(job)], env=env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
-            self.children.append((proc, seeds, err))
-            for s in seeds:
-                self.owner_of[s] = i
+            self.children.append((proc, mine, err))
+            for a in mine:
+                self.owner_of[a] = i
 
-    def _wait(self, child: int, seed: int) -> np.ndarray | None:
+    def _wait(self, child: int, attempt: int) -> np.ndarray | None:
         proc, _, err = self.children[child]
-        path = _part_path(self.work, seed)
+        path = _part_path(self.work, attempt)
+        name = self._name(attempt)
         while not path.exists():
             if proc.poll() is not None and not path.exists():
                 detail = err.read_text(errors="replace").strip().splitlines()[-1:] if err.exists() else []
-                log(f"coarse-refine: the child process solving seed {seed} exited with {proc.returncode}"
+                log(f"coarse-refine: the child process solving {name} exited with {proc.returncode}"
                     f"{': ' + detail[0] if detail else ''}; solving it here")
                 return None
             time.sleep(0.005)
         parts = np.load(path)
-        whole = parts.shape == self.graph.csizes.shape and (len(parts) == 0 or 0 <= parts.min() <= parts.max()
-                                                            < self.solver.k)
-        if not whole:   # never trusted unchecked: a bad file costs the seed being solved here
-            log(f"coarse-refine: {path} is not a part below {self.solver.k} for each of "
-                f"{len(self.graph.csizes)} clusters; solving seed {seed} here")
+        k = self.attempts[attempt].solver.k
+        whole = parts.shape == self.graph.csizes.shape and (len(parts) == 0 or 0 <= parts.min() <= parts.max() < k)
+        if not whole:   # never trusted unchecked: a bad file costs the attempt being solved here
+            log(f"coarse-refine: {path} is not a part below {k} for each of "
+                f"{len(self.graph.csizes)} clusters; solving {name} here")
             return None
         return parts
+
+    def _name(self, attempt: int) -> str:
+        a = self.attempts[attempt]
+        return f"{a.solver.solver} seed {a.seed}"
 
     def __enter__(self) -> SolvedAhead:
         return self
 
     def __exit__(self, *exc) -> None:
-        for proc, seeds, _ in self.children:
-            done = all(_part_path(self.work, s).exists() for s in seeds)
+        for proc, mine, _ in self.children:
+            done = all(_part_path(self.work, a).exists() for a in mine)
             try:
                 proc.wait(timeout=5 if done else 0)   # a child whose parts are all written is exiting
             except subprocess.TimeoutExpired:
@@ -217,33 +268,32 @@ class SolvedAhead:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
-def solved_ahead(solver: CoarseSolver, graph: CoarseGraph, seed: int, trials: int, work: Path) -> SolvedAhead:
-    """The trials' seeds after the first solved ahead by up to ``usable_cores() - 1`` children, when
+def solved_ahead(attempts: list[Attempt], graph: CoarseGraph, trials: int, work: Path) -> SolvedAhead:
+    """The trials' attempts after the first solved ahead by up to ``usable_cores() - 1`` children, when
     the coarse graph is large enough to pay for their start (and there is a core to spare)."""
-    ahead = list(range(seed + 1, seed + trials))
+    ahead = list(range(1, trials))
     processes = min(len(ahead), usable_cores() - 1)
     # sys.executable is empty in an embedding interpreter that cannot name its Python
-    if len(graph.csizes) < AHEAD_MIN_CLUSTERS or solver.k <= 1 or not sys.executable:
+    if len(graph.csizes) < AHEAD_MIN_CLUSTERS or attempts[0].solver.k <= 1 or not sys.executable:
         processes = 0
-    return SolvedAhead(solver, graph, ahead, work, processes)
+    return SolvedAhead(attempts, graph, ahead, work, processes)
 
 
-def _part_path(work: Path, seed: int) -> Path:
-    return work / f"coarse-part-{seed}.npy"
+def _part_path(work: Path, attempt: int) -> Path:
+    return work / f"coarse-part-{attempt}.npy"
 
 
 def _child(job_path: str) -> None:
-    """A child: solve the job's seeds in order, each written complete before it is visible."""
+    """A child: solve the job's attempts in order, each written complete before it is visible."""
     job = json.loads(Path(job_path).read_text())
     with np.load(job["graph"]) as z:
         graph = CoarseGraph(z["xadj"], z["adjncy"], z["ew"], z["csizes"])
-    solver = CoarseSolver(**job["solver"])
     out = Path(job["out"])
-    for s in job["seeds"]:
-        parts = solve(solver, graph, s)
-        tmp = out / f".coarse-part-{s}.tmp.npy"
+    for a in job["attempts"]:
+        parts = solve(CoarseSolver(**a["solver"]), graph, a["seed"])
+        tmp = out / f".coarse-part-{a['index']}.tmp.npy"
         np.save(tmp, parts)
-        os.replace(tmp, _part_path(out, s))
+        os.replace(tmp, _part_path(out, a["index"]))
 
 
 if __name__ == "__main__":

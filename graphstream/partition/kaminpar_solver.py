@@ -1,4 +1,4 @@
-"""KaMinPar (PyPI ``kaminpar``, optional) as an in-memory graph partitioner, beside pymetis.
+"""KaMinPar (PyPI ``kaminpar``) as an in-memory graph partitioner, beside pymetis.
 
 The Python bindings load graphs from files only, so the graph is written in
 ParHiP's binary format (24-byte header VERSION, n, m; then byte addresses of
