@@ -463,6 +463,9 @@ def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
         if len(calls) == 2:
             self.owner[:] = (np.arange(n) * 7 % k).astype(np.int32)   # balanced, blind to the graph
             load[:] = K.part_loads(self.owner, self.vs.offsets, k)
+            # moved without accept: the counters' owners set and every count left to a full recount
+            self.counters[:, -1] = self.owner
+            self.counted = self.fresh = False
 
     monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
     owner = before.copy()
@@ -561,3 +564,22 @@ def test_refine_accept_keeps_loads_exact_and_caps_but_where_forced(seed, k, n):
         lo[:, a] -= (1, d)
         lo[:, b] += (1, d)
     np.testing.assert_array_equal(o, owner)
+
+
+@pytest.mark.parametrize("k", [3, 8, 16, 40])   # counters of one 8-, 16-, 32-bit word, and two 64-bit words
+def test_replicas_from_counters_count_what_the_lists_give(k):
+    """The objective read from exact 2-bit counters (saturated at 3) equals the replicas counted over the
+    lists: a node's owner, and every part holding a neighbour (self-loops and repeated neighbours too)."""
+    rng = np.random.default_rng(k)
+    n = 300
+    lists = [rng.integers(0, n, rng.integers(0, 12)) for _ in range(n)]
+    lists[5] = np.full(9, 5)   # a self-loop list
+    owner = rng.integers(0, k, n).astype(np.int32)
+    counters = K.new_counters(owner, k)
+    want = 0
+    for y, nbrs in enumerate(lists):
+        counts = np.bincount(owner[nbrs], minlength=k)
+        for p in np.flatnonzero(counts):
+            K._put(counters, y, p, min(int(counts[p]), 3))
+        want += len(set(owner[nbrs].tolist()) | {int(owner[y])})
+    assert K.replicas_from_counters(counters) == want

@@ -540,6 +540,23 @@ def refine_summary(first, offs, nbrs, owner, counters, seg, stale, hub_bits, hub
                 cnt[p] = 0
 
 
+@njit(cache=True, parallel=True)
+def replicas_from_counters(counters):
+    """Sum over nodes of the parts holding them (its owner's, and every part where its count is above 0:
+    a neighbour there holds it in its halo), from exact counters: what :func:`replicas_range` counts
+    over the lists, without reading them."""
+    words = owner_word(counters)
+    total = 0
+    for y in prange(counters.shape[0]):
+        held = 0
+        for w in range(words):
+            x = np.uint64(counters[y, w])
+            held += np.int64(popcount64((x | (x >> np.uint64(1))) & _ZERO_FIELDS))
+        own = np.int64(counters[y, words])
+        total += held + (0 if _get(counters, y, own) > 0 else 1)
+    return total
+
+
 # The parts' loads are the rows of ``load`` (2, k), each with its cap in ``caps``: the nodes a part owns,
 # and its neighbour entries (the sum of its nodes' degrees, which bounds the edges it stores: the edge
 # balance). An entries cap of NO_CAP leaves them free: every test below then reads as on nodes alone.
