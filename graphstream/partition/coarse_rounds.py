@@ -305,7 +305,7 @@ def refine(rounds: Rounds, owner: np.ndarray, load: np.ndarray, caps: np.ndarray
     one global order (:meth:`_Refinement.rebalance`), and settled by sweeps under
     ``cap``. The loose phase can lose on graphs whose parts are communities
     already, so the balanced partition before it is kept when it has fewer
-    replicas (one stream pass each to count them).
+    replicas (counted from the counters, :meth:`_Refinement.objective`).
     """
     ref = _Refinement(rounds, owner, load.shape[1], caps, num_rounds, max_candidates, schedule.shed_max_degree)
     ref.sweeps(load, caps, schedule.passes)
