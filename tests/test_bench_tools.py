@@ -137,6 +137,34 @@ def test_bench_build_tasks_times_every_stage_of_a_cluster_build(tmp_path):
         assert stages["build: parts"]["last_stop"] <= run["seconds"] + skew
 
 
+def test_bench_rounds_tasks_counts_the_waves_of_coarse_refine_s_rounds(tmp_path):
+    """bench_rounds_tasks: the rounds' waves by stage on 1 and 2 workers (one task a wave on one worker, a
+    refinement sweep of 8 rounds = 8 waves), the plans identical, and spans within the phases."""
+    from graphstream.ingest.rmat import generate_rmat
+    store = generate_rmat(tmp_path / "g.zarr", scale=11, edge_factor=8, seed=1, undirected=True)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_rounds_tasks.py"), str(store.path), "-k", "4",
+                           "--workers", "1", "2", "--work", str(tmp_path / "work")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["identical"] is True and [r["workers"] for r in report["runs"]] == [1, 2]
+    for run in report["runs"]:
+        stages = run["stages"]
+        assert {"coarse-refine: label propagation", "coarse-refine: refine summary",
+                "coarse-refine: refine"} <= set(stages)
+        refine = stages["coarse-refine: refine"]
+        assert refine["waves"] % 8 == 0 and refine["tasks"] >= refine["waves"]
+        if run["workers"] == 1:
+            assert refine["tasks"] == refine["waves"]
+        for entry in stages.values():
+            assert 0 <= entry["mean"] <= entry["longest"] <= entry["span"] + 0.05   # dask's clock-offset skew
+        phases = run["phase_seconds"]
+        rounds = phases["label_propagation"] + phases["refine"]
+        waves = sum(stages[name]["span"] for name in stages if name.startswith("coarse-refine"))
+        assert waves <= rounds + 0.05
+    assert not (tmp_path / "work" / "w1" / "rounds").exists()
+
+
 def test_simple_csr_is_the_symmetric_simple_graph(tmp_path):
     """bench_partition_speed's CSR for the in-memory solvers (built in place to fit R-MAT s23): both
     orientations of every edge, self-loops and duplicates dropped, columns sorted, isolated nodes kept."""
