@@ -130,9 +130,10 @@ def test_bench_build_tasks_times_every_stage_of_a_cluster_build(tmp_path):
         assert set(stages) == {"build: route edges", "build: degrees", "build: parts", "build: parts: part"}
         assert stages["build: parts"]["tasks"] == 4 and len(stages["build: parts"]["task_seconds"]) == 4
         assert stages["build: parts: part"]["task_seconds"] == stages["build: parts"]["task_seconds"]
-        # the task stream's times are the workers' clocks shifted by the scheduler's estimate of their
-        # offset, a few milliseconds off the client's: a task's stop may fall that much after the wall time
-        skew = 0.05
+        # the task stream's times are the workers' clocks shifted by each worker's estimate of its offset to
+        # the scheduler (from its heartbeats: off by up to half a round trip, 0.19 s seen on a loaded 2-core
+        # machine), so a task's stop may fall that much after the client's wall time
+        skew = 0.5
         assert -skew <= stages["build: route edges"]["first_start"] <= stages["build: parts"]["last_stop"]
         assert stages["build: parts"]["last_stop"] <= run["seconds"] + skew
 
@@ -157,11 +158,16 @@ def test_bench_rounds_tasks_counts_the_waves_of_coarse_refine_s_rounds(tmp_path)
         if run["workers"] == 1:
             assert refine["tasks"] == refine["waves"]
         for entry in stages.values():
-            assert 0 <= entry["mean"] <= entry["longest"] <= entry["span"] + 0.05   # dask's clock-offset skew
-        phases = run["phase_seconds"]
-        rounds = phases["label_propagation"] + phases["refine"]
-        waves = sum(stages[name]["span"] for name in stages if name.startswith("coarse-refine"))
-        assert waves <= rounds + 0.05
+            assert 0 <= entry["mean"] <= entry["longest"]   # durations: each on one worker's clock
+        if run["workers"] == 1:
+            # one worker: a wave's span is its tasks' durations on one clock, within the client's phases; on
+            # two, each worker's times carry its own estimate of its offset to the scheduler (see above)
+            for entry in stages.values():
+                assert entry["longest"] <= entry["span"] + 1e-6
+            phases = run["phase_seconds"]
+            rounds = phases["label_propagation"] + phases["refine"]
+            waves = sum(stages[name]["span"] for name in stages if name.startswith("coarse-refine"))
+            assert waves <= rounds
     assert not (tmp_path / "work" / "w1" / "rounds").exists()
 
 

@@ -19,7 +19,11 @@ tasks, their compute seconds in all, and, summed over the waves, the span
   moves, updating the moved nodes' neighbours, starting the next wave),
   which more workers do not shorten.
 
-Plans of every N are checked to be identical.
+Plans of every N are checked to be identical. The task stream's times are
+each worker's clock shifted by its estimate of the offset to the scheduler
+(from its heartbeats), so with several workers a wave's span can be off by
+the difference of two estimates (milliseconds on a quiet machine, 0.2 s seen
+under load); durations (longest, mean, compute) are exact.
 """
 from __future__ import annotations
 
