@@ -111,16 +111,21 @@ def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(t
     assert not (tmp_path / "csr-cache").exists()
 
 
+def _tool_report(tool: str, *args: str) -> dict:
+    """The JSON report of ``tools/<tool> ARGS``, run as a user runs it (exit 0 asserted)."""
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / tool), *args], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
 def test_bench_build_tasks_times_every_stage_of_a_cluster_build(tmp_path):
     """bench_build_tasks: each build stage's tasks timed on 1 and 2 workers, the parts' edge shares, and
     the outputs of both worker counts identical."""
     from graphstream.ingest.rmat import generate_rmat
     store = generate_rmat(tmp_path / "g.zarr", scale=10, edge_factor=8, seed=1, undirected=True)
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_build_tasks.py"), str(store.path), "-k", "4",
-                           "--workers", "1", "2", "--work", str(tmp_path / "work")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout)
+    report = _tool_report("bench_build_tasks.py", str(store.path), "-k", "4", "--workers", "1", "2",
+                          "--work", str(tmp_path / "work"))
     assert report["identical"] is True
     assert len(report["part_edge_shares"]) == 4 and abs(sum(report["part_edge_shares"]) - 1) < 1e-3
     assert [r["workers"] for r in report["runs"]] == [1, 2]
@@ -143,11 +148,8 @@ def test_bench_rounds_tasks_counts_the_waves_of_coarse_refine_s_rounds(tmp_path)
     refinement sweep of 8 rounds = 8 waves), the plans identical, and spans within the phases."""
     from graphstream.ingest.rmat import generate_rmat
     store = generate_rmat(tmp_path / "g.zarr", scale=11, edge_factor=8, seed=1, undirected=True)
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_rounds_tasks.py"), str(store.path), "-k", "4",
-                           "--workers", "1", "2", "--work", str(tmp_path / "work")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout)
+    report = _tool_report("bench_rounds_tasks.py", str(store.path), "-k", "4", "--workers", "1", "2",
+                          "--work", str(tmp_path / "work"))
     assert report["identical"] is True and [r["workers"] for r in report["runs"]] == [1, 2]
     for run in report["runs"]:
         stages = run["stages"]

@@ -314,7 +314,7 @@ def test_a_failing_child_costs_its_seeds_solved_here(tmp_path, monkeypatch):
 
     from graphstream.partition import coarse_solvers as S
     graph = _random_coarse_graph()
-    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+    solver, = S.make_solvers("metis", "kway", graph, 4, 1.05, tmp_path)
     monkeypatch.setattr(sys, "executable", "/bin/false")   # the child exits 1 at once
     messages = []
     monkeypatch.setattr(S, "log", messages.append)
@@ -331,7 +331,7 @@ def test_parts_on_disk_are_checked_and_stale_ones_cleared(tmp_path, monkeypatch)
 
     from graphstream.partition import coarse_solvers as S
     graph = _random_coarse_graph()
-    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+    solver, = S.make_solvers("metis", "kway", graph, 4, 1.05, tmp_path)
     here = [S.solve(solver, graph, s) for s in range(3)]
     work = tmp_path / "ahead"
     work.mkdir()
@@ -361,7 +361,7 @@ def test_children_that_cannot_start_leave_every_seed_to_this_process(tmp_path, m
 
     from graphstream.partition import coarse_solvers as S
     graph = _random_coarse_graph()
-    solver = S.make_solver("metis", "kway", graph, 4, 1.05, tmp_path)
+    solver, = S.make_solvers("metis", "kway", graph, 4, 1.05, tmp_path)
     started = []
     if failure == "graph file":
         def savez(*a, **kw):

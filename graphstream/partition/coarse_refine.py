@@ -270,6 +270,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
         tries = attempts(solvers, seed, cfg.coarse_trials)
+        judge = cfg.coarse_trials > 1   # one trial needs no measuring
         judged = 0   # trials whose replication factor was measured (one stream pass each)
         trials = []   # each trial's solver, seed and the objective its projection gives
         cluster_stream_passes = 0
@@ -283,10 +284,10 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                 K.project_parts(cl, cpart, trial)
                 tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
                 trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
-                r = replicas(vs, trial, k, cfg.block_entries) if cfg.coarse_trials > 1 else 0
-                judged += cfg.coarse_trials > 1
+                r = replicas(vs, trial, k, cfg.block_entries) if judge else 0
+                judged += judge
                 trials.append({"solver": tries[i].solver.solver, "seed": tries[i].seed,
-                               "undirected_halo_rf": r / n if cfg.coarse_trials > 1 else None})
+                               "undirected_halo_rf": r / n if judge else None})
                 if best is None or r < best:
                     owner, best = trial, r
                 del trial, cpart

@@ -93,12 +93,6 @@ def make_solvers(coarse_solver: str, method: str, graph: CoarseGraph, k: int, ba
     return solvers
 
 
-def make_solver(coarse_solver: str, method: str, graph: CoarseGraph, k: int, balance: float,
-                work: Path) -> CoarseSolver:
-    """The one solver ``coarse_solver`` names ("metis" or "kaminpar"; METIS without the package)."""
-    return make_solvers(coarse_solver, method, graph, k, balance, work)[0]
-
-
 @dataclass(frozen=True, slots=True)
 class Attempt:
     """One call of a solver: a trial, unless its partition repeats an earlier attempt's."""
