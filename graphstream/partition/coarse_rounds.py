@@ -18,6 +18,13 @@ folder (memory-mapped by the driver, which alone writes them between rounds;
 tasks read them), the vertex stream is read by the tasks from the same
 folder, and each task writes its proposals as one shard
 (:func:`graphstream.cluster.save_shard`) and returns its path.
+
+Proposals are records (:func:`lp_proposal_dtype`, :func:`refine_proposal_dtype`:
+13 bytes a refinement proposal where four int64 rows took 32), always in
+node order, so the order of acceptance is a stable sort by gain (or kind
+and delta) alone: the last round of a sweep holds most of the nodes (the
+hubs come first and the rounds are cut by entries), and its proposals were
+the refinement's largest arrays (R-MAT s21, k = 32: 0.83M of them).
 """
 from __future__ import annotations
 
@@ -48,6 +55,22 @@ SEGMENT = 1024   # nodes: the Gauss-Seidel unit of label propagation; every rang
 # so on a small graph 16 workers' pieces were all overhead (R-MAT s21: refine 16.4 s on 16 workers
 # against 9.5 s on 4). 2^20 entries are ~20 ms of proposals on one core.
 MIN_TASK_ENTRIES = 1 << 20
+
+
+def node_dtype(num_nodes: int) -> np.dtype:
+    return np.dtype(np.int32 if num_nodes < 2**31 else np.int64)
+
+
+def lp_proposal_dtype(num_nodes: int) -> np.dtype:
+    """A label-propagation proposal: the node, the label it takes, the gain (neighbours of the new label
+    less those of the old)."""
+    return np.dtype([("node", node_dtype(num_nodes)), ("label", np.int32), ("gain", np.int32)])
+
+
+def refine_proposal_dtype(num_nodes: int) -> np.dtype:
+    """A refinement proposal: the node, the part it would move to (``MAX_PARTS`` fits 16 bits), the change
+    in replicas, the kind (``_coarse_kernels.GAIN`` ... ``FORCED``)."""
+    return np.dtype([("node", node_dtype(num_nodes)), ("part", np.int16), ("delta", np.int32), ("kind", np.int8)])
 
 
 def round_bounds(offsets: np.ndarray, rounds: int, start: int = 0, stop: int | None = None
@@ -147,13 +170,15 @@ class Rounds:
 
     def lp_proposals(self, a: int, b: int, label: np.ndarray, full: np.ndarray, seed: int, sweep: int
                      ) -> np.ndarray:
-        """(3, m) int64: node, label, gain of the nodes of ``[a, b)`` that propose a new label."""
+        """The proposals (:func:`lp_proposal_dtype`) of the nodes of ``[a, b)`` that propose a new label, in
+        node order."""
+        dtype = lp_proposal_dtype(self.vs.num_nodes)
         if self.client is None:
-            return _lp_range(self.vs, a, b, label, full, seed, self.block_entries)
+            return _concatenate(_lp_range(self.vs, a, b, label, full, seed, self.block_entries), dtype)
         shard = str(self.work / f"lp-{sweep}-{a}")
         paths = self._run("coarse-refine: label propagation", _lp_task, [(a, b)], label_path=label.filename,
                           full_path=full.filename, seed=seed, shard=shard)
-        return _gather(paths, 3)
+        return _concatenate(list(_shards(paths)), dtype)
 
     # -- refinement -----------------------------------------------------------------------------
 
@@ -173,23 +198,24 @@ class Rounds:
 
     def refine_proposals(self, a: int, b: int, load: np.ndarray, counters: np.ndarray, caps: np.ndarray,
                          max_candidates: int, sweep: int) -> np.ndarray:
-        """(4, m) int64: node, part, delta, kind of the nodes of ``[a, b)`` that propose a move
-        (``refine_propose``)."""
+        """The proposals (:func:`refine_proposal_dtype`, ``refine_propose``) of the nodes of ``[a, b)`` that
+        propose a move, in node order."""
+        dtype = refine_proposal_dtype(self.vs.num_nodes)
         if self.client is None:
-            return _refine_range(self.vs, a, b, load, counters, caps, False, max_candidates, 0, self.block_entries)
+            return _concatenate(_refine_range(self.vs, a, b, load, counters, caps, False, max_candidates, 0,
+                                              self.block_entries), dtype)
         shard = str(self.work / f"refine-{sweep}-{a}")
         paths = self._run("coarse-refine: refine", _refine_task, [(a, b)], part_load=load,
                           counters_path=counters.filename, caps=caps, rebalance=False,
                           max_candidates=max_candidates, max_degree=0, shard=shard)
-        return _gather(paths, 4)
+        return _concatenate(list(_shards(paths)), dtype)
 
     def rebalance_proposals(self, bounds: list[tuple[int, int]], load: np.ndarray, counters: np.ndarray,
                             caps: np.ndarray, max_candidates: int, max_degree: int, call: int
                             ) -> Iterator[np.ndarray]:
         """The rebalancing proposals (of the nodes of a part above a cap only, of degree at most ``max_degree``
-        unless 0: ``refine_propose``) of every range of ``bounds``, as (4, m) int64 arrays in node order, one
-        range or piece at a time (each holds at most about a range's nodes, so the caller can narrow them one
-        by one).
+        unless 0: ``refine_propose``) of every range of ``bounds``, as arrays of :func:`refine_proposal_dtype`
+        in node order, one block or piece at a time.
 
         A rebalancing round takes its proposals in one global order once all are made, so no range waits
         for another's moves: on a cluster they are one wave of tasks, not a wave per range (a dask round
@@ -197,8 +223,8 @@ class Rounds:
         """
         if self.client is None:
             for a, b in bounds:
-                yield _refine_range(self.vs, a, b, load, counters, caps, True, max_candidates, max_degree,
-                                    self.block_entries)
+                yield from _refine_range(self.vs, a, b, load, counters, caps, True, max_candidates, max_degree,
+                                         self.block_entries)
             return
         if not bounds:
             return
@@ -226,10 +252,11 @@ def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, se
     for sweep in track(range(sweeps), sweeps, "coarse-refine: label propagation", unit="sweep"):
         moved = 0
         for a, b in bounds:
-            node, lab, gain = rounds.lp_proposals(a, b, label, full, seed, sweep)
+            p = rounds.lp_proposals(a, b, label, full, seed, sweep)
             t = time.perf_counter()
-            order = np.lexsort((node, -gain))
-            moved += K.lp_accept(node[order], lab[order].astype(np.int32), label, size, cap, full)
+            order = np.argsort(-p["gain"], kind="stable")   # gain, then node id (they come in node order)
+            moved += K.lp_accept(p["node"][order], p["label"][order], label, size, cap, full)
+            del p, order
             rounds.sync(label, full)
             rounds.accept_seconds += time.perf_counter() - t
         done += 1
@@ -387,10 +414,12 @@ class _Refinement:
             self.refresh()
             moves = 0
             for a, b in self.bounds:
-                node, part, delta, kind = self.proposals(a, b, load, caps)
+                p = self.proposals(a, b, load, caps)
                 t = time.perf_counter()
-                order = np.lexsort((node, delta, kind))
-                moves += self.accept(node[order], part[order], kind[order], load, caps)
+                # kind, then delta, then node id (they come in node order): one stable sort of one key
+                order = np.argsort((p["kind"].astype(np.int64) << 32) + p["delta"], kind="stable")
+                moves += self.accept(p["node"][order], p["part"][order], p["kind"][order], load, caps)
+                del p, order
                 self.rounds.accept_seconds += time.perf_counter() - t
             self.done += 1
             self.passes += 2   # the proposals, the moved nodes' lists
@@ -424,19 +453,14 @@ class _Refinement:
         while (load[K.NODES] > caps[K.NODES]).any() or (
                 (load[K.ENTRIES] > caps[K.ENTRIES]).any() and done <= REBALANCE_ROUNDS):
             self.refresh()
-            # every node of a part above a cap proposes: kept narrow (12 bytes a proposal, not 32),
-            # since after the loose phase those parts can hold most of the nodes
-            node_dtype = np.int32 if self.vs.num_nodes < 2**31 else np.int64
-            node, part, delta = [], [], []
+            # every node of a part above a cap proposes: after the loose phase those parts can hold most
+            # of the nodes
             self.calls += 1
-            for p in self.rounds.rebalance_proposals(self.bounds, load, self.counters, caps, self.max_candidates,
-                                                     max_degree, self.calls):
-                node.append(p[0].astype(node_dtype))
-                part.append(p[1].astype(np.int32))
-                delta.append(p[2].astype(np.int32))
-                del p
+            p = _concatenate(list(self.rounds.rebalance_proposals(
+                self.bounds, load, self.counters, caps, self.max_candidates, max_degree, self.calls)),
+                refine_proposal_dtype(self.vs.num_nodes))
             t = time.perf_counter()
-            node, part, delta = np.concatenate(node), np.concatenate(part), np.concatenate(delta)
+            node, part, delta = p["node"], p["part"], p["delta"]
             done += 1
             forced = done >= REBALANCE_ROUNDS
             if caps[K.ENTRIES] < K.NO_CAP:
@@ -445,9 +469,9 @@ class _Refinement:
                 key = np.where(heavy, delta / np.maximum(degree, 1), delta)
                 order = np.lexsort((node, degree, key))
                 del degree, heavy, key
-            else:
-                order = np.lexsort((node, delta))   # moves that gain, out of such a part, count as sheds too
-            del delta
+            else:   # by delta, then node id (they come in node order); moves that gain count as sheds too
+                order = np.argsort(delta, kind="stable")
+            del p, delta
             kind = np.full(len(node), K.FORCED if forced else K.SHED, dtype=np.int32)
             node, part = node[order], part[order]
             del order
@@ -495,15 +519,19 @@ def _apply_moves(vs: VertexStream, node: np.ndarray, moved_from: np.ndarray, mov
 
 # -- one range's proposals (here, or in a task) -----------------------------------------------------
 
-def _lp_range(vs, a, b, label, full, seed, block_entries) -> np.ndarray:
+def _lp_range(vs, a, b, label, full, seed, block_entries) -> list[np.ndarray]:
+    """The proposals of ``[a, b)``, a block at a time (:func:`lp_proposal_dtype`)."""
+    dtype = lp_proposal_dtype(vs.num_nodes)
     out = []
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
         prop = np.empty(len(blk), dtype=np.int32)
         gain = np.empty(len(blk), dtype=np.int32)
         K.lp_propose(blk.first, blk.offsets, blk.neighbours, label, full, seed, SEGMENT, prop, gain)
         i = np.flatnonzero(prop != label[blk.first:blk.stop])
-        out.append(np.stack([i + blk.first, prop[i], gain[i]]).astype(np.int64))
-    return np.concatenate(out, axis=1) if out else np.empty((3, 0), dtype=np.int64)
+        p = np.empty(len(i), dtype)
+        p["node"], p["label"], p["gain"] = i + blk.first, prop[i], gain[i]
+        out.append(p)
+    return out
 
 
 def _summary_range(vs, a, b, owner, counters, block_entries, stale, hubs) -> None:
@@ -516,7 +544,10 @@ def _summary_range(vs, a, b, owner, counters, block_entries, stale, hubs) -> Non
         K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
 
 
-def _refine_range(vs, a, b, load, counters, caps, rebalance, max_candidates, max_degree, block_entries) -> np.ndarray:
+def _refine_range(vs, a, b, load, counters, caps, rebalance, max_candidates, max_degree, block_entries
+                  ) -> list[np.ndarray]:
+    """The proposals of ``[a, b)``, a block at a time (:func:`refine_proposal_dtype`)."""
+    dtype = refine_proposal_dtype(vs.num_nodes)
     out = []
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
         target = np.empty(len(blk), dtype=np.int32)
@@ -525,8 +556,10 @@ def _refine_range(vs, a, b, load, counters, caps, rebalance, max_candidates, max
         K.refine_propose(blk.first, blk.offsets, blk.neighbours, load, counters, caps, rebalance, max_candidates,
                          SEGMENT, target, delta, kind, max_degree)
         i = np.flatnonzero(kind >= 0)
-        out.append(np.stack([i + blk.first, target[i], delta[i], kind[i]]).astype(np.int64))
-    return np.concatenate(out, axis=1) if out else np.empty((4, 0), dtype=np.int64)
+        p = np.empty(len(i), dtype)
+        p["node"], p["part"], p["delta"], p["kind"] = i + blk.first, target[i], delta[i], kind[i]
+        out.append(p)
+    return out
 
 
 # -- dask tasks (module-level: picklable) ----------------------------------------------------------
@@ -537,7 +570,7 @@ def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str
     vs = open_vertex_stream(vs_dir, mmap=True)
     out = _lp_range(vs, a, b, np.load(label_path, mmap_mode="r"), np.load(full_path, mmap_mode="r"), seed,
                     block_entries)
-    return str(save_shard(f"{shard}-{a}.npy", out))
+    return str(save_shard(f"{shard}-{a}.npy", out or [np.empty(0, lp_proposal_dtype(vs.num_nodes))]))
 
 
 def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str,
@@ -560,7 +593,7 @@ def _refine_task(a: int, b: int, *, vs_dir: str, block_entries: int, part_load: 
     vs = open_vertex_stream(vs_dir, mmap=True)
     out = _refine_range(vs, a, b, part_load, np.load(counters_path, mmap_mode="r"), caps, rebalance, max_candidates,
                         max_degree, block_entries)
-    return str(save_shard(f"{shard}-{a}.npy", out))
+    return str(save_shard(f"{shard}-{a}.npy", out or [np.empty(0, refine_proposal_dtype(vs.num_nodes))]))
 
 
 def _shards(paths: list[str]) -> Iterator[np.ndarray]:
@@ -571,7 +604,8 @@ def _shards(paths: list[str]) -> Iterator[np.ndarray]:
         yield shard
 
 
-def _gather(paths: list[str], rows: int) -> np.ndarray:
-    """The tasks' shards, in range order, concatenated (and removed)."""
-    parts = list(_shards(paths))
-    return np.concatenate(parts, axis=1) if parts else np.empty((rows, 0), dtype=np.int64)
+def _concatenate(pieces: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """Proposals of several blocks or shards as one array (in their order)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    return np.concatenate(pieces) if pieces else np.empty(0, dtype)
