@@ -428,7 +428,7 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
 @pytest.mark.parametrize("threads", [1, 2])
 def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, threads):
     """Whole-cluster passes that count only the moved clusters' change give the moves of full recounts
-    (R-MAT-like skew, self-loops and isolated nodes included; one table or one a thread)."""
+    (R-MAT-like skew, self-loops and isolated nodes included; on one thread, or two sharing the table)."""
     import numba
 
     from graphstream.partition import _coarse_kernels as K
@@ -456,3 +456,43 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     assert moves[0] > 0 and moves[1] > 2   # passes after the first ran (by change)
     assert np.array_equal(by_change, recounted)
+
+
+@pytest.mark.parametrize("runs", [1, 2, 3])
+def test_cluster_part_counts_shared_by_threads_equal_a_plain_count(tmp_path, runs):
+    """The threads sharing one cluster x part table (each its clusters' rows) count what one plain loop
+    counts, and the counts brought up to date after moves equal a recount."""
+    from graphstream.partition import _coarse_kernels as K
+    from graphstream.partition.vertex_stream import build_vertex_stream
+
+    rng = np.random.default_rng(5)
+    n, k, num_clusters = 2000, 6, 90
+    src = (rng.pareto(1.1, 15000) * 20).astype(np.int64) % (n - 50)   # skewed, the last 50 nodes isolated
+    dst = rng.integers(0, n - 50, 15000)
+    src[:40] = dst[:40]   # self-loops
+    vs = build_vertex_stream(write_store(tmp_path / "g.zarr", src, dst, n), tmp_path / "vs")
+    cl = rng.integers(0, num_clusters, n).astype(np.int32)
+    cl[n - 50:] = -1
+    before = rng.integers(0, k, num_clusters).astype(np.int32)
+    after = np.where(rng.random(num_clusters) < 0.3, rng.integers(0, k, num_clusters), before).astype(np.int32)
+
+    def plain(cpart):
+        node_part = np.where(cl >= 0, cpart[np.maximum(cl, 0)], -1)
+        want = np.zeros((num_clusters, k), dtype=np.int64)
+        for blk in vs.blocks(1 << 9):
+            for i in range(len(blk)):
+                u = blk.first + i
+                if cl[u] >= 0:
+                    ys = blk.neighbours[blk.offsets[i]:blk.offsets[i + 1]]
+                    np.add.at(want[cl[u]], node_part[ys][node_part[ys] >= 0], 1)
+        return want
+
+    conn = np.zeros((num_clusters, k), dtype=np.int32)
+    node_part = np.full(n, -1, dtype=np.int32)
+    K.project_parts(cl, before, node_part)
+    for blk in vs.blocks(1 << 9):   # several blocks: the counts add up across calls
+        K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn, runs)
+    np.testing.assert_array_equal(conn, plain(before))
+    for blk in vs.blocks(1 << 9):
+        K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, conn, runs)
+    np.testing.assert_array_equal(conn, plain(after))
