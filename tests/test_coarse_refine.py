@@ -428,7 +428,7 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
 @pytest.mark.parametrize("threads", [1, 2])
 def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, threads):
     """Whole-cluster passes that count only the moved clusters' change give the moves of full recounts
-    (R-MAT-like skew, self-loops and isolated nodes included; on one thread, or two sharing the table)."""
+    (R-MAT-like skew, self-loops and isolated nodes included; one table or one a thread)."""
     import numba
 
     from graphstream.partition import _coarse_kernels as K
@@ -459,9 +459,9 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
 
 
 @pytest.mark.parametrize("runs", [1, 2, 3])
-def test_cluster_part_counts_shared_by_threads_equal_a_plain_count(tmp_path, runs):
-    """The threads sharing one cluster x part table (each its clusters' rows) count what one plain loop
-    counts, and the counts brought up to date after moves equal a recount."""
+def test_cluster_part_counts_of_the_threads_tables_equal_a_plain_count(tmp_path, runs):
+    """The threads' cluster x part tables (a run of nodes each) add up to what one plain loop counts,
+    and the counts brought up to date after moves equal a recount."""
     from graphstream.partition import _coarse_kernels as K
     from graphstream.partition.vertex_stream import build_vertex_stream
 
@@ -487,12 +487,14 @@ def test_cluster_part_counts_shared_by_threads_equal_a_plain_count(tmp_path, run
                     np.add.at(want[cl[u]], node_part[ys][node_part[ys] >= 0], 1)
         return want
 
-    conn = np.zeros((num_clusters, k), dtype=np.int32)
+    tables = np.zeros((runs, num_clusters, k), dtype=np.int32)
     node_part = np.full(n, -1, dtype=np.int32)
     K.project_parts(cl, before, node_part)
     for blk in vs.blocks(1 << 9):   # several blocks: the counts add up across calls
-        K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn, runs)
+        K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, tables)
+    conn = tables.sum(axis=0)
     np.testing.assert_array_equal(conn, plain(before))
+    tables[:] = 0
     for blk in vs.blocks(1 << 9):
-        K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, conn, runs)
-    np.testing.assert_array_equal(conn, plain(after))
+        K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, tables)
+    np.testing.assert_array_equal(conn + tables.sum(axis=0), plain(after))

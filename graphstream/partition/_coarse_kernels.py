@@ -302,38 +302,43 @@ def project_parts(cl, cpart, owner):
 # -- step 4b: whole clusters moved on the full graph ---------------------------------------------
 
 @njit(cache=True, parallel=True)
-def cluster_part_entries(first, offs, nbrs, cl, node_part, conn, runs):
-    """``conn[c, p]`` += entries from the block's nodes of cluster c to nodes of part p. ``runs``
-    threads share the one table: thread t counts the clusters c with c % runs = t, so each writes its
-    own rows (a table a thread, summed after, made this step the partition's peak: R-MAT s22, k = 32,
-    69 MB each). ``node_part``: the clusters' parts projected on the nodes, -1 for isolated ones (one
-    lookup an entry, not two). Integers: the counts are the same whatever ``runs``."""
+def cluster_part_entries(first, offs, nbrs, cl, node_part, conn):
+    """``conn[t, c, p]`` += entries from the block's nodes of cluster c to nodes of part p, the block
+    cut into ``conn.shape[0]`` runs of nodes counted in parallel, each into its own table (the caller
+    sums them: integers, so the sum is the same whatever the cut). ``node_part``: the clusters' parts
+    projected on the nodes, -1 for isolated ones (one lookup an entry, not two)."""
     nloc = offs.shape[0] - 1
-    end = offs[nloc]
+    runs = conn.shape[0]
     for t in prange(runs):
-        for i in range(nloc):
+        lo = nloc * t // runs
+        hi = nloc * (t + 1) // runs
+        ahead = offs[hi]
+        for i in range(lo, hi):
             c = cl[first + i]
-            if c < 0 or c % runs != t:
+            if c < 0:
                 continue
             for j in range(offs[i], offs[i + 1]):
-                if j + PREFETCH_DISTANCE < end:   # the next lists may be another thread's: half wasted
+                if j + PREFETCH_DISTANCE < ahead:
                     prefetch_row(node_part, nbrs[j + PREFETCH_DISTANCE])
                 p = node_part[nbrs[j]]
                 if p >= 0:
-                    conn[c, p] += 1
+                    conn[t, c, p] += 1
 
 
 @njit(cache=True, parallel=True)
-def cluster_part_moved(first, offs, nbrs, cl, before, cpart, conn, runs):
-    """:func:`cluster_part_entries`'s counts brought up to date after clusters moved from ``before`` to
-    ``cpart``: the list of a node y of a moved cluster holds one entry for every entry to y in its
-    neighbours' lists (the stream holds both directions), so each clustered neighbour's cluster has
-    one entry fewer to y's old part and one more to its new one. Thread t of ``runs`` reads every moved
-    list and changes the rows of the clusters c % runs = t only. Integers: the counts equal a
-    recount, and only the moved clusters' lists are scanned."""
+def cluster_part_moved(first, offs, nbrs, cl, before, cpart, delta):
+    """The change of :func:`cluster_part_entries`'s counts after clusters moved from ``before`` to
+    ``cpart``, into ``delta[t]`` as that kernel cuts the block: the list of a node y of a moved
+    cluster holds one entry for every entry to y in its neighbours' lists (the stream holds both
+    directions), so each clustered neighbour's cluster has one entry fewer to y's old part and one
+    more to its new one. Integers: the counts plus the change equal a recount, and only the moved
+    clusters' lists are scanned."""
     nloc = offs.shape[0] - 1
+    runs = delta.shape[0]
     for t in prange(runs):
-        for i in range(nloc):
+        lo = nloc * t // runs
+        hi = nloc * (t + 1) // runs
+        for i in range(lo, hi):
             c = cl[first + i]
             if c < 0 or before[c] == cpart[c]:
                 continue
@@ -343,9 +348,9 @@ def cluster_part_moved(first, offs, nbrs, cl, before, cpart, conn, runs):
                 if j + PREFETCH_DISTANCE < offs[i + 1]:
                     prefetch_row(cl, nbrs[j + PREFETCH_DISTANCE])
                 cu = cl[nbrs[j]]
-                if cu >= 0 and cu % runs == t:
-                    conn[cu, a] -= 1
-                    conn[cu, b] += 1
+                if cu >= 0:
+                    delta[t, cu, a] -= 1
+                    delta[t, cu, b] += 1
 
 
 @njit(cache=True)
