@@ -41,6 +41,7 @@ import numpy as np
 from .._atomic import allocated_memmap
 from .._report import track
 from ..kernels.bitsets import new_bitsets
+from ..store import id_dtype_for
 from . import _coarse_kernels as K
 from .vertex_stream import VertexStream, open_vertex_stream
 
@@ -57,20 +58,16 @@ SEGMENT = 1024   # nodes: the Gauss-Seidel unit of label propagation; every rang
 MIN_TASK_ENTRIES = 1 << 20
 
 
-def node_dtype(num_nodes: int) -> np.dtype:
-    return np.dtype(np.int32 if num_nodes < 2**31 else np.int64)
-
-
 def lp_proposal_dtype(num_nodes: int) -> np.dtype:
     """A label-propagation proposal: the node, the label it takes, the gain (neighbours of the new label
     less those of the old)."""
-    return np.dtype([("node", node_dtype(num_nodes)), ("label", np.int32), ("gain", np.int32)])
+    return np.dtype([("node", id_dtype_for(num_nodes)), ("label", np.int32), ("gain", np.int32)])
 
 
 def refine_proposal_dtype(num_nodes: int) -> np.dtype:
     """A refinement proposal: the node, the part it would move to (``MAX_PARTS`` fits 16 bits), the change
     in replicas, the kind (``_coarse_kernels.GAIN`` ... ``FORCED``)."""
-    return np.dtype([("node", node_dtype(num_nodes)), ("part", np.int16), ("delta", np.int32), ("kind", np.int8)])
+    return np.dtype([("node", id_dtype_for(num_nodes)), ("part", np.int16), ("delta", np.int32), ("kind", np.int8)])
 
 
 def round_bounds(offsets: np.ndarray, rounds: int, start: int = 0, stop: int | None = None
