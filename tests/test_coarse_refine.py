@@ -498,3 +498,39 @@ def test_cluster_part_counts_of_the_threads_tables_equal_a_plain_count(tmp_path,
     for blk in vs.blocks(1 << 9):
         K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, tables)
     np.testing.assert_array_equal(conn + tables.sum(axis=0), plain(after))
+    # cluster_gains: the tables summed into the first, the others zeroed, and each cluster's gain
+    gain = np.empty(num_clusters, dtype=np.int64)
+    K.cluster_gains(tables, after, gain)
+    moved_change = tables[0].copy()
+    assert not tables[1:].any()
+    np.testing.assert_array_equal(gain, moved_change.max(axis=1) - moved_change[np.arange(num_clusters), after])
+
+
+@pytest.mark.parametrize("halo", [False, True])
+def test_coarse_graph_is_the_same_whatever_the_threads_making_keys(tmp_path, halo):
+    """Step 3's key-making lanes (block i in lane i mod lanes) merge in block order: the same bounded
+    table, dropped weight included, for 1, 2 and 3 lanes, and the same as a plain count when nothing
+    is dropped."""
+    from graphstream.partition.vertex_stream import build_vertex_stream
+
+    rng = np.random.default_rng(11)
+    n, num_clusters = 2500, 160
+    src = (rng.pareto(1.1, 18000) * 20).astype(np.int64) % n
+    dst = rng.integers(0, n, 18000)
+    vs = build_vertex_stream(write_store(tmp_path / "g.zarr", src, dst, n), tmp_path / "vs")
+    cl = rng.integers(0, num_clusters, n).astype(np.int32)
+    results = [coarse_refine.coarse_edges(vs, cl, num_clusters, 700, 1 << 9, halo=halo, lanes=lanes)
+               for lanes in (1, 2, 3)]
+    for keys, weights, dropped in results[1:]:
+        np.testing.assert_array_equal(keys, results[0][0])
+        np.testing.assert_array_equal(weights, results[0][1])
+        assert dropped == results[0][2]
+    assert results[0][2] > 0 and len(results[0][0]) == 700
+    keys, weights, dropped = coarse_refine.coarse_edges(vs, cl, num_clusters, 1 << 20, 1 << 9, halo=halo, lanes=2)
+    assert dropped == 0
+    if not halo:   # every inter-cluster edge once, from its endpoint in the smaller cluster
+        cu, cv = cl[np.concatenate([src, dst])], cl[np.concatenate([dst, src])]
+        keep = cu < cv
+        want_keys, want_weights = np.unique(cu[keep].astype(np.int64) * num_clusters + cv[keep], return_counts=True)
+        np.testing.assert_array_equal(keys, want_keys)
+        np.testing.assert_array_equal(weights, want_weights)

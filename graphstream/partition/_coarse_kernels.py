@@ -364,6 +364,26 @@ def moved_entries(cl, offsets, before, cpart):
     return total
 
 
+@njit(cache=True, parallel=True)
+def cluster_gains(tables, cpart, gain):
+    """The threads' tables summed into the first (``tables[0]``, the counts) and the others zeroed for
+    the next pass, and ``gain[c]`` = the most entries of cluster c in one part less those in its own;
+    one parallel pass over the clusters' rows where numpy made four over the tables (a sum, a zeroing,
+    a max and a gather)."""
+    conn = tables[0]
+    k = conn.shape[1]
+    for c in prange(conn.shape[0]):
+        best = 0
+        for p in range(k):
+            x = conn[c, p]
+            for t in range(1, tables.shape[0]):
+                x += tables[t, c, p]
+                tables[t, c, p] = 0
+            conn[c, p] = x
+            best = max(best, x)
+        gain[c] = best - conn[c, cpart[c]]
+
+
 @njit(cache=True)
 def cluster_moves(order, conn, cpart, csizes, size, cap):
     """Move clusters (in ``order``) to the part holding most of their entries when that cuts fewer
