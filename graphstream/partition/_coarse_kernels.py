@@ -100,15 +100,21 @@ def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain):
         tsize = 2
         while tsize < 2 * maxd:
             tsize *= 2
-        mask = tsize - 1
-        keys = np.full(tsize, -1, dtype=np.int64)
+        keys = np.full(tsize, -1, dtype=label.dtype)
         vals = np.zeros(tsize, dtype=np.int32)
-        used = np.empty(maxd, dtype=np.int64)
+        used = np.empty(maxd, dtype=np.int32)
         glo = first + lo
         ahead = offs[hi]
         for i in range(lo, hi):
             u = first + i
             cur = label[u]
+            # a node's labels hash into the first 2 x degree slots (rounded up to a power of two),
+            # not the segment's whole table: a segment of hubs holds degrees of 30 to 10^5, and the
+            # light nodes' probes then stay in a few cache lines (the choice below goes by first
+            # appearance in the list, not by slot, so it is the same)
+            mask = 1
+            while mask + 1 < 2 * (offs[i + 1] - offs[i]):
+                mask = 2 * mask + 1
             nt = 0
             for j in range(offs[i], offs[i + 1]):
                 if j + PREFETCH_DISTANCE < ahead:
