@@ -272,12 +272,17 @@ def open_vertex_stream(work_dir: str | os.PathLike, *, mmap: bool = False) -> Ve
 
 def _edge_batches(store: GraphStore, batch_size: int | None, new_id: np.ndarray | None
                   ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The store's edges as (src, dst) batches, in the stream's ids."""
-    for batch in store.stream(batch_size):
-        if new_id is None:
+    """The store's edges as (src, dst) batches, in the stream's ids (the two columns renumbered in two
+    threads: in this one, two numpy gathers were a third of the spill pass, R-MAT s21 1.2 s)."""
+    if new_id is None:
+        for batch in store.stream(batch_size):
             yield batch.src, batch.dst
-        else:
-            yield new_id[batch.src], new_id[batch.dst]
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-vstream-ids") as pool:
+        for batch in store.stream(batch_size):
+            dst = pool.submit(_renumber, new_id, batch.dst)
+            src = _renumber(new_id, batch.src)
+            yield src, dst.result()
 
 
 def _build_in_memory(edges, num_edges, offsets, out_degree, id_dtype, out, data_offset) -> None:
@@ -393,6 +398,15 @@ def _hubs_first(degree, new_id):
         else:
             new_id[v] = nxt_other
             nxt_other += 1
+
+
+@njit(cache=True, nogil=True)
+def _renumber(new_id, ids):
+    """new_id[ids], without the GIL (the ids are in range: the degree pass checked them)."""
+    out = np.empty(ids.shape[0], dtype=new_id.dtype)
+    for i in range(ids.shape[0]):
+        out[i] = new_id[ids[i]]
+    return out
 
 
 @njit(cache=True, nogil=True)
