@@ -163,3 +163,26 @@ def test_aligned_ranges_read_the_same_lists(tmp_path):
         assert all(b % align == 0 for _, b in bounds[:-1])
         got = np.concatenate([blk.neighbours.astype(np.int64) for blk in vs.ranges(bounds)])
         np.testing.assert_array_equal(got, ref_nbr[ref_off[start]:ref_off[stop]])
+
+
+def test_renumbering_refuses_an_id_the_degree_pass_did_not_see():
+    """The hubs-first renumbering reads the store a second time: an id outside the nodes there (the
+    store changed since the degree pass) is an error naming the edge, not a read past new_id."""
+    from graphstream.errors import InvalidIdError
+    from graphstream.partition.vertex_stream import _edge_batches
+    from graphstream.store.stream import EdgeBatch
+
+    class Changed:
+        path = "changed.zarr"
+
+        def stream(self, batch_size=None):
+            yield EdgeBatch(start=0, src=np.array([0, 1]), dst=np.array([2, 0]))
+            yield EdgeBatch(start=2, src=np.array([1, 2, 0]), dst=np.array([0, 1, 7]))
+
+    new_id = np.array([2, 0, 1], dtype=np.int32)
+    batches = _edge_batches(Changed(), None, new_id)
+    src, dst = next(batches)
+    np.testing.assert_array_equal(src, [2, 0])
+    np.testing.assert_array_equal(dst, [1, 2])
+    with pytest.raises(InvalidIdError, match=r"changed.zarr: edge 4 = \(0, 7\)"):
+        next(batches)

@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit
 
 from .._report import track
-from ..errors import ParameterError, StoreError
+from ..errors import InvalidIdError, ParameterError, StoreError
 from ..kernels.packing import cut_ranges
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, degree_pass
@@ -280,9 +280,15 @@ def _edge_batches(store: GraphStore, batch_size: int | None, new_id: np.ndarray 
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphstream-vstream-ids") as pool:
         for batch in store.stream(batch_size):
-            dst = pool.submit(_renumber, new_id, batch.dst)
-            src = _renumber(new_id, batch.src)
-            yield src, dst.result()
+            dst = np.empty(len(batch.dst), dtype=new_id.dtype)
+            src = np.empty(len(batch.src), dtype=new_id.dtype)
+            bad_dst = pool.submit(_renumber, new_id, batch.dst, dst)
+            bad = [i for i in (_renumber(new_id, batch.src, src), bad_dst.result()) if i >= 0]
+            if bad:   # the degree pass checked these edges: the store changed under the build
+                i = min(bad)
+                raise InvalidIdError(f"{store.path}: edge {batch.start + i} = ({batch.src[i]}, {batch.dst[i]}) "
+                                     f"has an id outside [0, {len(new_id)}) (the store changed since the degree pass)")
+            yield src, dst
 
 
 def _build_in_memory(edges, num_edges, offsets, out_degree, id_dtype, out, data_offset) -> None:
@@ -401,12 +407,16 @@ def _hubs_first(degree, new_id):
 
 
 @njit(cache=True, nogil=True)
-def _renumber(new_id, ids):
-    """new_id[ids], without the GIL (the ids are in range: the degree pass checked them)."""
-    out = np.empty(ids.shape[0], dtype=new_id.dtype)
+def _renumber(new_id, ids, out):
+    """out = new_id[ids], without the GIL; returns -1, or the index of the first id outside new_id
+    (nothing past it is written)."""
+    n = new_id.shape[0]
     for i in range(ids.shape[0]):
-        out[i] = new_id[ids[i]]
-    return out
+        v = ids[i]
+        if v < 0 or v >= n:
+            return i
+        out[i] = new_id[v]
+    return -1
 
 
 @njit(cache=True, nogil=True)
