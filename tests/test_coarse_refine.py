@@ -501,9 +501,9 @@ def test_cluster_part_counts_of_the_threads_tables_equal_a_plain_count(tmp_path,
     # cluster_gains: the tables summed into the first, the others zeroed, and each cluster's gain
     gain = np.empty(num_clusters, dtype=np.int64)
     K.cluster_gains(tables, after, gain)
-    moved_change = tables[0].copy()
+    counts_after = tables[0].copy()
     assert not tables[1:].any()
-    np.testing.assert_array_equal(gain, moved_change.max(axis=1) - moved_change[np.arange(num_clusters), after])
+    np.testing.assert_array_equal(gain, counts_after.max(axis=1) - counts_after[np.arange(num_clusters), after])
 
 
 @pytest.mark.parametrize("halo", [False, True])

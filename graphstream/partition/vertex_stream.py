@@ -51,10 +51,11 @@ import numpy as np
 from numba import njit
 
 from .._report import track
-from ..errors import InvalidIdError, ParameterError, StoreError
+from ..errors import ParameterError, StoreError
 from ..kernels.packing import cut_ranges
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, degree_pass
+from ..store.degrees import check_edge_ids
 
 DEFAULT_BUCKET_ENTRIES = 1 << 24   # 64 MiB of int32 neighbours per bucket buffer (two: one sorted, one written)
 DEFAULT_BLOCK_ENTRIES = 1 << 22    # neighbours per block when reading (16 MiB of int32)
@@ -283,11 +284,9 @@ def _edge_batches(store: GraphStore, batch_size: int | None, new_id: np.ndarray 
             dst = np.empty(len(batch.dst), dtype=new_id.dtype)
             src = np.empty(len(batch.src), dtype=new_id.dtype)
             bad_dst = pool.submit(_renumber, new_id, batch.dst, dst)
-            bad = [i for i in (_renumber(new_id, batch.src, src), bad_dst.result()) if i >= 0]
-            if bad:   # the degree pass checked these edges: the store changed under the build
-                i = min(bad)
-                raise InvalidIdError(f"{store.path}: edge {batch.start + i} = ({batch.src[i]}, {batch.dst[i]}) "
-                                     f"has an id outside [0, {len(new_id)}) (the store changed since the degree pass)")
+            # the degree pass checked these edges: a bad id here means the store changed under the build
+            check_edge_ids(store.path, batch, (_renumber(new_id, batch.src, src), bad_dst.result()), len(new_id),
+                           " (the store changed since the degree pass)")
             yield src, dst
 
 

@@ -13,6 +13,7 @@ from numba import njit
 from .._report import track
 from ..errors import InvalidIdError, ParameterError
 from .graph import GraphStore, is_url, open_store
+from .stream import EdgeBatch
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -68,13 +69,19 @@ def _count_range(store: GraphStore, start: int, stop: int, batch_size: int | Non
         for batch in batches:
             f_out = pool.submit(_count_ids, batch.src, out_deg)
             f_in = pool.submit(_count_ids, batch.dst, in_deg)
-            bad = [i for i in (f_out.result(), f_in.result()) if i >= 0]
-            if bad:
-                i = min(bad)
-                raise InvalidIdError(f"{store.path}: edge {batch.start + i} = ({batch.src[i]}, {batch.dst[i]}) "
-                                     f"has an id outside [0, {n})")
+            check_edge_ids(store.path, batch, (f_out.result(), f_in.result()), n)
             loops += int(np.count_nonzero(batch.src == batch.dst))
     return Degrees(out_deg, in_deg, loops)
+
+
+def check_edge_ids(path: str, batch: EdgeBatch, hits: tuple[int, ...], n: int, why: str = "") -> None:
+    """Raise InvalidIdError naming the first edge of ``batch`` with an id outside [0, n), from each
+    column kernel's first bad index (``hits``, -1 for none)."""
+    bad = [i for i in hits if i >= 0]
+    if bad:
+        i = min(bad)
+        raise InvalidIdError(f"{path}: edge {batch.start + i} = ({batch.src[i]}, {batch.dst[i]}) "
+                             f"has an id outside [0, {n}){why}")
 
 
 @njit(cache=True, nogil=True)
