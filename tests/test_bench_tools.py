@@ -224,3 +224,30 @@ def test_bench_build_tasks_cut_against_whole_from_a_saved_owner(tmp_path):
             assert cut_steps == run["cut"]
         else:
             assert run["passes"]["workers"] == 2
+
+
+def test_bench_rf_variants_judges_every_variant_against_the_first_on_the_same_runs(tmp_path):
+    """Every variant runs on every graph, k and seed; each run's change is against the baseline's run of the
+    same graph, k and seed, and the summary is made of those changes (the baseline's all zero)."""
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_rf_variants.py"), "--graphs", "rmat10:4,rmat10:8",
+                           "--seeds", "0,1", "--variant", "default", "--variant", "lp_passes=1 coarse_solver=metis",
+                           "--work", str(tmp_path)], capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout)
+    runs = report["runs"]
+    assert len(runs) == 2 * 2 * 2 and report["baseline"] == "default"
+    base = {(r["k"], r["seed"]): r["replication_factor"] for r in runs if r["variant"] == "default"}
+    other = [r for r in runs if r["variant"] != "default"]
+    assert {(r["k"], r["seed"]) for r in other} == set(base)
+    for r in other:
+        assert r["rf_change"] == r["replication_factor"] / base[(r["k"], r["seed"])] - 1
+    summary = report["variants"]["lp_passes=1 coarse_solver=metis"]
+    changes = [r["rf_change"] for r in other]
+    assert summary["runs"] == 4 and summary["rf_change_mean"] == sum(changes) / 4
+    assert summary["rf_change_min"] == min(changes) and summary["rf_change_max"] == max(changes)
+    assert report["variants"]["default"]["rf_change_max"] == report["variants"]["default"]["rf_change_min"] == 0
+
+
+def test_bench_rf_variants_refuses_a_field_without_a_value(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_rf_variants.py"), "--graphs", "rmat10:4",
+                           "--variant", "lp_passes", "--work", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode != 0 and "'lp_passes' is not name=value" in done.stderr
