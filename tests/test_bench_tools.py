@@ -101,6 +101,7 @@ def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(t
         assert r["runs"] == 3 and len(r["seconds_each"]) == 3 and len(r["peak_rss_bytes_each"]) == 3
         assert abs(r["seconds"] - sorted(r["seconds_each"])[1]) < 0.01   # the median (each rounded to 10 ms)
     assert row["coarse-refine"]["seconds_vs_coarse_refine"] == 1.0
+    assert row["coarse-refine"]["warmup_seconds"] > 0 and "warmup_seconds" not in row["metis"]   # timed apart
     assert row["metis"]["seconds_vs_coarse_refine"] == row["metis"]["seconds"] / row["coarse-refine"]["seconds"]
     assert len(set(row["metis"]["replication_factor_each"])) == 1   # METIS is deterministic for its seed
     assert row["metis"]["csr_read_from_cache"] is False   # the row's load_seconds: the run that made it
