@@ -39,7 +39,8 @@ def test_bench_distributed_renders_a_log(tmp_path):
     assert "the 2-core table" in text   # the other machine's section is kept
     section = text[text.index("<!-- bench_distributed-16-core:begin -->"):]
     assert "Machine: 16 cores (test)" in section and "Date: 2026-01-02" in section
-    assert "| build | 2.0 s | 8.0 s | 4.0 s | 1.0 s (4.00x) | 2.00x | 0.50x |" in section
+    assert report["threads_speedup"]["build"] == 4.0   # in-process on every core against one core
+    assert "| build | 2.0 s (4.00x) | 8.0 s | 4.0 s | 1.0 s (4.00x) | 2.00x | 0.50x |" in section
     assert "identical in every mode (generated store, ingested store, built parts): False" in section
     assert section.rstrip().endswith("<!-- bench_distributed-16-core:end -->")
 

@@ -31,7 +31,11 @@ in-process modes run: ``in-process`` as users run it (numba and Blosc use
 every core) and ``in-process-1-core`` pinned to one core
 (``sched_setaffinity``, ``NUMBA_NUM_THREADS=1``), the CPU a single-threaded
 worker has: the overhead of the cluster machinery itself is the 1-worker time
-against that mode (``overhead_vs_in_process_1_core``).
+against that mode (``overhead_vs_in_process_1_core``). ``threads_speedup``
+is the one-core mode's time against the in-process one per stage: what the
+machine's cores give the same code with threads in one process, the bound
+to read N workers' speedup against (on the 2-core VMs 1.5-1.7x, not 2x:
+the cores share the last-level cache and the memory bandwidth).
 
     .venv/bin/python tools/bench_distributed.py [--scale 22] [--workers 1 2] [--k 8]
         [--algo coarse-refine] [--workdir /tmp/bench_distributed] [--doc docs/distributed.md [--section NAME]]
@@ -326,6 +330,11 @@ def _report(head: dict, modes: dict) -> dict:
     report = {**{key: head[key] for key in ("scale", "edges", "k", "algo", "cpu_count", "text_setup_seconds")},
               **{key: head[key] for key in ("warmup_seconds", "omp_wait_policy") if key in head},
               "goals": GOALS, "workers": counts, "modes": {}}
+    if one_core is not None:
+        # the same code in one process, its threads on every core against one core: what this machine's
+        # cores give a stage (memory bandwidth and the last-level cache are shared), the bound against
+        # which N workers on N cores are read
+        report["threads_speedup"] = {s: _ratio(one_core["seconds"][s], base["seconds"][s]) for s in STAGES}
     for workers, m in modes.items():
         entry = {key: m[key] for key in ("cluster_start", "pinned_cores", "runs", "seconds", "seconds_each",
                                          "phases", "replication_factor", "client_peak_rss_bytes") if key in m}
@@ -362,7 +371,9 @@ def _write_doc(path: Path, report: dict, section: str = "") -> None:
     begin, end = (BEGIN, END) if not section else (BEGIN.replace(":", f"-{section}:"), END.replace(":", f"-{section}:"))
     modes, workers = report["modes"], report["workers"]
     names = [m for m in ("in-process", "in-process-1-core") if m in modes]
-    head = ["stage", *({"in-process": "in-process", "in-process-1-core": "in-process, 1 core"}[m] for m in names)]
+    threads = report.get("threads_speedup")
+    head = ["stage", *({"in-process": "in-process" + (" (vs 1 core)" if threads else ""),
+                        "in-process-1-core": "in-process, 1 core"}[m] for m in names)]
     head += [f"{w} worker{'s' * (w > 1)}" + (f" (vs {workers[0]})" if w != workers[0] else "") for w in workers]
     first = modes[f"{workers[0]}_workers"]
     overheads = [key for key in ("overhead_vs_in_process", "overhead_vs_in_process_1_core") if key in first]
@@ -372,7 +383,9 @@ def _write_doc(path: Path, report: dict, section: str = "") -> None:
              "metrics": "metrics", "build": "build"}
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for stage in STAGES:
-        cells = [label[stage]] + [f"{modes[m]['seconds'][stage]:.1f} s" for m in names]
+        cells = [label[stage]] + [f"{modes[m]['seconds'][stage]:.1f} s"
+                                  + (f" ({threads[stage]:.2f}x)" if threads and m == "in-process" else "")
+                                  for m in names]
         for w in workers:
             m = modes[f"{w}_workers"]
             cells.append(f"{m['seconds'][stage]:.1f} s" + (f" ({m['speedup_vs_1_worker'][stage]:.2f}x)"
@@ -392,7 +405,9 @@ def _write_doc(path: Path, report: dict, section: str = "") -> None:
         + (", each pinned to a core of its own" if any("pinned_cores" in m for m in modes.values()) else "")
         + "; each stage without the cluster's start; "
         + (f"median of {runs} runs. " if (runs := first.get("runs", 1)) > 1 else "one run. ")
-        + f"In brackets: the speedup against {workers[0]} worker{'s' * (workers[0] > 1)}.",
+        + f"In brackets: the speedup against {workers[0]} worker{'s' * (workers[0] > 1)}"
+        + (f"; for in-process, its threads on all {report['cpu_count']} cores against one core (what the "
+           "machine's cores give the same code in one process)" if threads else "") + ".",
         "", *rows, "",
         f"Outputs identical in every mode (generated store, ingested store, built parts): {same}; "
         f"replication factor {', '.join(map(str, rfs))}."
