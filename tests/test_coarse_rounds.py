@@ -130,6 +130,25 @@ def test_a_rebalancing_round_is_one_wave_of_tasks(graphs, dask_client, tmp_path,
     assert all(stage == "coarse-refine: rebalance" and tasks >= ranges for stage, tasks in calls), calls
 
 
+def test_hubs_keep_their_label_after_the_first_sweep(graphs, tmp_path):
+    """Label propagation with a hub degree: the nodes above it end the later sweeps with the labels of the
+    first one, and the light nodes go on moving; without it the hubs move too."""
+    vs = build_vertex_stream(graphs["rmat"], tmp_path / "vs")
+    degree = np.diff(vs.offsets)
+    hub_degree = int(4 * degree.mean())
+    hubs = degree > hub_degree
+    assert 0 < hubs.sum() < len(degree) // 10
+    cap = max(2, vs.num_nodes // 40)
+    with coarse_rounds.Rounds.make(vs, 1 << 12, None) as rounds:
+        first, _ = coarse_rounds.label_propagation(rounds, cap, 1, 4, 0, hub_degree)
+        later, sweeps = coarse_rounds.label_propagation(rounds, cap, 4, 4, 0, hub_degree)
+        free, _ = coarse_rounds.label_propagation(rounds, cap, 4, 4, 0)
+    assert sweeps > 1
+    np.testing.assert_array_equal(later[hubs], first[hubs])
+    assert (later[~hubs] != first[~hubs]).any()
+    assert (free[hubs] != first[hubs]).any()
+
+
 def test_round_bounds_cover_the_nodes_on_segment_bounds():
     rng = np.random.default_rng(0)
     for n in (1, 5, SEGMENT, 3 * SEGMENT + 7, 40_000):

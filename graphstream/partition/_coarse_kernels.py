@@ -76,7 +76,7 @@ def mark_full(size, cap, full):
 
 
 @njit(cache=True, parallel=True)
-def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain):
+def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain, max_degree=0):
     """Label-propagation proposals for the block's nodes: ``prop[i]``, ``gain[i]`` for node first + i.
 
     A node takes the label most frequent among its neighbours, among labels
@@ -88,7 +88,8 @@ def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain):
     the count of the new label minus that of the old. Inside a segment the
     nodes go in order and see the proposals of the segment's earlier nodes
     (Gauss-Seidel: two neighbours do not swap labels); other nodes' labels
-    are those of the round's start.
+    are those of the round's start. Nodes of degree above ``max_degree`` (0: no bound) keep their label
+    without reading their list.
     """
     nloc = offs.shape[0] - 1
     for s in prange((nloc + seg - 1) // seg):
@@ -108,6 +109,10 @@ def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain):
         for i in range(lo, hi):
             u = first + i
             cur = label[u]
+            if max_degree and offs[i + 1] - offs[i] > max_degree:
+                prop[i] = cur
+                gain[i] = 0
+                continue
             # a node's labels hash into the first 2 x degree slots (rounded up to a power of two),
             # not the segment's whole table: a segment of hubs holds degrees of 30 to 10^5, and the
             # light nodes' probes then stay in a few cache lines (the choice below goes by first
