@@ -96,9 +96,11 @@ class CoarseRefineParams:
     lp_passes: label-propagation sweeps (step 2).
     lp_rounds: synchronous rounds a label-propagation sweep is cut into (coarse_rounds.py).
     lp_hub_factor: after the first sweep, the nodes of degree above this multiple of the mean (the
-        neighbour entries per node) keep their label (0: every node proposes in every sweep). 16 against
-        0: R-MAT s20/s21 k = 8/16/32, two seeds, -0.92% RF on average (-4.65% to +2.08%), label
-        propagation ~2x faster (the later sweeps skip 61% of the entries at s21).
+        neighbour entries per node) keep their label (0, the default: every node proposes in every
+        sweep). For graphs without communities: on R-MAT, 16 against 0 (s20/s21 k = 8/16/32, two seeds)
+        gave -0.92% RF on average (-4.65% to +2.08%) with label propagation ~2x faster (the later sweeps
+        skip 61% of the entries at s21); on web-NotreDame it costs 0.1-0.6% (k = 4..32, three seeds, at 16
+        and at 64), which is the margin by which the default is below METIS there.
     cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2); on small
         graphs (num_nodes < factor * k * 2) the cap is 1 and the coarse graph is the graph.
     max_coarse_edges: bound on the coarse graph's edges (step 3).
@@ -151,7 +153,7 @@ class CoarseRefineParams:
     """
     lp_passes: int = 5
     lp_rounds: int = 8
-    lp_hub_factor: float = 16.0
+    lp_hub_factor: float = 0.0
     cluster_cap_factor: float = 200.0
     max_coarse_edges: int = 1 << 18
     refine_passes: int = 2
