@@ -45,6 +45,28 @@ def test_bench_distributed_renders_a_log(tmp_path):
     assert section.rstrip().endswith("<!-- bench_distributed-16-core:end -->")
 
 
+def test_bench_distributed_table_of_a_partitioner_without_rounds(tmp_path):
+    """--algo spring has no coarse-refine rounds (0 s in every mode): their ratios are "n/a" in the table,
+    the other stages' ratios as usual."""
+    head = {"scale": 10, "edges": 16384, "k": 8, "algo": "spring", "cpu_count": 2, "text_setup_seconds": 0.1,
+            "command": "cmd", "machine": "2 cores (test)", "date": "2026-01-02"}
+    modes = [(0, _mode("in-process", 2.0)), (1, _mode("1_workers", 4.0)), (2, _mode("2_workers", 2.0)),
+             (-1, _mode("in-process-1-core", 3.0))]
+    for _, mode in modes:
+        mode["seconds"]["rounds"] = 0.0
+    log = tmp_path / "modes.jsonl"
+    log.write_text("\n".join(json.dumps(x) for x in [head, *({"workers": w, "result": r} for w, r in modes)]) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- bench_distributed:begin -->\n<!-- bench_distributed:end -->\n")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--render-log", str(log),
+                           "--doc", str(doc)], capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout)
+    assert report["threads_speedup"]["rounds"] is None and report["threads_speedup"]["build"] == 1.5
+    text = doc.read_text()
+    assert "| coarse-refine's rounds (LP + refine) | 0.0 s (n/a) | 0.0 s | 0.0 s | 0.0 s (n/a) | n/a | n/a |" in text
+    assert "| build | 2.0 s (1.50x) | 3.0 s | 4.0 s | 2.0 s (2.00x) | 2.00x | 1.33x |" in text
+
+
 def test_bench_distributed_repeats_report_medians(tmp_path):
     """--repeat's runs of a mode (logged one line each) become one mode: every stage the median of its runs,
     each run's seconds kept; outputs that differ between runs of a mode are not reported identical."""

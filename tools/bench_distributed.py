@@ -384,13 +384,13 @@ def _write_doc(path: Path, report: dict, section: str = "") -> None:
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for stage in STAGES:
         cells = [label[stage]] + [f"{modes[m]['seconds'][stage]:.1f} s"
-                                  + (f" ({threads[stage]:.2f}x)" if threads and m == "in-process" else "")
+                                  + (f" ({_times(threads[stage])})" if threads and m == "in-process" else "")
                                   for m in names]
         for w in workers:
             m = modes[f"{w}_workers"]
-            cells.append(f"{m['seconds'][stage]:.1f} s" + (f" ({m['speedup_vs_1_worker'][stage]:.2f}x)"
+            cells.append(f"{m['seconds'][stage]:.1f} s" + (f" ({_times(m['speedup_vs_1_worker'][stage])})"
                                                          if w != workers[0] else ""))
-        cells += [f"{first[key][stage]:.2f}x" for key in overheads]
+        cells += [_times(first[key][stage]) for key in overheads]
         rows.append("| " + " | ".join(cells) + " |")
     same = all(all(m["identical"].values()) for m in modes.values())
     rfs = sorted({round(m["replication_factor"], 4) for m in modes.values()})
@@ -428,6 +428,12 @@ def _mode_name(workers: int) -> str:
 
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b else None
+
+
+def _times(ratio: float | None) -> str:
+    """A ratio as the table writes it; "n/a" for a stage that took no time in the mode it is read against
+    (the rounds of a partitioner without them: ``--algo spring``)."""
+    return "n/a" if ratio is None else f"{ratio:.2f}x"
 
 
 def _write_text(work: Path, scale: int, text: Path) -> None:
