@@ -17,25 +17,31 @@ def _mode(name: str, seconds: float, digest: str = "same") -> dict:
             "digests": {"g.zarr": digest, "t.zarr": "same", "parts": "same"}}
 
 
+def _render(tmp_path: Path, head: dict, modes: list[tuple[int, dict]], doc_text: str, *args: str) -> tuple[dict, str]:
+    """bench_distributed --render-log of ``head`` and the logged ``modes`` into a doc holding ``doc_text``:
+    its JSON report and the doc after."""
+    log = tmp_path / "modes.jsonl"
+    log.write_text("\n".join(json.dumps(x) for x in [head, *({"workers": w, "result": r} for w, r in modes)]) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text(doc_text)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--render-log", str(log),
+                           "--doc", str(doc), *args], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout), doc.read_text()
+
+
 def test_bench_distributed_renders_a_log(tmp_path):
     """--render-log makes the report and the named doc section from the logged modes alone, in any order."""
     head = {"scale": 10, "edges": 16384, "k": 8, "algo": "coarse-refine", "cpu_count": 16, "text_setup_seconds": 0.1,
             "command": "cmd", "machine": "16 cores (test)", "date": "2026-01-02"}
     modes = [(0, _mode("in-process", 2.0)), (4, _mode("4_workers", 1.0, "other")), (1, _mode("1_workers", 4.0)),
              (-1, _mode("in-process-1-core", 8.0))]
-    log = tmp_path / "modes.jsonl"
-    log.write_text("\n".join(json.dumps(x) for x in [head, *({"workers": w, "result": r} for w, r in modes)]) + "\n")
-    doc = tmp_path / "doc.md"
-    doc.write_text("# Measured\n\n<!-- bench_distributed:begin -->\nthe 2-core table\n<!-- bench_distributed:end -->\n")
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--render-log", str(log),
-                           "--doc", str(doc), "--section", "16-core"], capture_output=True, text=True, check=True)
-    report = json.loads(done.stdout)
+    report, text = _render(tmp_path, head, modes, "# Measured\n\n<!-- bench_distributed:begin -->\nthe 2-core table\n"
+                           "<!-- bench_distributed:end -->\n", "--section", "16-core")
     assert report["workers"] == [1, 4]
     four = report["modes"]["4_workers"]
     assert four["speedup_vs_1_worker"]["build"] == 4.0
     assert four["identical"] == {"g.zarr": False, "t.zarr": True, "parts": True}
     assert report["modes"]["1_workers"]["overhead_vs_in_process_1_core"]["rounds"] == 0.5
-    text = doc.read_text()
     assert "the 2-core table" in text   # the other machine's section is kept
     section = text[text.index("<!-- bench_distributed-16-core:begin -->"):]
     assert "Machine: 16 cores (test)" in section and "Date: 2026-01-02" in section
@@ -54,15 +60,8 @@ def test_bench_distributed_table_of_a_partitioner_without_rounds(tmp_path):
              (-1, _mode("in-process-1-core", 3.0))]
     for _, mode in modes:
         mode["seconds"]["rounds"] = 0.0
-    log = tmp_path / "modes.jsonl"
-    log.write_text("\n".join(json.dumps(x) for x in [head, *({"workers": w, "result": r} for w, r in modes)]) + "\n")
-    doc = tmp_path / "doc.md"
-    doc.write_text("<!-- bench_distributed:begin -->\n<!-- bench_distributed:end -->\n")
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--render-log", str(log),
-                           "--doc", str(doc)], capture_output=True, text=True, check=True)
-    report = json.loads(done.stdout)
+    report, text = _render(tmp_path, head, modes, "<!-- bench_distributed:begin -->\n<!-- bench_distributed:end -->\n")
     assert report["threads_speedup"]["rounds"] is None and report["threads_speedup"]["build"] == 1.5
-    text = doc.read_text()
     assert "| coarse-refine's rounds (LP + refine) | 0.0 s (n/a) | 0.0 s | 0.0 s | 0.0 s (n/a) | n/a | n/a |" in text
     assert "| build | 2.0 s (1.50x) | 3.0 s | 4.0 s | 2.0 s (2.00x) | 2.00x | 1.33x |" in text
 
@@ -75,18 +74,13 @@ def test_bench_distributed_repeats_report_medians(tmp_path):
     runs = [(0, _mode("in-process", 2.0)), (1, _mode("1_workers", 4.0)), (2, _mode("2_workers", 2.0)),
             (0, _mode("in-process", 2.0)), (1, _mode("1_workers", 9.0)), (2, _mode("2_workers", 3.0, "other")),
             (0, _mode("in-process", 2.0)), (1, _mode("1_workers", 5.0)), (2, _mode("2_workers", 2.5))]
-    log = tmp_path / "modes.jsonl"
-    log.write_text("\n".join(json.dumps(x) for x in [head, *({"workers": w, "result": r} for w, r in runs)]) + "\n")
-    doc = tmp_path / "doc.md"
-    doc.write_text("<!-- bench_distributed:begin -->\n<!-- bench_distributed:end -->\n")
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_distributed.py"), "--render-log", str(log),
-                           "--doc", str(doc)], capture_output=True, text=True, check=True)
-    modes = json.loads(done.stdout)["modes"]
+    report, text = _render(tmp_path, head, runs, "<!-- bench_distributed:begin -->\n<!-- bench_distributed:end -->\n")
+    modes = report["modes"]
     assert modes["1_workers"]["seconds"]["build"] == 5.0
     assert [r["build"] for r in modes["1_workers"]["seconds_each"]] == [4.0, 9.0, 5.0]
     assert modes["2_workers"]["speedup_vs_1_worker"]["build"] == 2.0
     assert modes["2_workers"]["identical"]["g.zarr"] is False and modes["1_workers"]["identical"]["g.zarr"]
-    assert "median of 3 runs" in doc.read_text()
+    assert "median of 3 runs" in text
 
 
 def test_bench_distributed_warmup_runs_first_and_is_not_a_mode(tmp_path):
