@@ -935,27 +935,34 @@ def refine_apply(first, offs, nbrs, moved, moved_from, moved_to, counters, stale
 
 
 @njit(cache=True, parallel=True)
-def replicas_range(first, offs, nbrs, owner, k, seg):
-    """Sum over the block's nodes of |{owner[v]} ∪ {owner[u] : u ~ v}|."""
+def replicas_range(first, offs, nbrs, owners, k, seg):
+    """Sum over the block's nodes of |{owner[v]} ∪ {owner[u] : u ~ v}|, for each column of ``owners``
+    (num_nodes x T: T partitions counted in one read of the lists, a node's T parts in one cache line)."""
     nloc = offs.shape[0] - 1
     nseg = (nloc + seg - 1) // seg
-    part = np.zeros(nseg, dtype=np.int64)
+    trials = owners.shape[1]
+    part = np.zeros((nseg, trials), dtype=np.int64)
     for s in prange(nseg):
-        stamp = np.zeros(k, dtype=np.int64)
-        total = 0
+        stamp = np.zeros((trials, k), dtype=np.int64)
+        count = np.zeros(trials, dtype=np.int64)
         ahead = offs[min(s * seg + seg, nloc)]
         for i in range(s * seg, min(s * seg + seg, nloc)):
             v = first + i
             tag = v + 1
-            stamp[owner[v]] = tag
-            r = 1
+            for t in range(trials):
+                stamp[t, owners[v, t]] = tag
+                count[t] += 1
             for j in range(offs[i], offs[i + 1]):
                 if j + PREFETCH_DISTANCE < ahead:
-                    prefetch_row(owner, nbrs[j + PREFETCH_DISTANCE])
-                p = owner[nbrs[j]]
-                if stamp[p] != tag:
-                    stamp[p] = tag
-                    r += 1
-            total += r
-        part[s] = total
-    return part.sum()
+                    prefetch_row(owners, nbrs[j + PREFETCH_DISTANCE])
+                u = nbrs[j]
+                for t in range(trials):
+                    p = owners[u, t]
+                    if stamp[t, p] != tag:
+                        stamp[t, p] = tag
+                        count[t] += 1
+        part[s] = count
+    total = np.zeros(trials, dtype=np.int64)
+    for s in range(nseg):
+        total += part[s]
+    return total

@@ -50,7 +50,7 @@ Time: O(E log) for the sort-free disk pass plus O(E) per sweep (refinement
 O(E x ceil(k / 32)): every part's change is tested at once on packed
 counter words). Memory: offsets (8 bytes/node), labels and sizes (8, plus
 the proposals of one round), owner (4, and 4 more for the balanced one kept
-during the loose phase), counters (k/4 rounded up to 1, 2, 4
+during the loose phase; in step 4, 2 per trial instead), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
 (at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
 bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables),
@@ -270,7 +270,6 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # 4. coarse graph partitioned in memory (best of `coarse_trials` solver seeds, judged by the
         #    replication factor they give on the full graph); isolated nodes fill the least loaded parts
         isolated = np.flatnonzero(cl < 0)
-        owner, best = None, None
         cap = max(int(np.ceil(n / k)), int(np.floor(balance * n / k + 1e-9)))
         caps = np.array([cap, K.NO_CAP], dtype=np.int64)
         if cfg.edge_balance:
@@ -284,27 +283,31 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
         tries = attempts(solvers, seed, cfg.coarse_trials)
-        judge = cfg.coarse_trials > 1   # one trial needs no measuring
-        judged = 0   # trials whose replication factor was measured (one stream pass each)
-        trials = []   # each trial's solver, seed and the objective its projection gives
+        # every trial's parts side by side (int16: k <= MAX_PARTS), so one read of the stream judges them
+        # all (R-MAT s21, k = 32: three trials 0.6 s against 1.1-1.3 s one at a time)
+        trial_parts = np.empty((n, cfg.coarse_trials), dtype=np.int16)
+        solved = []   # each trial's attempt
         cluster_stream_passes = 0
-        # the later trials are solved in child processes while this one judges the first
+        # the later trials are solved in child processes while this one moves the first one's clusters
         with solved_ahead(tries, graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
             for i, cpart in distinct_solutions(solve_attempt, cfg.coarse_trials):
                 if cfg.cluster_passes:
                     cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
                                                             cfg.cluster_passes, cfg.block_entries)[1]
-                trial = np.zeros(n, dtype=np.int32)
+                trial = trial_parts[:, len(solved)]
                 K.project_parts(cl, cpart, trial)
                 tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
                 trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
-                r = replicas(vs, trial, k, cfg.block_entries) if judge else 0
-                judged += judge
-                trials.append({"solver": tries[i].solver.solver, "seed": tries[i].seed,
-                               "undirected_halo_rf": r / n if judge else None})
-                if best is None or r < best:
-                    owner, best = trial, r
+                solved.append(tries[i])
                 del trial, cpart
+        # the objective of each (of the one, too: the refinement starts from its count)
+        counts = replicas(vs, trial_parts[:, :len(solved)], k, cfg.block_entries)
+        trials = [{"solver": a.solver.solver, "seed": a.seed, "undirected_halo_rf": int(r) / n}
+                  for a, r in zip(solved, counts, strict=True)]
+        best = int(np.argmin(counts))   # the first of the lowest
+        owner = trial_parts[:, best].astype(np.int32)
+        objective_before = int(counts[best]) / n
+        del trial_parts, counts
         del xadj, adjncy, eweights, graph, cl, isolated
         watch.lap("metis")
 
@@ -312,8 +315,6 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # The refinement's objective counts the halo in both directions (the vertex stream holds in- and
         # out-neighbours); on a directed store the builder's halo is the in-neighbours only, so there the
         # replication factor proper is measured by the metrics pass (once before, once after refining).
-        # The judged trials' passes already counted the objective of the one kept.
-        objective_before = (best if judged else replicas(vs, owner, k, cfg.block_entries)) / n
         rf_before = _builder_rf(store, _in_store_ids(vs, owner), k, client) if store.directed else objective_before
         load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
@@ -335,11 +336,10 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     recount = store.directed and refined.objective is None
     objective = (replicas(vs, owner, k, cfg.block_entries) / n if recount
                  else refined.objective if store.directed else rf)
-    # LP, coarse edges, trials (each: its cluster moves, then judged), the objective before refining
-    # unless a judged trial counted it, refine (counters, proposals, the moved nodes' lists, the objectives
-    # before and after a loose phase), the objective after when directed and not counted there
-    passes_vs = (lp_sweeps + 1 + cluster_stream_passes + judged + (judged == 0) + refined.stream_passes
-                 + int(recount))
+    # LP, coarse edges, the trials' cluster moves, the one pass judging the trials (the objective before
+    # refining), refine (counters, proposals, the moved nodes' lists, the objectives before and after a
+    # loose phase), the objective after when directed and not counted there
+    passes_vs = lp_sweeps + 1 + cluster_stream_passes + 1 + refined.stream_passes + int(recount)
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,

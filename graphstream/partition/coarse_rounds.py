@@ -497,12 +497,14 @@ class _Refinement:
         return RefineResult(self.done, self.moves, self.rebalance_rounds, self.passes, kept, tight, loose)
 
 
-def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int) -> int:
-    """Sum over nodes of the number of parts holding them (owned or halo): RF x num_nodes."""
-    total = 0
+def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int) -> int | np.ndarray:
+    """Sum over nodes of the number of parts holding them (owned or halo): RF x num_nodes; for an
+    ``owner`` of num_nodes x T (T partitions side by side), the T sums from one read of the stream."""
+    owners = owner.reshape(len(owner), -1)   # a view: the kernel reads one partition as a column
+    total = np.zeros(owners.shape[1], dtype=np.int64)
     for blk in vs.ranges(vs.aligned_bounds(0, vs.num_nodes, block_entries, SEGMENT)):
-        total += K.replicas_range(blk.first, blk.offsets, blk.neighbours, owner, k, SEGMENT)
-    return int(total)
+        total += K.replicas_range(blk.first, blk.offsets, blk.neighbours, owners, k, SEGMENT)
+    return int(total[0]) if owner.ndim == 1 else total
 
 
 def _apply_moves(vs: VertexStream, node: np.ndarray, moved_from: np.ndarray, moved_to: np.ndarray,
