@@ -114,7 +114,7 @@ class CoarseRefineParams:
         (recursive bisection) or "kway-vol" (k-way, communication-volume objective) (step 4).
     coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
-        lowest replication factor is refined (one stream pass each) (step 4).
+        lowest replication factor is refined (all of them judged in one stream pass) (step 4).
     cluster_passes: passes moving whole clusters on the full graph after the solver (step 4).
     refine_passes: refinement sweeps under the hard cap (step 5); a phase stops early when a
         sweep moves nothing. 2 rather than 4: the loose phase after them moves far more nodes
