@@ -462,9 +462,12 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     before = None
     while done < passes:
         # after moves, only the change the moved clusters make is counted, from their lists alone, unless
-        # they hold more than half the entries: integers, the same counts as a recount (R-MAT s21, k = 32:
-        # a trial's four passes 1.2-1.6 -> 0.95 s, the same moves)
-        recount = before is None or 2 * K.moved_entries(cl, vs.offsets, before, cpart) > vs.num_entries
+        # they hold more than a quarter of the entries: integers, the same counts as a recount (R-MAT s21,
+        # k = 32: a trial's four passes 1.2-1.6 -> 0.95 s, the same moves). A change costs two updates of
+        # random rows an entry, a recount one of the node's own row: 16-21 ns against 5 ns an entry (R-MAT
+        # s21 and s24), so past a quarter the recount is cheaper (s24, k = 16: the second pass, 38% of
+        # the entries, 4.3 s as a change, 2.7-3.1 s recounted)
+        recount = before is None or 4 * K.moved_entries(cl, vs.offsets, before, cpart) > vs.num_entries
         if recount:
             K.project_parts(cl, cpart, node_part)
             conn[:] = 0
