@@ -6,7 +6,7 @@ unless its partition repeats an earlier one). Both hold the GIL for the
 whole call (two METIS calls in threads took as long as one after the other),
 so on a coarse graph large enough to pay for a process start the attempts
 after the first are solved in child processes while this process moves the
-first trial's clusters on the full graph and judges it. The children are
+first trial's clusters on the full graph (the trials are then judged together). The children are
 ``python -m`` processes given the coarse graph in one ``.npz`` and writing
 each part vector as a ``.npy`` (renamed into place when complete): not
 ``multiprocessing``, whose spawn re-runs the caller's main module and whose
