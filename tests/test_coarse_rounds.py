@@ -605,14 +605,15 @@ def test_replicas_from_counters_count_what_the_lists_give(k):
     assert K.replicas_from_counters(counters) == want
 
 
-def test_replicas_of_stacked_partitions_are_each_ones_count(graphs, tmp_path):
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])   # step 4's up to 127 parts, and past that
+def test_replicas_of_stacked_partitions_are_each_ones_count(graphs, tmp_path, dtype):
     """Partitions side by side (step 4 judges its trials in one read) give each one's count, as a set
     count over the lists finds it, and a column view (fewer trials than slots) gives the same."""
     store = graphs["rmat"]
     vs = build_vertex_stream(store, tmp_path / "vs")
     n, k = store.num_nodes, 8
     rng = np.random.default_rng(3)
-    stack = rng.integers(0, k, (n, 4)).astype(np.int16)
+    stack = rng.integers(0, k, (n, 4)).astype(dtype)
     stack[:, 1] = np.arange(n) % k   # a partition with a pattern beside the random ones
     lists = [vs.neighbours_of(v) for v in range(n)]
     want = [sum(len(set(col[nb].tolist()) | {int(col[v])}) for v, nb in enumerate(lists)) for col in stack.T]

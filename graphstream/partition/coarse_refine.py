@@ -50,7 +50,7 @@ Time: O(E log) for the sort-free disk pass plus O(E) per sweep (refinement
 O(E x ceil(k / 32)): every part's change is tested at once on packed
 counter words). Memory: offsets (8 bytes/node), labels and sizes (8, plus
 the proposals of one round), owner (4, and 4 more for the balanced one kept
-during the loose phase; in step 4, 2 per trial instead), counters (k/4 rounded up to 1, 2, 4
+during the loose phase; in step 4, 1 per trial instead, 2 from 128 parts), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
 (at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
 bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables),
@@ -283,9 +283,10 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
         tries = attempts(solvers, seed, cfg.coarse_trials)
-        # every trial's parts side by side (int16: k <= MAX_PARTS), so one read of the stream judges them
-        # all (R-MAT s21, k = 32: three trials 0.6 s against 1.1-1.3 s one at a time)
-        trial_parts = np.empty((n, cfg.coarse_trials), dtype=np.int16)
+        # every trial's parts side by side, so one read of the stream judges them all (R-MAT s21, k = 32:
+        # three trials 0.6 s against 1.1-1.3 s one at a time); int8 up to 127 parts, int16 to MAX_PARTS:
+        # three trials in less than the 4-byte owner and trial arrays they replace
+        trial_parts = np.empty((n, cfg.coarse_trials), dtype=np.int8 if k <= 127 else np.int16)
         solved = []   # each trial's attempt
         cluster_stream_passes = 0
         # the later trials are solved in child processes while this one moves the first one's clusters
