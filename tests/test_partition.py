@@ -108,6 +108,35 @@ def test_metrics_lanes_equal_one_lane(directed):
     assert np.array_equal(marked[0][1], expect)
 
 
+@pytest.mark.parametrize("hubs_first", [False, True])
+@pytest.mark.parametrize("k", [1, 5, 70, MAX_PARTS])
+def test_vertex_stream_metrics_equal_the_store_pass(tmp_path, k, hubs_first):
+    """coarse-refine's closing figures from its vertex stream equal the store pass's, with self-loops,
+    duplicate edges, isolated nodes and blocks smaller than a segment of nodes (and lanes past the
+    block's segments)."""
+    from graphstream.partition.metrics import vertex_stream_metrics
+    from graphstream.partition.vertex_stream import build_vertex_stream
+    rng = np.random.default_rng(k)
+    n, m = 3000, 12000
+    src, dst = rng.integers(0, n - 100, m), rng.integers(0, n - 100, m)   # the last 100 nodes isolated
+    dst[:500] = src[:500]                                                # self-loops
+    src[1000:1600], dst[1000:1600] = src[2000:2600], dst[2000:2600]      # duplicates
+    src[:40] = 7   # a hub
+    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=1000)
+    vs = build_vertex_stream(store, tmp_path / "vs", hubs_first=hubs_first)
+    owner = rng.integers(0, k, n).astype(np.int32)
+    in_stream = owner.copy()
+    if vs.new_id is not None:
+        in_stream[vs.new_id] = owner
+    want = vertex_partition_metrics(store, owner, k)
+    for block_entries in (1 << 22, 300):
+        got = vertex_stream_metrics(vs, in_stream, k, block_entries)
+        assert got["metrics_passes"] == 0
+        for key in ("replication_factor", "node_balance", "edge_balance", "part_inner", "part_halo", "part_edges"):
+            assert got[key] == want[key], key
+    assert want["replication_factor"] == pytest.approx(set_metrics(src, dst, owner, n, k))
+
+
 def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):
     import graphstream.partition.edge_parts as shared
     rng = np.random.default_rng(1)
