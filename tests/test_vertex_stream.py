@@ -129,6 +129,26 @@ def test_isolated_and_empty(tmp_path):
     assert sum(len(b) for b in vs0.blocks()) == 4
 
 
+def test_blocks_are_read_only_windows_that_outlive_the_pass(tmp_path):
+    """A block's neighbours are the file's bytes mapped read-only; a block kept past its pass stays
+    valid (the window is unmapped with its last array), and a truncated file is named, not a fault."""
+    rng = np.random.default_rng(3)
+    src, dst = _random_graph(rng, 300, 5000)
+    store = _store(tmp_path / "g.zarr", src, dst, 300)
+    vs = build_vertex_stream(store, tmp_path / "vs")
+    offsets, nbrs = _reference(src, dst, 300)
+    kept = list(vs.blocks(1000, prefetch=1))   # every block held at once
+    assert len(kept) > 3
+    for blk in kept:
+        assert not blk.neighbours.flags.writeable
+        np.testing.assert_array_equal(blk.neighbours, nbrs[offsets[blk.first]:offsets[blk.stop]])
+    path = vs.path / "neighbours.npy"
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size - 4)
+    with pytest.raises(StoreError, match="neighbours.npy is truncated"):
+        list(vs.blocks(1000))
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_property_chunk_and_bucket_independent(tmp_path_factory, data):
