@@ -902,12 +902,18 @@ def refine_apply(first, offs, nbrs, moved, moved_from, moved_to, counters, stale
     then sees its updates in the order of ``moved``, as in one sequential pass, whatever ``lanes``.
     """
     mask = lanes - 1
+    fpw = counters.itemsize * 4   # fields a word
     for lane in prange(lanes):
         for t in range(moved.shape[0]):
             u = moved[t]
             i = u - first
             a = moved_from[t]
             b = moved_to[t]
+            # the two fields' words and shifts, once a moved node (not a division an entry)
+            wa = a // fpw
+            sa = np.uint64(2 * (a - wa * fpw))
+            wb = b // fpw
+            sb = np.uint64(2 * (b - wb * fpw))
             hi = offs[i + 1]
             for j in range(offs[i], hi):
                 if j + PREFETCH_DISTANCE < hi:   # the moved nodes are few: their own lists only
@@ -924,14 +930,15 @@ def refine_apply(first, offs, nbrs, moved, moved_from, moved_to, counters, stale
                 if r >= 0:
                     hub_counts[r, a] -= 1
                     hub_counts[r, b] += 1
-                ca = _get(counters, y, a)
-                if ca == 1 or ca == 2:
-                    _put(counters, y, a, ca - 1)
+                x = np.uint64(counters[y, wa])
+                ca = (x >> sa) & np.uint64(3)
+                if ca == 1 or ca == 2:   # the field less one: no borrow from the next
+                    counters[y, wa] = x - (np.uint64(1) << sa)
                 elif ca == 3:   # "3 or more" less one: still >= 2, kept at 3 until the next sweep
                     stale[y] = FROM_TABLE if r >= 0 else RECOUNT
-                cb = _get(counters, y, b)
-                if cb < 3:
-                    _put(counters, y, b, cb + 1)
+                x = np.uint64(counters[y, wb])
+                if (x >> sb) & np.uint64(3) < 3:   # the field plus one: no carry into the next
+                    counters[y, wb] = x + (np.uint64(1) << sb)
 
 
 @njit(cache=True, parallel=True)
