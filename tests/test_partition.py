@@ -267,6 +267,25 @@ def test_part_array_is_chunk_aligned(tmp_path):
     assert n_batches == 16
 
 
+
+@pytest.mark.parametrize("algo", ["hdrf", "2ps-l", "coarse-refine"])
+def test_without_a_work_dir_nothing_is_left_behind(tmp_path, monkeypatch, algo):
+    """part[e] (2 bytes an edge) in a folder of its own that no caller would know to remove: the API's
+    default work folder goes before partition() returns, and the plan does not point into it."""
+    rng = np.random.default_rng(5)
+    store = write_store(tmp_path / "g.zarr", rng.integers(0, 60, 800), rng.integers(0, 60, 800), 60, chunk=128)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    plan = partition(store, 4, algo)
+    assert plan.edge_parts_path is None
+    assert list(scratch.iterdir()) == []
+    kept = partition(store, 4, algo, work_dir=tmp_path / "w")
+    np.testing.assert_array_equal(plan.owner, kept.owner)
+    if algo != "coarse-refine":
+        assert open_edge_parts(kept.edge_parts_path)[:].shape == (800,)
+
+
 # -- parameters and CLI ----------------------------------------------------------------------------
 
 @pytest.fixture

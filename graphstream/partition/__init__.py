@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._atomic import scratch_dir
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..store import GraphStore, open_store
@@ -147,7 +148,10 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
         algo: one of :data:`ALGORITHMS`.
         seed: seeds every random choice (hashes, tie breaks); same seed, same plan.
         balance: capacity factor over the mean part size (edge partitioners: edges).
-        work_dir: where edge partitioners write ``part[e]`` (default: a temporary folder).
+        work_dir: where edge partitioners write ``part[e]`` (the plan's ``edge_parts_path``) and
+            coarse-refine its vertex stream. Default: a scratch folder removed before this returns,
+            the plan's ``edge_parts_path`` then None: ``part[e]`` takes 2 bytes an edge, which no
+            caller would know to delete (the builder needs the owner only).
         metrics: compute the streamed quality metrics (one or more extra passes).
         client: a ``distributed.Client``: run on its dask cluster (see the module's docstring);
             ``work_dir`` must then be a folder every worker sees (default: a scratch folder beside
@@ -166,7 +170,12 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
         return on_cluster(client, store, k, algo, seed=seed, balance=balance, work_dir=work_dir,
                           metrics=metrics, params=params)
     watch = Stopwatch()
-    plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, **params)
+    if work_dir is None:
+        with scratch_dir("graphstream-parts-") as scratch:
+            plan = module.run(store, k, seed=seed, balance=balance, work_dir=scratch, **params)
+        plan.edge_parts_path = None   # removed with the scratch folder
+    else:
+        plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, **params)
     return finish_plan(plan, store, k, algo, watch.seconds, metrics)
 
 
