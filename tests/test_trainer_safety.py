@@ -386,16 +386,21 @@ def test_checkpoint_apart_from_the_parts(parts_dir, tmp_path, capsys, where):
     assert sorted(str(p.relative_to(parts)) for p in parts.rglob("*")) == listing
 
 
-def test_a_worker_error_reaches_the_parent_as_one_line(parts_dir, tmp_path, capsys):
-    """With 2 spawned workers the checkpoint is refused inside the workers; the parent says so in one line."""
+def test_a_worker_error_reaches_the_parent_as_one_line(parts_dir, tmp_path, capsys, monkeypatch):
+    """With 2 spawned workers the checkpoint is refused inside the workers; the parent says so in one line,
+    and leaves nothing in the temporary folder (torch's error files of the workers included)."""
     marker = tmp_path / "pwned"
     ck = tmp_path / "evil.pt"
     torch.save({"format": "graphstream.trainer.checkpoint", "weights": RunsCode(marker)}, ck)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
     code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--resume", "--epochs", "1", "--hidden", "4",
                           "--workers", "2", "--threads", "1")
     line = one_line_error(err)
     assert code == 2 and "weights_only" in line and "system" in line
     assert not marker.exists()
+    assert list(scratch.iterdir()) == []
 
 
 @pytest.mark.parametrize("flag", [["--drift-correction"], ["--no-drift-correction"], ["--proximal", "1"],

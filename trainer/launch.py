@@ -234,9 +234,14 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
             spawn_log = logging.getLogger("torch.multiprocessing.spawn")
             level = spawn_log.level
             spawn_log.setLevel(logging.ERROR)   # its "Terminating process" warning would break the one-line error
+            # mp.spawn, with its context kept: a worker that raises leaves its traceback in a
+            # pytorch-errorfile-*.pickle of the temporary folder, which torch reads and never removes
+            context = mp.start_processes(_entry, args=(world_size, host, store.port, backend, fn, args, out_dir,
+                                                       threads, is_loopback(host)),
+                                         nprocs=world_size, join=False, start_method="spawn")
             try:
-                mp.spawn(_entry, args=(world_size, host, store.port, backend, fn, args, out_dir, threads,
-                                       is_loopback(host)), nprocs=world_size, join=True)
+                while not context.join():
+                    pass
             except Exception as exc:
                 error = _worker_error(out_dir, world_size)
                 if error is not None:
@@ -244,6 +249,8 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
                 raise
             finally:
                 spawn_log.setLevel(level)
+                for path in context.error_files:
+                    Path(path).unlink(missing_ok=True)
             return [load_result(Path(out_dir) / f"rank{r}.pt", result_types) for r in range(world_size)]
     finally:
         del store
