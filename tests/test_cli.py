@@ -85,7 +85,8 @@ def _arenas_after(argv: list[str], env_max: str | None) -> tuple[int, str]:
             "threads = [threading.Thread(target=alloc) for _ in range(4)]\n"
             "[t.start() for t in threads]; [t.join() for t in threads]\n"
             "path = tempfile.mktemp()\nf = libc.fopen(path.encode(), b'w')\nlibc.malloc_info(0, f)\nlibc.fclose(f)\n"
-            "print(open(path).read().count('<heap nr='), os.environ.get('MALLOC_ARENA_MAX', 'unset'))")
+            "heaps = open(path).read().count('<heap nr=')\nos.unlink(path)\n"
+            "print(heaps, os.environ.get('MALLOC_ARENA_MAX', 'unset'))")
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     if env_max is not None:
         env["MALLOC_ARENA_MAX"] = env_max
