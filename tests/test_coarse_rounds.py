@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from test_coarse_refine import check_plan, cora_edges, rf_by_sets, write_store  # the helpers of the quality tests
 
 from graphstream.ingest.rmat import generate_rmat
+from graphstream.kernels.bitsets import new_bitsets
+from graphstream.kernels.hashing import py_hash_node
 from graphstream.partition import _coarse_kernels as K
 from graphstream.partition import coarse_refine, coarse_rounds
 from graphstream.partition.coarse_rounds import SEGMENT, round_bounds
@@ -148,6 +150,64 @@ def test_hubs_keep_their_label_after_the_first_sweep(graphs, tmp_path):
     np.testing.assert_array_equal(later[hubs], first[hubs])
     assert (later[~hubs] != first[~hubs]).any()
     assert (free[hubs] != first[hubs]).any()
+
+
+def _lp_reference(first, offs, nbrs, label, full, seed, seg, max_degree):
+    """lp_propose's rule, written plainly: the label most frequent among a node's neighbours (not itself)
+    whose cluster has room, if more frequent than its own; among the most frequent, the smallest
+    seeded hash; the earlier nodes of its segment seen with their proposals."""
+    nloc = len(offs) - 1
+    prop = np.empty(nloc, dtype=np.int64)
+    gain = np.empty(nloc, dtype=np.int64)
+    for i in range(nloc):
+        u = first + i
+        glo = first + i // seg * seg
+        cur = int(label[u])
+        counts: dict[int, int] = {}
+        if not (max_degree and offs[i + 1] - offs[i] > max_degree):
+            for v in nbrs[offs[i]:offs[i + 1]]:
+                if v != u:
+                    lab = int(prop[v - first]) if glo <= v < u else int(label[v])
+                    counts[lab] = counts.get(lab, 0) + 1
+        cur_c = counts.get(cur, 0)
+        room = {lab: c for lab, c in counts.items() if lab != cur and not full[lab]}
+        top = max(room.values(), default=0)
+        if top > cur_c:
+            best = min((lab for lab, c in room.items() if c == top), key=lambda lab: py_hash_node(lab ^ seed, 0))
+            prop[i], gain[i] = best, top - cur_c
+        else:
+            prop[i], gain[i] = cur, 0
+    return prop, gain
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n=st.integers(2, 300), labels=st.integers(1, 40),
+       mean_degree=st.integers(1, 12), max_degree=st.sampled_from([0, 6]))
+def test_label_propagation_proposals_follow_the_rule(seed, n, labels, mean_degree, max_degree):
+    """Random multigraphs (self-loops, repeated neighbours) over few labels, so that counts tie often, and
+    full clusters; the block starts past node 0 and holds several segments."""
+    rng = np.random.default_rng(seed)
+    seg = 8
+    first = seg * int(rng.integers(0, 3))
+    nloc = max(1, n - first)
+    n = first + nloc
+    degree = rng.integers(0, 2 * mean_degree + 1, nloc)
+    offs = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    nbrs = rng.integers(0, n, int(offs[-1])).astype(np.int32)
+    loops = rng.random(len(nbrs)) < 0.05
+    nbrs[loops] = first + np.repeat(np.arange(nloc), degree)[loops]
+    label = rng.integers(0, min(labels, n), n).astype(np.int32)
+    full_labels = rng.random(n) < 0.2
+    full = new_bitsets(1, n)
+    for c in np.flatnonzero(full_labels):
+        full[0, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    lp_seed = int(rng.integers(0, 1000))
+    prop = np.empty(nloc, dtype=np.int32)
+    gain = np.empty(nloc, dtype=np.int32)
+    K.lp_propose(first, offs, nbrs, label, full, lp_seed, seg, prop, gain, max_degree)
+    want_prop, want_gain = _lp_reference(first, offs, nbrs, label, full_labels, lp_seed, seg, max_degree)
+    np.testing.assert_array_equal(prop, want_prop)
+    np.testing.assert_array_equal(gain, want_gain)
 
 
 def test_round_bounds_cover_the_nodes_on_segment_bounds():
