@@ -324,11 +324,13 @@ def test_refine_delta_is_exact_for_each_proposal(tmp_path):
         assert round(rf_by_sets(src, dst, moved, n) * n - before) == delta[u]
 
 
-def test_interior_nodes_propose_nothing_and_every_gaining_move_is_proposed(tmp_path):
-    """Proposals read a node's own counters' row to skip it when all its neighbours are in its part.
-    On planted communities with some nodes misplaced, and after moves whose updates left saturated
-    counts stale: the interior nodes propose nothing, and every node that has a move lowering the
-    replicas (found by brute force) proposes a gain, so no node with a neighbour elsewhere was skipped."""
+@pytest.mark.parametrize("full", [(), (0, 3)])
+def test_interior_nodes_propose_nothing_and_every_gaining_move_is_proposed(tmp_path, full):
+    """Proposals read a node's own counters' row to skip it when no part of its neighbours but its own
+    has room for it: all its neighbours are in its part, or the others' parts are ``full``. On planted
+    communities with some nodes misplaced, and after moves whose updates left saturated counts stale:
+    those nodes propose nothing, and every node that has a move lowering the replicas into a part with
+    room (found by brute force) proposes a gain, so no node with a candidate was skipped."""
     rng = np.random.default_rng(5)
     k, size, m = 6, 80, 4000
     n = k * size
@@ -358,7 +360,9 @@ def test_interior_nodes_propose_nothing_and_every_gaining_move_is_proposed(tmp_p
     target = np.empty(n, dtype=np.int32)
     delta = np.empty(n, dtype=np.int32)
     kind = np.empty(n, dtype=np.int8)
-    K.refine_propose(blk.first, blk.offsets, blk.neighbours, K.part_loads(owner, vs.offsets, k), counters,
+    load = K.part_loads(owner, vs.offsets, k)
+    load[K.NODES, list(full)] = n   # at the cap: no room, and not above it
+    K.refine_propose(blk.first, blk.offsets, blk.neighbours, load, counters,
                      np.array([n, K.NO_CAP]), False, k, SEGMENT, target, delta, kind)
     nbrs = [set() for _ in range(n)]
     for u, v in zip(src.tolist(), dst.tolist()):
@@ -367,11 +371,15 @@ def test_interior_nodes_propose_nothing_and_every_gaining_move_is_proposed(tmp_p
     interior = np.array([all(owner[y] == owner[u] for y in nbrs[u]) for u in range(n)])
     assert 0.3 * n < interior.sum() < n   # the skip is taken, and not by every node
     assert (kind[interior] == -1).all()
+    roomy = [{int(owner[y]) for y in nbrs[u]} - {int(owner[u])} - set(full) for u in range(n)]
+    blocked = ~interior & np.array([not r for r in roomy])
+    assert (kind[blocked] == -1).all()
+    assert blocked.any() == bool(full)
     before = rf_by_sets(src, dst, owner, n) * n
     gaining = 0
-    for u in np.flatnonzero(~interior):
+    for u in np.flatnonzero(~interior & ~blocked):
         best = min(rf_by_sets(src, dst, np.where(np.arange(n) == u, b, owner), n) * n - before
-                   for b in {int(owner[y]) for y in nbrs[u]} - {int(owner[u])})
+                   for b in roomy[u])
         if round(best) < 0:
             gaining += 1
             assert kind[u] == K.GAIN and delta[u] == round(best), u

@@ -732,10 +732,11 @@ def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candi
                 continue
             if max_degree and hi - lo > max_degree:
                 continue
-            # an interior node (all its neighbours in its part) proposes nothing: told by its own
-            # counters' row, without reading its list (a zero count is always exact, see refine_apply).
-            # Most of a graph with communities: web-NotreDame, k = 32, 80% of the entries
-            if not over and _only_in(counters, u, aw, ash, words):
+            # a node whose neighbours' other parts have no room for it has no candidate, so it proposes
+            # nothing: told by its own counters' row, without reading its list (whether a count is zero
+            # is always exact, see refine_apply). Interior nodes (all their neighbours in their part)
+            # are among them: most of a graph with communities (web-NotreDame, k = 32: 80% of the entries)
+            if not over and not _room_among(counters, u, a, words, fpw, load, caps, hi - lo):
                 continue
             # one scan of u's list: neighbours per part, R_a, and A_b for every b (branch-free: the
             # outcomes are data-dependent coin flips a mispredicted branch pays for)
@@ -805,15 +806,19 @@ def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candi
 
 
 @njit(cache=True, inline="always")
-def _only_in(counters, u, aw, ash, words):
-    """Whether u's counters' row counts neighbours in its own part (field ``ash`` of word ``aw``) alone."""
+def _room_among(counters, u, a, words, fpw, load, caps, d):
+    """Whether a part other than ``a`` holding a neighbour of u (its field nonzero in u's counters' row)
+    has room for u, of degree d: the parts ``_candidates`` would find in u's list."""
     for w in range(words):
         x = np.uint64(counters[u, w])
-        if w == aw:
-            x &= ~(np.uint64(3) << ash)
-        if x != 0:
-            return False
-    return True
+        held = (x | (x >> np.uint64(1))) & _ZERO_FIELDS   # the low bit of every nonzero field
+        while held:
+            low = held & (~held + np.uint64(1))
+            p = w * fpw + np.int64(popcount64(low - np.uint64(1))) // 2
+            if p != a and _has_room(load, caps, p, d):
+                return True
+            held ^= low
+    return False
 
 
 @njit(cache=True, inline="always")
