@@ -236,10 +236,11 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
             spawn_log.setLevel(logging.ERROR)   # its "Terminating process" warning would break the one-line error
             # mp.spawn, with its context kept: a worker that raises leaves its traceback in a
             # pytorch-errorfile-*.pickle of the temporary folder, which torch reads and never removes
-            context = mp.start_processes(_entry, args=(world_size, host, store.port, backend, fn, args, out_dir,
-                                                       threads, is_loopback(host)),
-                                         nprocs=world_size, join=False, start_method="spawn")
+            context = None
             try:
+                context = mp.start_processes(_entry, args=(world_size, host, store.port, backend, fn, args,
+                                                           out_dir, threads, is_loopback(host)),
+                                             nprocs=world_size, join=False, start_method="spawn")
                 while not context.join():
                     pass
             except Exception as exc:
@@ -249,7 +250,7 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
                 raise
             finally:
                 spawn_log.setLevel(level)
-                for path in context.error_files:
+                for path in context.error_files if context is not None else ():
                     Path(path).unlink(missing_ok=True)
             return [load_result(Path(out_dir) / f"rank{r}.pt", result_types) for r in range(world_size)]
     finally:
