@@ -454,18 +454,22 @@ _ZERO_FIELDS = np.uint64(0x5555555555555555)   # the low bit of every 2-bit fiel
 _BYTES = np.uint64(0x0101010101010101)         # the low bit of every byte
 
 
+@njit(cache=True, inline="always")
+def _field(p, fpw):
+    """Part p's 2-bit field in a counters' row of ``fpw`` fields a word: its word and its shift."""
+    w = p // fpw
+    return w, np.uint64(2 * (p - w * fpw))
+
+
 @njit(cache=True)
 def _get(counters, y, p):
-    fpw = counters.itemsize * 4   # fields a word
-    w = p // fpw
-    return np.int64((np.uint64(counters[y, w]) >> np.uint64(2 * (p - w * fpw))) & np.uint64(3))
+    w, sh = _field(p, counters.itemsize * 4)
+    return np.int64((np.uint64(counters[y, w]) >> sh) & np.uint64(3))
 
 
 @njit(cache=True)
 def _put(counters, y, p, val):
-    fpw = counters.itemsize * 4
-    w = p // fpw
-    sh = np.uint64(2 * (p - w * fpw))
+    w, sh = _field(p, counters.itemsize * 4)
     old = np.uint64(counters[y, w])
     counters[y, w] = (old & ~(np.uint64(3) << sh)) | (np.uint64(val) << sh)
 
@@ -722,8 +726,7 @@ def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candi
             u = first + i
             lo, hi = offs[i], offs[i + 1]
             a = np.int64(counters[u, words])
-            aw = a // fpw
-            ash = np.uint64(2 * (a - aw * fpw))
+            aw, ash = _field(a, fpw)
             over = _is_over(load, caps, a)
             kind[i] = -1
             target[i] = a
@@ -755,8 +758,8 @@ def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candi
                 nt += cnt[o] == 0
                 cnt[o] += 1
                 r_a += (o != a) & ((np.uint64(counters[y, aw]) >> ash) & np.uint64(3) == 1)
-                ow = o // fpw
-                own_bit = np.uint64(1) << np.uint64(2 * (o - ow * fpw))   # y's own part never gains y as halo
+                ow, osh = _field(o, fpw)
+                own_bit = np.uint64(1) << osh   # y's own part never gains y as halo
                 for w in range(words):
                     x = np.uint64(counters[y, w])
                     z = ~(x | (x >> np.uint64(1))) & _ZERO_FIELDS & ~(own_bit * np.uint64(w == ow))
@@ -928,10 +931,8 @@ def refine_apply(first, offs, nbrs, moved, moved_from, moved_to, counters, stale
             a = moved_from[t]
             b = moved_to[t]
             # the two fields' words and shifts, once a moved node (not a division an entry)
-            wa = a // fpw
-            sa = np.uint64(2 * (a - wa * fpw))
-            wb = b // fpw
-            sb = np.uint64(2 * (b - wb * fpw))
+            wa, sa = _field(a, fpw)
+            wb, sb = _field(b, fpw)
             hi = offs[i + 1]
             for j in range(offs[i], hi):
                 if j + PREFETCH_DISTANCE < hi:   # the moved nodes are few: their own lists only
