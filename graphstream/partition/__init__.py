@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -170,12 +171,10 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
         return on_cluster(client, store, k, algo, seed=seed, balance=balance, work_dir=work_dir,
                           metrics=metrics, params=params)
     watch = Stopwatch()
+    with scratch_dir("graphstream-parts-") if work_dir is None else nullcontext(work_dir) as folder:
+        plan = module.run(store, k, seed=seed, balance=balance, work_dir=folder, **params)
     if work_dir is None:
-        with scratch_dir("graphstream-parts-") as scratch:
-            plan = module.run(store, k, seed=seed, balance=balance, work_dir=scratch, **params)
         plan.edge_parts_path = None   # removed with the scratch folder
-    else:
-        plan = module.run(store, k, seed=seed, balance=balance, work_dir=work_dir, **params)
     return finish_plan(plan, store, k, algo, watch.seconds, metrics)
 
 
