@@ -112,7 +112,10 @@ def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(t
                            "--graphs", "rmat10", "--ks", "4", "--solvers", "coarse-refine,metis", "--repeat", "3",
                            "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    row = json.loads(done.stdout)["graphs"]["rmat10"]["k=4"]
+    graph = json.loads(done.stdout)["graphs"]["rmat10"]
+    assert graph["baseline_stream_pass"]["edges_per_s"] > 0   # the machine's speed in the same run
+    assert graph["baseline_stream_pass"]["edges_per_s"] == graph["num_edges"] / graph["baseline_stream_pass"]["seconds"]
+    row = graph["k=4"]
     for solver in ("coarse-refine", "metis"):
         r = row[solver]
         assert r["runs"] == 3 and len(r["seconds_each"]) == 3 and len(r["peak_rss_bytes_each"]) == 3

@@ -21,8 +21,9 @@ memory, k-way, ufactor 50) side by side on R-MAT and the shared graphs, each
 run in a fresh subprocess; the in-memory solvers' time counts the partitioner
 call, their graph loading (stream, dedup, CSR) is reported apart, and all
 three are judged by the same metrics pass (GNN replication factor, node
-balance). coarse-refine's time is its phases; its kernels are first loaded
-from numba's cache by a run on a scale-10 R-MAT graph (``warmup_seconds``,
+balance); the plain streaming pass over the graph's store (``baseline_stream_pass``, as above)
+is timed once a graph before them: the machine's own speed in that run. coarse-refine's time is its
+phases; its kernels are first loaded from numba's cache by a run on a scale-10 R-MAT graph (``warmup_seconds``,
 apart), as the solvers' libraries are loaded by their import before their
 clock starts (figures before 2026-11-28 counted that loading, 0.9-2.0 s):
 
@@ -253,7 +254,10 @@ def compare(args, work: Path) -> dict:
             shared = shared or _shared_graphs(work)
             path = shared[name].path
         store = open_store(path)
-        g = result["graphs"][name] = {"path": str(path), "num_nodes": store.num_nodes, "num_edges": store.num_edges}
+        # the machine's speed in the same run: the same VM kind has run every solver 1.6-3x faster or slower
+        # from one hour to the next, so a figure compared across runs needs this yardstick beside it
+        g = result["graphs"][name] = {"path": str(path), "num_nodes": store.num_nodes, "num_edges": store.num_edges,
+                                      "baseline_stream_pass": baseline_pass(str(path))}
         for k in (int(x) for x in args.ks.split(",")):
             row = g[f"k={k}"] = {}
             solvers = args.solvers.split(",")
