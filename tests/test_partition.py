@@ -1,9 +1,12 @@
 """Partition API, metrics, CLI and property tests (hypothesis) for the streaming partitioners."""
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
+import textwrap
 from collections import defaultdict
 
 import numpy as np
@@ -284,6 +287,30 @@ def test_without_a_work_dir_nothing_is_left_behind(tmp_path, monkeypatch, algo):
     np.testing.assert_array_equal(plan.owner, kept.owner)
     if algo != "coarse-refine":
         assert open_edge_parts(kept.edge_parts_path)[:].shape == (800,)
+
+
+def test_a_direct_run_without_a_work_dir_keeps_part_e_until_exit(tmp_path):
+    """An edge partitioner's own run(), called without work_dir: its plan's part[e] readable while the
+    process lives, and its folder gone when the process exits (it used to stay in the temporary folder)."""
+    rng = np.random.default_rng(5)
+    write_store(tmp_path / "g.zarr", rng.integers(0, 60, 800), rng.integers(0, 60, 800), 60, chunk=128)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = textwrap.dedent(f"""
+        import os
+        from graphstream.partition import hdrf
+        from graphstream.partition.edge_parts import open_edge_parts
+        from graphstream.store import open_store
+        plan = hdrf.run(open_store({str(tmp_path / "g.zarr")!r}), 4)
+        assert open_edge_parts(plan.edge_parts_path)[:].shape == (800,)
+        print(sorted(os.listdir({str(scratch)!r})))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(scratch), "GRAPHSTREAM_PROGRESS": "0"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    during = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert len(during) == 1 and during[0].startswith("graphstream-parts-")
+    assert list(scratch.iterdir()) == []
 
 
 # -- parameters and CLI ----------------------------------------------------------------------------

@@ -9,7 +9,9 @@
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,9 +52,16 @@ def group_budget_bytes(num_nodes: int) -> int:
 # -- part[e] on disk ---------------------------------------------------------------------------
 
 def parts_dir(work_dir: str | os.PathLike | None) -> Path:
-    """Where an edge partitioner writes part[e]: ``work_dir`` or a fresh temporary folder."""
+    """Where an edge partitioner writes part[e]: ``work_dir`` or a fresh temporary folder.
+
+    The temporary folder is removed when the interpreter exits: the plan that ``run`` returns points
+    into it (``edge_parts_path``), so it cannot go sooner, and nothing else would remove it (54 such
+    folders had piled up from test runs). :func:`graphstream.partition.partition` never gets here: it
+    runs the algorithm in a scratch folder of its own, removed before it returns."""
     if work_dir is None:
-        return Path(tempfile.mkdtemp(prefix="graphstream-parts-"))
+        folder = Path(tempfile.mkdtemp(prefix="graphstream-parts-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        return folder
     d = Path(work_dir)
     d.mkdir(parents=True, exist_ok=True)
     return d
