@@ -901,6 +901,7 @@ def refine_accept(nodes, targets, kinds, owner, offsets, counters, load, caps, m
 # lane's run share one cache line of ``stale`` and one word of the hub bitmap, and two threads rarely write
 # the same line
 LANE_SHIFT = 6
+LANE_RUN = 1024   # entries of a moved node's list a lane sorts out at a time (4-8 KiB)
 
 
 @njit(cache=True, parallel=True)
@@ -925,6 +926,7 @@ def refine_apply(first, offs, nbrs, moved, moved_from, moved_to, counters, stale
     mask = lanes - 1
     fpw = counters.itemsize * 4   # fields a word
     for lane in prange(lanes):
+        mine = np.empty(LANE_RUN, dtype=nbrs.dtype)
         for t in range(moved.shape[0]):
             u = moved[t]
             i = u - first
@@ -933,31 +935,43 @@ def refine_apply(first, offs, nbrs, moved, moved_from, moved_to, counters, stale
             # the two fields' words and shifts, once a moved node (not a division an entry)
             wa, sa = _field(a, fpw)
             wb, sb = _field(b, fpw)
-            hi = offs[i + 1]
-            for j in range(offs[i], hi):
-                if j + PREFETCH_DISTANCE < hi:   # the moved nodes are few: their own lists only
-                    far = nbrs[j + PREFETCH_DISTANCE]
-                    if (far >> LANE_SHIFT) & mask == lane:
-                        prefetch_row(counters, far)
-                        rf = hub_row(hub_bits, hub_ranks, far)
-                        if rf >= 0:
-                            prefetch_row(hub_counts, rf)
-                y = nbrs[j]
-                if (y >> LANE_SHIFT) & mask != lane or y == u:
-                    continue
-                r = hub_row(hub_bits, hub_ranks, y)
-                if r >= 0:
-                    hub_counts[r, a] -= 1
-                    hub_counts[r, b] += 1
-                x = np.uint64(counters[y, wa])
-                ca = (x >> sa) & np.uint64(3)
-                if ca == 1 or ca == 2:   # the field less one: no borrow from the next
-                    counters[y, wa] = x - (np.uint64(1) << sa)
-                elif ca == 3:   # "3 or more" less one: still >= 2, kept at 3 until the next sweep
-                    stale[y] = FROM_TABLE if r >= 0 else RECOUNT
-                x = np.uint64(counters[y, wb])
-                if (x >> sb) & np.uint64(3) < 3:   # the field plus one: no carry into the next
-                    counters[y, wb] = x + (np.uint64(1) << sb)
+            for lo in range(offs[i], offs[i + 1], LANE_RUN):
+                # this lane's neighbours of a run of the list gathered first, without a branch: "is it
+                # mine" is a coin flip that a branch per entry mispredicts half the time (the same
+                # counters; a whole run's updates: R-MAT s21, k = 32, 0.78-0.88 s against 1.06-1.09 s;
+                # s24, k = 16, 10.1 s against 11.4 s)
+                m = 0
+                for j in range(lo, min(lo + LANE_RUN, offs[i + 1])):
+                    y = nbrs[j]
+                    mine[m] = y
+                    m += ((y >> LANE_SHIFT) & mask == lane) & (y != u)
+                _update_fields(mine, m, a, b, wa, sa, wb, sb, counters, stale, hub_bits, hub_ranks, hub_counts)
+
+
+@njit(cache=True, inline="always")
+def _update_fields(mine, m, a, b, wa, sa, wb, sb, counters, stale, hub_bits, hub_ranks, hub_counts):
+    """refine_apply's updates for the neighbours ``mine[:m]`` of a node moved from a to b."""
+    for q in range(m):
+        if q + PREFETCH_DISTANCE < m:   # the moved nodes are few: their own lists only
+            far = mine[q + PREFETCH_DISTANCE]
+            prefetch_row(counters, far)
+            rf = hub_row(hub_bits, hub_ranks, far)
+            if rf >= 0:
+                prefetch_row(hub_counts, rf)
+        y = mine[q]
+        r = hub_row(hub_bits, hub_ranks, y)
+        if r >= 0:
+            hub_counts[r, a] -= 1
+            hub_counts[r, b] += 1
+        x = np.uint64(counters[y, wa])
+        ca = (x >> sa) & np.uint64(3)
+        if ca == 1 or ca == 2:   # the field less one: no borrow from the next
+            counters[y, wa] = x - (np.uint64(1) << sa)
+        elif ca == 3:   # "3 or more" less one: still >= 2, kept at 3 until the next sweep
+            stale[y] = FROM_TABLE if r >= 0 else RECOUNT
+        x = np.uint64(counters[y, wb])
+        if (x >> sb) & np.uint64(3) < 3:   # the field plus one: no carry into the next
+            counters[y, wb] = x + (np.uint64(1) << sb)
 
 
 @njit(cache=True, parallel=True)
