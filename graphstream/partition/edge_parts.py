@@ -60,11 +60,18 @@ def parts_dir(work_dir: str | os.PathLike | None) -> Path:
     runs the algorithm in a scratch folder of its own, removed before it returns."""
     if work_dir is None:
         folder = Path(tempfile.mkdtemp(prefix="graphstream-parts-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        atexit.register(_remove_at_exit, folder, os.getpid())
         return folder
     d = Path(work_dir)
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def _remove_at_exit(folder: Path, pid: int) -> None:
+    """Remove ``folder`` when the process that made it exits (a forked child that runs its exit handlers
+    inherits them, and must not remove its parent's folder)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class EdgePartWriter:
