@@ -54,10 +54,10 @@ def group_budget_bytes(num_nodes: int) -> int:
 def parts_dir(work_dir: str | os.PathLike | None) -> Path:
     """Where an edge partitioner writes part[e]: ``work_dir`` or a fresh temporary folder.
 
-    The temporary folder is removed when the interpreter exits: the plan that ``run`` returns points
-    into it (``edge_parts_path``), so it cannot go sooner, and nothing else would remove it (54 such
-    folders had piled up from test runs). :func:`graphstream.partition.partition` never gets here: it
-    runs the algorithm in a scratch folder of its own, removed before it returns."""
+    The temporary folder is removed when the process that made it exits: the plan that ``run`` returns
+    points into it (``edge_parts_path``), so it cannot go sooner, and nothing else would remove it.
+    :func:`graphstream.partition.partition` never gets here: it runs the algorithm in a scratch folder
+    of its own, removed before it returns."""
     if work_dir is None:
         folder = Path(tempfile.mkdtemp(prefix="graphstream-parts-"))
         atexit.register(_remove_at_exit, folder, os.getpid())
