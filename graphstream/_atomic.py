@@ -447,16 +447,22 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
 
 # -- scratch space --------------------------------------------------------------------------------
 
-@contextmanager
-def scratch_dir(prefix: str, dir: PathLike | None = None) -> Iterator[Path]:  # noqa: A002 - tempfile's word
-    """A temporary folder ``PREFIX<pid>-XXXX``, removed on exit (signals included); first removes
-    the folders of this prefix whose process is dead (left by killed runs)."""
+def new_scratch_folder(prefix: str, dir: PathLike | None = None) -> Path:  # noqa: A002 - tempfile's word
+    """A new temporary folder ``PREFIX<pid>-XXXX``, the caller's to remove; first removes the folders of
+    this prefix whose process is dead (left by killed runs)."""
     parent = Path(dir) if dir is not None else Path(tempfile.gettempdir())
     for p in parent.glob(f"{prefix}*"):
         pid = p.name[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
-    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+@contextmanager
+def scratch_dir(prefix: str, dir: PathLike | None = None) -> Iterator[Path]:  # noqa: A002 - tempfile's word
+    """A temporary folder ``PREFIX<pid>-XXXX`` (:func:`new_scratch_folder`), removed on exit (signals
+    included)."""
+    path = new_scratch_folder(prefix, dir)
     try:
         yield path
     finally:

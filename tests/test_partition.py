@@ -292,11 +292,14 @@ def test_without_a_work_dir_nothing_is_left_behind(tmp_path, monkeypatch, algo):
 def test_a_direct_run_without_a_work_dir_keeps_part_e_until_exit(tmp_path):
     """An edge partitioner's own run(), called without work_dir: its plan's part[e] readable while the
     process lives (a forked child's exit leaves it), and its folder gone when the process exits (it used
-    to stay in the temporary folder)."""
+    to stay in the temporary folder), with a killed process's folder."""
     rng = np.random.default_rng(5)
     write_store(tmp_path / "g.zarr", rng.integers(0, 60, 800), rng.integers(0, 60, 800), 60, chunk=128)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (scratch / f"graphstream-parts-{dead.pid}-x").mkdir()   # a killed run's: its process is gone
     code = textwrap.dedent(f"""
         import atexit
         import os

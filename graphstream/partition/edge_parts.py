@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +22,7 @@ import zarr
 from numba import njit
 from zarr.codecs import BloscCodec
 
+from .._atomic import new_scratch_folder
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from ..store.stream import stream_edges
@@ -59,7 +59,8 @@ def parts_dir(work_dir: str | os.PathLike | None) -> Path:
     :func:`graphstream.partition.partition` never gets here: it runs the algorithm in a scratch folder
     of its own, removed before it returns."""
     if work_dir is None:
-        folder = Path(tempfile.mkdtemp(prefix="graphstream-parts-"))
+        # pid-named, as partition()'s scratch folders: a killed process's folder goes with the next one's
+        folder = new_scratch_folder("graphstream-parts-")
         atexit.register(_remove_at_exit, folder, os.getpid())
         return folder
     d = Path(work_dir)
