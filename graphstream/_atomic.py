@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import fcntl
@@ -456,6 +457,20 @@ def new_scratch_folder(prefix: str, dir: PathLike | None = None) -> Path:  # noq
         if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+def scratch_folder_until_exit(prefix: str) -> Path:
+    """A new temporary folder ``PREFIX<pid>-XXXX`` (:func:`new_scratch_folder`) removed when this process
+    exits: for a result that outlives the call that made it. Only by the process that made it: a forked
+    child that runs the exit handlers it inherits must not remove its parent's folder."""
+    folder = new_scratch_folder(prefix)
+    atexit.register(_remove_if_mine, folder, os.getpid())
+    return folder
+
+
+def _remove_if_mine(folder: Path, pid: int) -> None:
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

@@ -9,9 +9,7 @@
 """
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -22,7 +20,7 @@ import zarr
 from numba import njit
 from zarr.codecs import BloscCodec
 
-from .._atomic import new_scratch_folder
+from .._atomic import scratch_folder_until_exit
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from ..store.stream import stream_edges
@@ -60,19 +58,10 @@ def parts_dir(work_dir: str | os.PathLike | None) -> Path:
     of its own, removed before it returns."""
     if work_dir is None:
         # pid-named, as partition()'s scratch folders: a killed process's folder goes with the next one's
-        folder = new_scratch_folder("graphstream-parts-")
-        atexit.register(_remove_at_exit, folder, os.getpid())
-        return folder
+        return scratch_folder_until_exit("graphstream-parts-")
     d = Path(work_dir)
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-def _remove_at_exit(folder: Path, pid: int) -> None:
-    """Remove ``folder`` when the process that made it exits (a forked child that runs its exit handlers
-    inherits them, and must not remove its parent's folder)."""
-    if os.getpid() == pid:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 class EdgePartWriter:
