@@ -21,11 +21,13 @@ memory, k-way, ufactor 50) side by side on R-MAT and the shared graphs, each
 run in a fresh subprocess; the in-memory solvers' time counts the partitioner
 call, their graph loading (stream, dedup, CSR) is reported apart, and all
 three are judged by the same metrics pass (GNN replication factor, node
-balance); the plain streaming pass over the graph's store (``baseline_stream_pass``, as above)
-is timed once a graph before them: the machine's own speed in that run. coarse-refine's time is its
-phases; its kernels are first loaded from numba's cache by a run on a scale-10 R-MAT graph (``warmup_seconds``,
-apart), as the solvers' libraries are loaded by their import before their
-clock starts (figures before 2026-11-28 counted that loading, 0.9-2.0 s):
+balance); the plain streaming pass over the graph's store
+(``baseline_stream_pass``, as above) is timed once a graph before them: the
+machine's own speed in that run. coarse-refine's time is its phases; its
+kernels are first loaded from numba's cache by a run on a scale-10 R-MAT
+graph (``warmup_seconds``, apart), as the solvers' libraries are loaded by
+their import before their clock starts (figures before 2026-11-28 counted
+that loading, 0.9-2.0 s):
 
     .venv/bin/python tools/bench_partition_speed.py --compare \
         [--graphs rmat20,rmat21,web-NotreDame,facebook] [--ks 8,32] \

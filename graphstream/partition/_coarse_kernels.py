@@ -952,7 +952,7 @@ def refine_apply(first, offs, nbrs, moved, moved_from, moved_to, counters, stale
 def _update_fields(mine, m, a, b, wa, sa, wb, sb, counters, stale, hub_bits, hub_ranks, hub_counts):
     """refine_apply's updates for the neighbours ``mine[:m]`` of a node moved from a to b."""
     for q in range(m):
-        if q + PREFETCH_DISTANCE < m:   # the moved nodes are few: their own lists only
+        if q + PREFETCH_DISTANCE < m:   # within the gathered run: the moved nodes' own lists only
             far = mine[q + PREFETCH_DISTANCE]
             prefetch_row(counters, far)
             rf = hub_row(hub_bits, hub_ranks, far)
