@@ -425,10 +425,11 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
     assert not (tmp_path / "w2" / "coarse_trials").exists()
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, threads):
+@pytest.mark.parametrize("threads,bound", [(1, None), (2, None), (2, 100 * 8)])
+def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, threads, bound):
     """Whole-cluster passes that count only the moved clusters' change give the moves of full recounts
-    (R-MAT-like skew, self-loops and isolated nodes included; one table or one a thread)."""
+    (R-MAT-like skew, self-loops and isolated nodes included; one table or one a thread; with a table
+    bound below the clusters, only the clusters numbered below it move)."""
     import numba
 
     from graphstream.partition import _coarse_kernels as K
@@ -445,6 +446,8 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
     csizes = np.bincount(cl[cl >= 0]).astype(np.int64)
     start = (rng.integers(0, k, len(csizes))).astype(np.int32)
     cap = int(1.05 * n / k)
+    if bound is not None:
+        monkeypatch.setattr(coarse_refine, "MAX_CLUSTER_PART_ENTRIES", bound)
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
         by_change = start.copy()
@@ -459,6 +462,44 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     assert moves[0] > 0 and moves[1] > 2 and changes   # passes after the first ran, some by change
     assert np.array_equal(by_change, recounted)
+    if bound is not None:   # 100 rows of the 415 clusters: the others kept their parts
+        assert np.array_equal(by_change[100:], start[100:]) and not np.array_equal(by_change[:100], start[:100])
+
+
+def test_heaviest_clusters_renumbered_first_past_the_table_bound(monkeypatch):
+    """Past the bound the clusters are renumbered by entries, most first (ties by id), the nodes' labels
+    and the loads with them; within it nothing changes."""
+    from graphstream.partition import _coarse_kernels as K
+
+    offsets = np.concatenate([[0], np.cumsum([1, 5, 2, 5, 9, 0])]).astype(np.int64)
+    cl = np.array([0, 1, 2, 3, 3, -1], dtype=np.int32)   # cluster 3 holds two nodes: 14 entries
+    cloads = K.part_loads(cl, offsets, 4)
+    assert coarse_refine.heaviest_first(cl.copy(), cloads, 2) is None   # 4 x 2 within the default bound
+    monkeypatch.setattr(coarse_refine, "MAX_CLUSTER_PART_ENTRIES", 4)
+    renumbered = cl.copy()
+    order, loads = coarse_refine.heaviest_first(renumbered, cloads, 2)
+    assert order.tolist() == [3, 1, 2, 0]   # entries 14, 5, 2, 1
+    assert renumbered.tolist() == [3, 1, 2, 0, 0, -1]
+    assert np.array_equal(loads, K.part_loads(renumbered, offsets, 4))
+
+
+def test_whole_cluster_moves_run_past_the_table_bound(tmp_path, monkeypatch):
+    """A graph with more clusters x parts than the moves' table holds still gets whole-cluster moves
+    (of its heaviest clusters), where they used to be skipped: more stream passes than without the
+    moves, and a valid partition."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    src = (rng.pareto(1.2, 30000) * 20).astype(np.int64) % n
+    dst = rng.integers(0, n, 30000)
+    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=4096)
+    params = {"cluster_cap_factor": 20.0, "coarse_trials": 1, "coarse_solver": "metis"}
+    monkeypatch.setattr(coarse_refine, "MAX_CLUSTER_PART_ENTRIES", 8 * 40)
+    moved = coarse_refine.run(store, 8, seed=0, work_dir=tmp_path / "w1", **params)
+    assert moved.metrics["num_clusters"] > 40
+    without = coarse_refine.run(store, 8, seed=0, work_dir=tmp_path / "w2", cluster_passes=0, **params)
+    assert moved.metrics["vertex_stream_passes"] > without.metrics["vertex_stream_passes"]
+    sizes = np.bincount(moved.owner, minlength=8)
+    assert sizes.sum() == n and sizes.max() <= int(1.05 * n / 8)
 
 
 @pytest.mark.parametrize("runs", [1, 2, 3])

@@ -330,16 +330,18 @@ def cluster_part_entries(first, offs, nbrs, cl, node_part, conn):
     """``conn[t, c, p]`` += entries from the block's nodes of cluster c to nodes of part p, the block
     cut into ``conn.shape[0]`` runs of nodes counted in parallel, each into its own table (the caller
     sums them: integers, so the sum is the same whatever the cut). ``node_part``: the clusters' parts
-    projected on the nodes, -1 for isolated ones (one lookup an entry, not two)."""
+    projected on the nodes, -1 for isolated ones (one lookup an entry, not two). Only the clusters
+    below ``conn.shape[1]`` have a row (the others keep their part)."""
     nloc = offs.shape[0] - 1
     runs = conn.shape[0]
+    rows = conn.shape[1]
     for t in prange(runs):
         lo = nloc * t // runs
         hi = nloc * (t + 1) // runs
         ahead = offs[hi]
         for i in range(lo, hi):
             c = cl[first + i]
-            if c < 0:
+            if c < 0 or c >= rows:
                 continue
             for j in range(offs[i], offs[i + 1]):
                 if j + PREFETCH_DISTANCE < ahead:
@@ -356,9 +358,11 @@ def cluster_part_moved(first, offs, nbrs, cl, before, cpart, delta):
     cluster holds one entry for every entry to y in its neighbours' lists (the stream holds both
     directions), so each clustered neighbour's cluster has one entry fewer to y's old part and one
     more to its new one. Integers: the counts plus the change equal a recount, and only the moved
-    clusters' lists are scanned."""
+    clusters' lists are scanned. Rows as :func:`cluster_part_entries`: the clusters below
+    ``delta.shape[1]``."""
     nloc = offs.shape[0] - 1
     runs = delta.shape[0]
+    rows = delta.shape[1]
     for t in prange(runs):
         lo = nloc * t // runs
         hi = nloc * (t + 1) // runs
@@ -372,7 +376,7 @@ def cluster_part_moved(first, offs, nbrs, cl, before, cpart, delta):
                 if j + PREFETCH_DISTANCE < offs[i + 1]:
                     prefetch_row(cl, nbrs[j + PREFETCH_DISTANCE])
                 cu = cl[nbrs[j]]
-                if cu >= 0:
+                if 0 <= cu < rows:
                     delta[t, cu, a] -= 1
                     delta[t, cu, b] += 1
 

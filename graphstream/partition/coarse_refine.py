@@ -23,8 +23,9 @@ reported apart as ``undirected_halo_rf``):
    on a large coarse graph (:mod:`.coarse_solvers`), then ``cluster_passes``
    stream passes moving whole clusters to the part holding most of their
    neighbours in the full graph (the coarse graph may have lost most of its
-   edges to the bound: on R-MAT this pass is worth 6% of RF); isolated nodes
-   fill the least loaded parts;
+   edges to the bound: on R-MAT this pass is worth 6% of RF; past
+   ``MAX_CLUSTER_PART_ENTRIES`` clusters x parts, the clusters with the most
+   entries only); isolated nodes fill the least loaded parts;
 5. ``refine_passes`` re-streaming refinement sweeps of ``refine_rounds``
    synchronous rounds under the hard cap ``balance * n / k`` owned nodes a
    part: a node moves to the neighbouring part where (halo it adds) - (halo
@@ -53,7 +54,8 @@ the proposals of one round), owner (4, and 4 more for the balanced one kept
 during the loose phase; in step 4, 1 per trial instead, 2 from 128 parts), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
 (at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
-bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables),
+bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables; past it, 12 bytes a
+cluster to number the heaviest first),
 one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 """
 from __future__ import annotations
@@ -283,6 +285,12 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
         tries = attempts(solvers, seed, cfg.coarse_trials)
+        # the solver's graph keeps the clusters' ids; past the moves' table bound the clusters with the
+        # most entries are renumbered first (every trial's parts renumbered with them below)
+        renumbered = heaviest_first(cl, cloads, k) if cfg.cluster_passes else None
+        if renumbered is not None:
+            heavy_order, cloads = renumbered
+            csizes = cloads[K.NODES]
         # every trial's parts side by side, so one read of the stream judges them all (R-MAT s21, k = 32:
         # three trials 0.6 s against 1.1-1.3 s one at a time); int8 up to 127 parts, int16 to MAX_PARTS:
         # three trials in less than the 4-byte owner and trial arrays they replace
@@ -292,6 +300,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # the later trials are solved in child processes while this one moves the first one's clusters
         with solved_ahead(tries, graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
             for i, cpart in distinct_solutions(solve_attempt, cfg.coarse_trials):
+                if renumbered is not None:
+                    cpart = cpart[heavy_order]
                 if cfg.cluster_passes:
                     cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
                                                             cfg.cluster_passes, cfg.block_entries)[1]
@@ -445,21 +455,19 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     """Whole clusters moved to the part holding most of their neighbours on the full graph (the coarse
     graph the solver saw may have lost edges), up to ``passes`` stream passes, a part's sum of
     ``csizes`` (the clusters' nodes, or entries) kept under ``cap``; returns the moves and the passes
-    run."""
-    if len(csizes) * k > MAX_CLUSTER_PART_ENTRIES:
-        log(f"coarse-refine: {len(csizes)} clusters x {k} parts is too many counters to move whole clusters; "
-            "skipped")
-        return 0, 0
+    run. Only the clusters numbered below ``MAX_CLUSTER_PART_ENTRIES // k`` move (all of them up to
+    that many; past it :func:`heaviest_first` numbers the clusters with the most entries first)."""
+    rows = min(len(csizes), MAX_CLUSTER_PART_ENTRIES // k)
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
     # a table per thread while they fit in the bound, the first one the counts themselves (its thread
     # counts, or adds its changes, straight into them); the others are added to it in place: no table
     # more, nor a temporary sum, which made this step the partition's peak (R-MAT s22, k = 32: 678 ->
     # 548 MiB in this step)
-    runs = max(1, min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (len(csizes) * k)))
-    tables = np.zeros((runs, len(csizes), k), dtype=np.int32)
+    runs = max(1, min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (rows * k)))
+    tables = np.zeros((runs, rows, k), dtype=np.int32)
     conn = tables[0]
     node_part = np.full(len(cl), -1, dtype=np.int32)
-    gain = np.empty(len(cpart), dtype=np.int64)
+    gain = np.empty(rows, dtype=np.int64)
     total = 0
     done = 0
     before = None
@@ -489,6 +497,25 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         if moved == 0:
             break
     return total, done
+
+
+def heaviest_first(cl: np.ndarray, cloads: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Past the bound of the whole-cluster moves' table (clusters x parts), the clusters renumbered by
+    their entries, most first, so that the moves take the ones with the most to gain (:func:`cluster_refine`):
+    ``cl`` in place, and the loads in the new order; with the new id's old id (to renumber the solver's
+    parts: ``cpart[order]``). None (nothing changed) within the bound.
+
+    R-MAT s26, k = 16: 7.9M clusters x 16 parts is twice the bound; without this the moves were skipped
+    there, which the solver's coarse graph (2^18 of its edges) cannot make up for."""
+    if cloads.shape[1] * k <= MAX_CLUSTER_PART_ENTRIES:
+        return None
+    order = np.argsort(-cloads[K.ENTRIES], kind="stable")
+    rank = np.empty(len(order), dtype=cl.dtype)
+    rank[order] = np.arange(len(order), dtype=cl.dtype)
+    K.project_parts(cl, rank, cl)   # in place: each node reads and writes its own slot
+    log(f"coarse-refine: {cloads.shape[1]} clusters x {k} parts: only the {MAX_CLUSTER_PART_ENTRIES // k} "
+        "with the most entries move whole")
+    return order, cloads[:, order]
 
 
 def _solver_weights(weights: np.ndarray) -> np.ndarray:
