@@ -54,8 +54,8 @@ the proposals of one round), owner (4, and 4 more for the balanced one kept
 during the loose phase; in step 4, 1 per trial instead, 2 from 128 parts), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
 (at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
-bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables; past it, 12 bytes a
-cluster to number the heaviest first),
+bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables; past it, about 32
+bytes a cluster to number the heaviest first: the order, the ranks, the loads and a trial's parts renumbered),
 one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 """
 from __future__ import annotations
