@@ -457,7 +457,7 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     ``csizes`` (the clusters' nodes, or entries) kept under ``cap``; returns the moves and the passes
     run. Only the clusters numbered below ``MAX_CLUSTER_PART_ENTRIES // k`` move (all of them up to
     that many; past it :func:`heaviest_first` numbers the clusters with the most entries first)."""
-    rows = min(len(csizes), MAX_CLUSTER_PART_ENTRIES // k)
+    rows = _cluster_rows(len(csizes), k)
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
     # a table per thread while they fit in the bound, the first one the counts themselves (its thread
     # counts, or adds its changes, straight into them); the others are added to it in place: no table
@@ -507,15 +507,21 @@ def heaviest_first(cl: np.ndarray, cloads: np.ndarray, k: int) -> tuple[np.ndarr
 
     R-MAT s26, k = 16: 7.9M clusters x 16 parts is twice the bound; without this the moves were skipped
     there, which the solver's coarse graph (2^18 of its edges) cannot make up for."""
-    if cloads.shape[1] * k <= MAX_CLUSTER_PART_ENTRIES:
+    num_clusters = cloads.shape[1]
+    rows = _cluster_rows(num_clusters, k)
+    if rows == num_clusters:
         return None
     order = np.argsort(-cloads[K.ENTRIES], kind="stable")
     rank = np.empty(len(order), dtype=cl.dtype)
     rank[order] = np.arange(len(order), dtype=cl.dtype)
     K.project_parts(cl, rank, cl)   # in place: each node reads and writes its own slot
-    log(f"coarse-refine: {cloads.shape[1]} clusters x {k} parts: only the {MAX_CLUSTER_PART_ENTRIES // k} "
-        "with the most entries move whole")
+    log(f"coarse-refine: {num_clusters} clusters x {k} parts: only the {rows} with the most entries move whole")
     return order, cloads[:, order]
+
+
+def _cluster_rows(num_clusters: int, k: int) -> int:
+    """The clusters the whole-cluster moves' table holds a row for (the first ones by number)."""
+    return min(num_clusters, MAX_CLUSTER_PART_ENTRIES // k)
 
 
 def _solver_weights(weights: np.ndarray) -> np.ndarray:
