@@ -502,15 +502,16 @@ def test_whole_cluster_moves_run_past_the_table_bound(tmp_path, monkeypatch):
     assert sizes.sum() == n and sizes.max() <= int(1.05 * n / 8)
 
 
-@pytest.mark.parametrize("runs", [1, 2, 3])
-def test_cluster_part_counts_of_the_threads_tables_equal_a_plain_count(tmp_path, runs):
-    """The threads' cluster x part tables (a run of nodes each) add up to what one plain loop counts,
-    and the counts brought up to date after moves equal a recount."""
+@pytest.mark.parametrize("lanes", [1, 2, 4])
+def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, lanes):
+    """The cluster x part table counted by lanes of rows (each lane its own clusters) equals what one
+    plain loop counts, and the counts brought up to date after moves equal a recount, whatever the
+    lanes; only the clusters below the table's rows are counted."""
     from graphstream.partition import _coarse_kernels as K
     from graphstream.partition.vertex_stream import build_vertex_stream
 
     rng = np.random.default_rng(5)
-    n, k, num_clusters = 2000, 6, 90
+    n, k, num_clusters = 2000, 6, 300   # more clusters than a lane's run of 64 ids
     src = (rng.pareto(1.1, 15000) * 20).astype(np.int64) % (n - 50)   # skewed, the last 50 nodes isolated
     dst = rng.integers(0, n - 50, 15000)
     src[:40] = dst[:40]   # self-loops
@@ -531,23 +532,19 @@ def test_cluster_part_counts_of_the_threads_tables_equal_a_plain_count(tmp_path,
                     np.add.at(want[cl[u]], node_part[ys][node_part[ys] >= 0], 1)
         return want
 
-    tables = np.zeros((runs, num_clusters, k), dtype=np.int32)
-    node_part = np.full(n, -1, dtype=np.int32)
-    K.project_parts(cl, before, node_part)
-    for blk in vs.blocks(1 << 9):   # several blocks: the counts add up across calls
-        K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, tables)
-    conn = tables.sum(axis=0)
-    np.testing.assert_array_equal(conn, plain(before))
-    tables[:] = 0
-    for blk in vs.blocks(1 << 9):
-        K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, tables)
-    np.testing.assert_array_equal(conn + tables.sum(axis=0), plain(after))
-    # cluster_gains: the tables summed into the first, the others zeroed, and each cluster's gain
-    gain = np.empty(num_clusters, dtype=np.int64)
-    K.cluster_gains(tables, after, gain)
-    counts_after = tables[0].copy()
-    assert not tables[1:].any()
-    np.testing.assert_array_equal(gain, counts_after.max(axis=1) - counts_after[np.arange(num_clusters), after])
+    for rows in (num_clusters, 200):   # every cluster a row; the first 200 only (the table's bound)
+        conn = np.zeros((rows, k), dtype=np.int32)
+        node_part = np.full(n, -1, dtype=np.int32)
+        K.project_parts(cl, before, node_part)
+        for blk in vs.blocks(1 << 9):   # several blocks: the counts add up across calls
+            K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn, lanes)
+        np.testing.assert_array_equal(conn, plain(before)[:rows])
+        for blk in vs.blocks(1 << 9):
+            K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, conn, lanes)
+        np.testing.assert_array_equal(conn, plain(after)[:rows])
+        gain = np.empty(rows, dtype=np.int64)
+        K.cluster_gains(conn, after[:rows], gain)
+        np.testing.assert_array_equal(gain, conn.max(axis=1) - conn[np.arange(rows), after[:rows]])
 
 
 @pytest.mark.parametrize("halo", [False, True])

@@ -23,6 +23,7 @@ on the thread count or on how a round is cut into blocks or tasks.
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -325,60 +326,79 @@ def project_parts(cl, cpart, owner):
 
 # -- step 4b: whole clusters moved on the full graph ---------------------------------------------
 
+# Lanes (the whole-cluster moves' counts, refine_apply): a row y belongs to lane (y >> LANE_SHIFT) mod
+# lanes, so the 64 nodes of a lane's run share one cache line of ``stale`` and one word of the hub
+# bitmap, and two threads rarely write the same line
+LANE_SHIFT = 6
+LANE_RUN = 1024   # entries of a moved node's list a lane sorts out at a time (4-8 KiB)
+
+
+def thread_lanes() -> int:
+    """How many lanes the kernels split by rows run: a power of two, at most numba's threads."""
+    return 1 << (numba.get_num_threads().bit_length() - 1)
+
+
 @njit(cache=True, parallel=True)
-def cluster_part_entries(first, offs, nbrs, cl, node_part, conn):
-    """``conn[t, c, p]`` += entries from the block's nodes of cluster c to nodes of part p, the block
-    cut into ``conn.shape[0]`` runs of nodes counted in parallel, each into its own table (the caller
-    sums them: integers, so the sum is the same whatever the cut). ``node_part``: the clusters' parts
-    projected on the nodes, -1 for isolated ones (one lookup an entry, not two). Only the clusters
-    below ``conn.shape[1]`` have a row (the others keep their part)."""
+def cluster_part_entries(first, offs, nbrs, cl, node_part, conn, lanes):
+    """``conn[c, p]`` += entries from the block's nodes of cluster c to nodes of part p. ``node_part``:
+    the clusters' parts projected on the nodes, -1 for isolated ones (one lookup an entry, not two).
+    Only the clusters below ``conn.shape[0]`` have a row (the others keep their part).
+
+    One table, split by rows: ``lanes`` (a power of two) threads each count the nodes of the clusters
+    of their own lane (runs of ``2^LANE_SHIFT`` cluster ids) and skip the others, so no two threads
+    write one row and each list is read once. A table per thread, summed after, held ``threads`` x
+    clusters x parts counters (R-MAT s22, k = 32: 121 MB for two, the partition's peak), and past
+    half the tables' bound it left one thread to count alone (R-MAT s25-s26)."""
     nloc = offs.shape[0] - 1
-    runs = conn.shape[0]
-    rows = conn.shape[1]
-    for t in prange(runs):
-        lo = nloc * t // runs
-        hi = nloc * (t + 1) // runs
-        ahead = offs[hi]
-        for i in range(lo, hi):
+    rows = conn.shape[0]
+    mask = lanes - 1
+    ahead = offs[nloc]
+    for lane in prange(lanes):
+        for i in range(nloc):
             c = cl[first + i]
-            if c < 0 or c >= rows:
+            if c < 0 or c >= rows or (c >> LANE_SHIFT) & mask != lane:
                 continue
             for j in range(offs[i], offs[i + 1]):
                 if j + PREFETCH_DISTANCE < ahead:
                     prefetch_row(node_part, nbrs[j + PREFETCH_DISTANCE])
                 p = node_part[nbrs[j]]
                 if p >= 0:
-                    conn[t, c, p] += 1
+                    conn[c, p] += 1
 
 
 @njit(cache=True, parallel=True)
-def cluster_part_moved(first, offs, nbrs, cl, before, cpart, delta):
-    """The change of :func:`cluster_part_entries`'s counts after clusters moved from ``before`` to
-    ``cpart``, into ``delta[t]`` as that kernel cuts the block: the list of a node y of a moved
-    cluster holds one entry for every entry to y in its neighbours' lists (the stream holds both
-    directions), so each clustered neighbour's cluster has one entry fewer to y's old part and one
-    more to its new one. Integers: the counts plus the change equal a recount, and only the moved
-    clusters' lists are scanned. Rows as :func:`cluster_part_entries`: the clusters below
-    ``delta.shape[1]``."""
+def cluster_part_moved(first, offs, nbrs, cl, before, cpart, conn, lanes):
+    """:func:`cluster_part_entries`'s counts brought up to date after clusters moved from ``before`` to
+    ``cpart``: the list of a node y of a moved cluster holds one entry for every entry to y in its
+    neighbours' lists (the stream holds both directions), so each clustered neighbour's cluster has
+    one entry fewer to y's old part and one more to its new one. Integers: the counts plus the change
+    equal a recount, and only the moved clusters' lists are scanned. Rows as
+    :func:`cluster_part_entries`; the rows a change goes to are the neighbours' clusters, so the
+    ``lanes`` threads each read every moved list and update the rows of their own lane, gathered a
+    run at a time without a branch an entry (as :func:`refine_apply`)."""
     nloc = offs.shape[0] - 1
-    runs = delta.shape[0]
-    rows = delta.shape[1]
-    for t in prange(runs):
-        lo = nloc * t // runs
-        hi = nloc * (t + 1) // runs
-        for i in range(lo, hi):
+    rows = conn.shape[0]
+    mask = lanes - 1
+    for lane in prange(lanes):
+        mine = np.empty(LANE_RUN, dtype=cl.dtype)
+        for i in range(nloc):
             c = cl[first + i]
             if c < 0 or before[c] == cpart[c]:
                 continue
             a = before[c]
             b = cpart[c]
-            for j in range(offs[i], offs[i + 1]):
-                if j + PREFETCH_DISTANCE < offs[i + 1]:
-                    prefetch_row(cl, nbrs[j + PREFETCH_DISTANCE])
-                cu = cl[nbrs[j]]
-                if 0 <= cu < rows:
-                    delta[t, cu, a] -= 1
-                    delta[t, cu, b] += 1
+            for lo in range(offs[i], offs[i + 1], LANE_RUN):
+                hi = min(lo + LANE_RUN, offs[i + 1])
+                m = 0
+                for j in range(lo, hi):
+                    if j + PREFETCH_DISTANCE < hi:
+                        prefetch_row(cl, nbrs[j + PREFETCH_DISTANCE])
+                    cu = cl[nbrs[j]]
+                    mine[m] = cu
+                    m += (cu >= 0) & (cu < rows) & ((cu >> LANE_SHIFT) & mask == lane)
+                for q in range(m):
+                    conn[mine[q], a] -= 1
+                    conn[mine[q], b] += 1
 
 
 @njit(cache=True)
@@ -393,22 +413,13 @@ def moved_entries(cl, offsets, before, cpart):
 
 
 @njit(cache=True, parallel=True)
-def cluster_gains(tables, cpart, gain):
-    """The threads' tables summed into the first (``tables[0]``, the counts) and the others zeroed for
-    the next pass, and ``gain[c]`` = the most entries of cluster c in one part less those in its own;
-    one parallel pass over the clusters' rows where numpy made four over the tables (a sum, a zeroing,
-    a max and a gather)."""
-    conn = tables[0]
+def cluster_gains(conn, cpart, gain):
+    """``gain[c]`` = the most entries of cluster c in one part less those in its own."""
     k = conn.shape[1]
     for c in prange(conn.shape[0]):
         best = 0
         for p in range(k):
-            x = conn[c, p]
-            for t in range(1, tables.shape[0]):
-                x += tables[t, c, p]
-                tables[t, c, p] = 0
-            conn[c, p] = x
-            best = max(best, x)
+            best = max(best, conn[c, p])
         gain[c] = best - conn[c, cpart[c]]
 
 
@@ -899,13 +910,6 @@ def refine_accept(nodes, targets, kinds, owner, offsets, counters, load, caps, m
         moved_to[m] = b
         m += 1
     return m
-
-
-# refine_apply's lanes: a neighbour y belongs to lane (y >> LANE_SHIFT) mod lanes, so the 64 nodes of a
-# lane's run share one cache line of ``stale`` and one word of the hub bitmap, and two threads rarely write
-# the same line
-LANE_SHIFT = 6
-LANE_RUN = 1024   # entries of a moved node's list a lane sorts out at a time (4-8 KiB)
 
 
 @njit(cache=True, parallel=True)

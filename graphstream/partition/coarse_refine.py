@@ -459,13 +459,8 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     that many; past it :func:`heaviest_first` numbers the clusters with the most entries first)."""
     rows = _cluster_rows(len(csizes), k)
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
-    # a table per thread while they fit in the bound, the first one the counts themselves (its thread
-    # counts, or adds its changes, straight into them); the others are added to it in place: no table
-    # more, nor a temporary sum, which made this step the partition's peak (R-MAT s22, k = 32: 678 ->
-    # 548 MiB in this step)
-    runs = max(1, min(numba.get_num_threads(), MAX_CLUSTER_PART_ENTRIES // (rows * k)))
-    tables = np.zeros((runs, rows, k), dtype=np.int32)
-    conn = tables[0]
+    conn = np.zeros((rows, k), dtype=np.int32)   # one table, its rows split between the threads
+    lanes = K.thread_lanes()
     node_part = np.full(len(cl), -1, dtype=np.int32)
     gain = np.empty(rows, dtype=np.int64)
     total = 0
@@ -484,10 +479,10 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
             conn[:] = 0
         for blk in vs.blocks(block_entries):
             if recount:
-                K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, tables)
+                K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn, lanes)
             else:
-                K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, tables)
-        K.cluster_gains(tables, cpart, gain)   # the other tables zeroed for the next pass
+                K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, conn, lanes)
+        K.cluster_gains(conn, cpart, gain)
         done += 1
         order = np.flatnonzero(gain > 0)
         order = order[np.argsort(-gain[order], kind="stable")]   # gain, then cluster id

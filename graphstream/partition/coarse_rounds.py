@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from .._atomic import allocated_memmap
@@ -514,7 +513,7 @@ def _apply_moves(vs: VertexStream, node: np.ndarray, moved_from: np.ndarray, mov
     start = int(node[0]) // SEGMENT * SEGMENT
     bounds = [(lo, hi) for lo, hi in vs.aligned_bounds(start, int(node[-1]) + 1, block_entries, SEGMENT)
               if np.searchsorted(node, lo) < np.searchsorted(node, hi)]
-    lanes = 1 << (numba.get_num_threads().bit_length() - 1)   # a power of two, at most the threads
+    lanes = K.thread_lanes()
     for blk in vs.ranges(bounds):
         i, j = np.searchsorted(node, (blk.first, blk.stop))
         K.refine_apply(blk.first, blk.offsets, blk.neighbours, node[i:j], moved_from[i:j], moved_to[i:j],
