@@ -472,8 +472,11 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         # k = 32: a trial's four passes 1.2-1.6 -> 0.95 s, the same moves). A change costs two updates of
         # random rows an entry, a recount one of the node's own row: 16-21 ns against 5 ns an entry (R-MAT
         # s21 and s24), so past a quarter the recount is cheaper (s24, k = 16: the second pass, 38% of
-        # the entries, 4.3 s as a change, 2.7-3.1 s recounted)
-        recount = before is None or 4 * K.moved_entries(cl, vs.offsets, before, cpart) > vs.num_entries
+        # the entries, 4.3 s as a change, 2.7-3.1 s recounted). Every lane reads every moved list (the
+        # rows a change goes to are the neighbours'), where a recount reads each list once in all, so with
+        # more lanes than two the change must be smaller still (a bound by that reasoning, not measured)
+        limit = max(4, 2 * lanes)
+        recount = before is None or limit * K.moved_entries(cl, vs.offsets, before, cpart) > vs.num_entries
         if recount:
             K.project_parts(cl, cpart, node_part)
             conn[:] = 0
