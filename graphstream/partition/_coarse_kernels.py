@@ -326,9 +326,10 @@ def project_parts(cl, cpart, owner):
 
 # -- step 4b: whole clusters moved on the full graph ---------------------------------------------
 
-# Lanes (the whole-cluster moves' counts, refine_apply): a row y belongs to lane (y >> LANE_SHIFT) mod
-# lanes, so the 64 nodes of a lane's run share one cache line of ``stale`` and one word of the hub
-# bitmap, and two threads rarely write the same line
+# Lanes, for kernels whose threads split the rows they write (the whole-cluster moves' table by cluster,
+# refine_apply's counters by node): row y belongs to lane (y >> LANE_SHIFT) mod lanes, so a lane owns
+# runs of 64 rows (in refine_apply, 64 nodes share one cache line of ``stale`` and one word of the hub
+# bitmap) and two threads rarely write the same cache line
 LANE_SHIFT = 6
 LANE_RUN = 1024   # entries of a moved node's list a lane sorts out at a time (4-8 KiB)
 
