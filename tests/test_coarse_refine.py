@@ -428,7 +428,7 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
 @pytest.mark.parametrize("threads,bound", [(1, None), (2, None), (2, 100 * 8)])
 def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, threads, bound):
     """Whole-cluster passes that count only the moved clusters' change give the moves of full recounts
-    (R-MAT-like skew, self-loops and isolated nodes included; one table or one a thread; with a table
+    (R-MAT-like skew, self-loops and isolated nodes included; one lane or two; with a table
     bound below the clusters, only the clusters numbered below it move)."""
     import numba
 

@@ -54,7 +54,7 @@ the proposals of one round), owner (4, and 4 more for the balanced one kept
 during the loose phase; in step 4, 1 per trial instead, 2 from 128 parts), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
 (at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
-bytes each, at most ``MAX_CLUSTER_PART_ENTRIES`` for the counts and the threads' tables; past it, about 32
+bytes each, one table whose rows the threads split, at most ``MAX_CLUSTER_PART_ENTRIES``; past it, about 32
 bytes a cluster to number the heaviest first: the order, the ranks, the loads and a trial's parts renumbered),
 one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 """
@@ -461,6 +461,10 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
     conn = np.zeros((rows, k), dtype=np.int32)   # one table, its rows split between the threads
     lanes = K.thread_lanes()
+    # Every lane reads every moved list (the rows a change goes to are the neighbours'), where a recount
+    # reads each list once in all, so with more lanes than two the change must be smaller still (a bound
+    # by that reasoning, not measured)
+    limit = max(4, 2 * lanes)
     node_part = np.full(len(cl), -1, dtype=np.int32)
     gain = np.empty(rows, dtype=np.int64)
     total = 0
@@ -468,14 +472,12 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     before = None
     while done < passes:
         # after moves, only the change the moved clusters make is counted, from their lists alone, unless
-        # they hold more than a quarter of the entries: integers, the same counts as a recount (R-MAT s21,
+        # they hold more than 1 / ``limit`` of the entries (a quarter up to two lanes): integers, the same
+        # counts as a recount (R-MAT s21,
         # k = 32: a trial's four passes 1.2-1.6 -> 0.95 s, the same moves). A change costs two updates of
         # random rows an entry, a recount one of the node's own row: 16-21 ns against 5 ns an entry (R-MAT
         # s21 and s24), so past a quarter the recount is cheaper (s24, k = 16: the second pass, 38% of
-        # the entries, 4.3 s as a change, 2.7-3.1 s recounted). Every lane reads every moved list (the
-        # rows a change goes to are the neighbours'), where a recount reads each list once in all, so with
-        # more lanes than two the change must be smaller still (a bound by that reasoning, not measured)
-        limit = max(4, 2 * lanes)
+        # the entries, 4.3 s as a change, 2.7-3.1 s recounted)
         recount = before is None or limit * K.moved_entries(cl, vs.offsets, before, cpart) > vs.num_entries
         if recount:
             K.project_parts(cl, cpart, node_part)
