@@ -156,6 +156,26 @@ def test_build_and_export_identical_for_any_worker_count(datasets, dask_client, 
     assert not [p for p in tmp_path.rglob(".*") if p.name != ".lock"]   # no staging folder or shard left
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
+def test_degree_rows_equal_numpy_indexing(tmp_path, chunk):
+    """A part's degrees read a chunk at a time (inner ids, then halo ids: two ascending runs, which may
+    share chunks, skip some, or be empty) are the array indexed whole."""
+    import zarr
+
+    from graphstream.assemble.distributed import DegreeRows
+    rng = np.random.default_rng(chunk)
+    degree = rng.integers(0, 1 << 40, 300)
+    array = zarr.create_array(tmp_path / "d.zarr", shape=(300,), chunks=(chunk,), dtype=np.int64, fill_value=0,
+                              compressors=None)
+    array[:] = degree
+    rows = DegreeRows(str(tmp_path / "d.zarr"))
+    inner = np.sort(rng.choice(np.arange(40, 200), 30, replace=False))
+    halo = np.sort(rng.choice(300, 50, replace=False))
+    for ids in (np.concatenate([inner, halo]), inner, halo[:0], np.array([299, 0]), np.arange(300)):
+        got = rows[ids]
+        assert got.dtype == np.int64 and np.array_equal(got, degree[ids]), ids
+
+
 def test_cli_partition_out_on_a_cluster(datasets, dask_client, tmp_path, capsys):
     """The CLI path (on the session's cluster through --scheduler, rather than a cluster of its own):
     --json reports the cluster and the workers' peak RSS."""

@@ -73,7 +73,7 @@ from .csr import (
     local_map,
     parts_to_cut,
 )
-from .features import gather_node_data
+from .features import ascending_runs, gather_node_data
 from .spill import Spill, SpillSet, inner_bits, mark_reach, route_edges, route_hop
 
 if TYPE_CHECKING:
@@ -99,6 +99,35 @@ class Routed:
 
     def spill_set(self, id_dtype: np.dtype) -> SpillSet:
         return SpillSet(tuple(Spill(Path(f), id_dtype, row) for f, row in zip(self.folders, self.pairs, strict=True)))
+
+
+class DegreeRows:
+    """The summed degree array indexed by a part's node ids (ascending runs: inner, then halo), a chunk at
+    a time: each chunk touched is read once, sliced, and indexed in memory. Zarr's own coordinate
+    selection of the same ids sorts them and took 0.70 s of a 6.0 s parts pass (R-MAT s22, k = 8, one
+    worker); this, with the array stored uncompressed, 0.02-0.04 s a part of 1.9M ids."""
+
+    def __init__(self, path: str):
+        self.array = zarr.open_array(path, mode="r")
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        out = np.empty(len(ids), dtype=self.array.dtype)
+        runs = ascending_runs(ids)
+        if not runs:
+            return out
+        chunk = self.array.chunks[0]
+        first = min(int(ids[a]) for a, _ in runs) // chunk
+        last = max(int(ids[b - 1]) for _, b in runs) // chunk
+        edges = np.arange(first, last + 2, dtype=np.int64) * chunk
+        cuts = [a + np.searchsorted(ids[a:b], edges) for a, b in runs]   # each run's ids in each chunk
+        for c in range(last - first + 1):
+            spans = [(int(cut[c]), int(cut[c + 1])) for cut in cuts if cut[c] < cut[c + 1]]
+            if spans:
+                start = int(edges[c])
+                rows = self.array[start:start + chunk]
+                for i, j in spans:
+                    out[i:j] = rows[ids[i:j] - start]
+        return out
 
 
 # -- tasks (module level: pickled by reference) ---------------------------------------------------
@@ -166,8 +195,8 @@ def build_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirecte
         dtype = np.dtype(id_dtype)
         spill = routed.spill_set(dtype)
         inner = np.flatnonzero(np.load(owner_path, mmap_mode="r") == p)
-        degree = zarr.open_array(routed.degree_path, mode="r")
-        build_part_csr(spill, p, inner, undirected, Scratch.create(num_nodes, dtype), tmp, degree, config)
+        build_part_csr(spill, p, inner, undirected, Scratch.create(num_nodes, dtype), tmp,
+                       DegreeRows(routed.degree_path), config)
         t1 = time.perf_counter()
         if node_data is not None:
             gather_node_data(node_data, np.load(tmp / "global_ids.npy"), tmp, config.gather_bytes)
@@ -203,7 +232,7 @@ def layout_part(p: int, routed: Routed, owner_path: str, id_dtype: str, undirect
         try:
             inner = np.flatnonzero(np.load(owner_path, mmap_mode="r") == p)
             lay_out_part(routed.spill_set(dtype), p, inner, undirected, Scratch.create(num_nodes, dtype),
-                         zarr.open_array(routed.degree_path, mode="r"), tmp, config)
+                         DegreeRows(routed.degree_path), tmp, config)
             publish_dir(tmp, split)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -277,8 +306,9 @@ def route_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: in
     folders = tuple(str(work / f"route-{i:05d}") for i in range(len(ranges)))
     degree_path = str(work / DEGREE_ARRAY)
     n = store.num_nodes
+    # uncompressed: every part task reads the chunks its nodes fall in (DegreeRows), most of them at R-MAT's spread
     zarr.create_array(degree_path, shape=(n,), chunks=(min(DEGREE_CHUNK, max(1, n)),), dtype=np.int64,
-                      fill_value=0, overwrite=True)
+                      fill_value=0, overwrite=True, compressors=None)
     run_tasks(client, "build: degrees", sum_degrees,
               split_range(n, task_count(client), align=DEGREE_CHUNK), folders=folders, degree_path=degree_path)
     return Routed(folders, np.asarray(pairs, dtype=np.int64).reshape(len(ranges), k), degree_path)

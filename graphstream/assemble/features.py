@@ -89,14 +89,14 @@ def gather_node_data(node_data: NodeData, global_ids: np.ndarray, part_dir: Path
     ``global_ids`` is a concatenation of ascending runs (inner, halo); each run
     is gathered in one sweep of increasing offsets.
     """
-    runs = _ascending_runs(global_ids)
+    runs = ascending_runs(global_ids)
     for name, array in node_data.arrays.items():
         with NpyWriter(part_dir / f"{name}.npy", array.dtype, (len(global_ids),) + array.row_shape) as writer:
             for a, b in runs:
                 gather_rows(array, global_ids[a:b], writer, window_bytes)
 
 
-def _ascending_runs(ids: np.ndarray) -> list[tuple[int, int]]:
+def ascending_runs(ids: np.ndarray) -> list[tuple[int, int]]:
     """Bounds of the maximal strictly ascending runs of ``ids``."""
     if len(ids) == 0:
         return []
