@@ -126,21 +126,20 @@ INGEST_EDGES_PER_S = {"text": 12.4e6, "npy": 30.9e6, "parquet": 12.4e6}
 # Partitioners, end to end (degree, main and owner passes): R-MAT scale 24, k=32
 # (docs/partitioners.md, "Scale 24" tables: spring 10.5M, 2ps-l 2.0M, hdrf 2.32M, dbh 6.6M, hash
 # (edge) 11.7M; hash (vertex) needs only a degree pass, 22.0M edges/s, docs/store.md);
-# coarse-refine 1257.3 s for 1.07B edges at scale 26, k=16, with the refinement's loose phase
-# (docs/format.md, "With the default partitioner", 2026-11-26): 0.85M edges/s. The version after it
-# (the owner in the counters' rows) was 1.15x faster at scale 24 and was not run at scale 26: the
-# figure measured at the largest scale is kept.
-PARTITION_EDGES_PER_S = {"coarse-refine": 0.85e6, "spring": 10.5e6, "2ps-l": 2.0e6, "hdrf": 2.32e6,
+# coarse-refine 1.87M edges/s: 574.0 s for 1.07B edges at scale 26, k=16, the slower of the two runs of
+# the current default (558.9 s on 2026-11-28, 574.0 s on 2026-11-29; docs/format.md, "Scale 26 on the
+# faster EPYC"). It was 0.85M (1257.3 s, 2026-11-26) before the hubs-first order, one loose sweep and the
+# whole-cluster moves past their table's bound.
+PARTITION_EDGES_PER_S = {"coarse-refine": 1.87e6, "spring": 10.5e6, "2ps-l": 2.0e6, "hdrf": 2.32e6,
                          "dbh": 6.6e6, "hash": 22.0e6}
 # The quality-metric pass that `partition` runs after the partitioner: one streamed pass
 # (streaming read + degree pass, 22.0M edges/s at scale 20, docs/store.md).
 METRICS_EDGES_PER_S = 22.0e6
-# Build (route + CSR): 3.20M edges/s at scale 26 with the threaded route and the bucketed CSR pass
-# (335.5 s, coarse-refine's parts, edge balance 10.3; docs/format.md, "Scale 26 with the bucketed CSR
-# pass", 2026-11-27). That run was on a 2-core Intel Xeon, slower than the EPYC of the other rates
-# (0.49M against 0.85M edges/s on coarse-refine), so this figure errs long. Before those two changes:
-# 0.74M at scale 24 and 1.13-1.47M at scale 26 on the EPYC.
-BUILD_EDGES_PER_S = 3.2e6
+# Build (route + CSR): 6.16M edges/s at scale 26, coarse-refine's 16 parts (174.4 s, edge balance 9.6;
+# the slower of the runs of 2026-11-28 and 2026-11-29, 166.2 s; docs/format.md, "Scale 26 on the faster
+# EPYC"). It was 3.20M (335.5 s) on a 2-core Intel Xeon, 2026-11-27, and 0.74M at scale 24 before the
+# threaded route and the bucketed CSR pass.
+BUILD_EDGES_PER_S = 6.16e6
 # Feature split: bound by the disk's write rate, 0.27 GB/s (docs/format.md).
 FEATURE_SPLIT_BYTES_PER_S = 0.27e9
 
