@@ -84,18 +84,26 @@ INGEST_RSS = 350 * MB
 RELABEL_BYTES_PER_NODE = 40
 # Partitioners: bytes per node above BASE_RSS, from the peak RSS of R-MAT scale 24 (16.7M nodes,
 # docs/partitioners.md, "Scale 24" tables: spring 0.94 GB, 2ps-l 1.02, hdrf/dbh/hash (edge) 0.99,
-# hash (vertex) 0.55) and scale 26 for spring (docs/format.md: 4.75 GB at 67M nodes, 67 B/node);
-# coarse-refine at scale 22, k=32 (docs/partition-quality.md: 571 MiB at 4.2M nodes, of which
-# k/4 = 8 B/node are refinement counters, so 70 + the counters' bytes: k/4 rounded up to 1, 2, 4
-# or a multiple of 8: counter_bytes below, which the partitioner allocates; since then 1 B/node
-# more for the nodes whose counters need a refresh, 0.19 for the hubs' bitmap and ranks, and the
-# hubs' counts: hub_table_bytes below).
+# hash (vertex) 0.55) and scale 26 for spring (docs/format.md: 4.75 GB at 67M nodes, 67 B/node).
+# coarse-refine: 53 + its counters (counter_bytes below, which the partitioner allocates) + one id for
+# the node order, plus two bounded tables that a per-node figure overstates on large graphs: the hubs'
+# counts (hub_table_bytes) and step 4's cluster x part counters (cluster_table_bytes). 53 is the least
+# that keeps every measured peak of the current default at or under the model without the trial
+# children: R-MAT s21, k = 32, 0.49 GB (2.1M nodes; the bound, fixed costs weigh most there); s22, k = 32,
+# 0.57 GB; s24, k = 16, 1.40 GB; s26, k = 16, 3.86 GB (docs/partition-quality.md, README). The model
+# with its children gives 0.62, 0.81, 1.66 and 5.04 GB on 2 cores (72 B/node and no tables gave 6.07 GB
+# at s26).
 # coarse-refine's step 4 solves its later trials' seeds in child processes (at most coarse_trials - 1
 # = 2, one per spare core), each ~120 MiB with the default coarse-graph bound whatever the graph
 # (measured at R-MAT s21, k = 32: the bound's 2^18 edges); they are counted with the step's peak.
 COARSE_TRIAL_CHILDREN = 2
 COARSE_TRIAL_CHILD_RSS = 120 * 2**20
-PARTITION_BYTES_PER_NODE = {"coarse-refine": 72, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
+PARTITION_BYTES_PER_NODE = {"coarse-refine": 53, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
+# Step 4's cluster x part counters (int32) hold at most this many entries (the partitioner reads it); label
+# propagation leaves about a cluster per 7.75-8.9 nodes on R-MAT s21-s26 (singletons included), so the
+# model takes one per 7
+MAX_CLUSTER_PART_ENTRIES = 1 << 26
+NODES_PER_CLUSTER = 7
 # Build: owner and degree (10 B/node) plus, per worker, a local map, a row counter and a halo
 # list (16 B/node per worker) plus the buffers per worker (read 64 MiB, sort 256 MiB, gather
 # 128 MiB), which small graphs do not fill: counted as at most twice the routed pairs
@@ -208,6 +216,12 @@ def hub_table_bytes(k: int) -> int:
     return 4 * max(1, min(MAX_HUBS, MAX_HUB_CELLS // k)) * k
 
 
+def cluster_table_bytes(num_nodes: int, k: int) -> int:
+    """Bytes of coarse-refine's step-4 cluster x part counters at most (a cluster per NODES_PER_CLUSTER
+    nodes, at most MAX_CLUSTER_PART_ENTRIES entries)."""
+    return 4 * min(MAX_CLUSTER_PART_ENTRIES, -(-num_nodes // NODES_PER_CLUSTER) * k)
+
+
 def store_bytes(num_edges: int, *, num_nodes: int = 0, with_time: bool = False, with_weight: bool = False,
                 id_map: bool = False) -> int:
     """Upper-end bytes of a graph store of ``num_edges`` edges."""
@@ -278,9 +292,9 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
         per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) + id_width if algo == "coarse-refine" else 0)
         scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * size.entries if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
-        # coarse-refine: its trial children and its hub table
+        # coarse-refine: its trial children, its hub table and step 4's cluster x part table
         fixed = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS + hub_table_bytes(k)
-                 if algo == "coarse-refine" else 0)
+                 + cluster_table_bytes(n, k) if algo == "coarse-refine" else 0)
         partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + fixed),
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S)
         build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),

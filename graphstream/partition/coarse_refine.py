@@ -74,6 +74,7 @@ from .._atomic import scratch_dir
 from .._report import log, phase_logger
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
+from ..estimate import MAX_CLUSTER_PART_ENTRIES
 from ..kernels.merge import collapse_sorted, merge_sorted, radix_sort
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
@@ -87,7 +88,6 @@ if TYPE_CHECKING:
     from distributed import Client
 
 ALGORITHM = "coarse-refine"
-MAX_CLUSTER_PART_ENTRIES = 1 << 26   # step 4's cluster x part counters: at most 256 MiB of int32
 COARSE_KEY_LANES = 4   # step 3's threads making blocks' keys for the one merging them (more would wait on it)
 
 
