@@ -87,11 +87,11 @@ RELABEL_BYTES_PER_NODE = 40
 # hash (vertex) 0.55) and scale 26 for spring (docs/format.md: 4.75 GB at 67M nodes, 67 B/node).
 # coarse-refine: 53 + its counters (counter_bytes below, which the partitioner allocates) + one id for
 # the node order, plus two bounded tables that a per-node figure overstates on large graphs: the hubs'
-# counts (hub_table_bytes) and step 4's cluster x part counters (cluster_table_bytes). 53 is the least
-# that keeps every measured peak of the current default at or under the model without the trial
-# children: R-MAT s21, k = 32, 0.49 GB (2.1M nodes; the bound, fixed costs weigh most there); s22, k = 32,
+# counts (hub_table_bytes) and step 4's cluster x part counters (cluster_table_bytes). 53 keeps every
+# measured peak of the current default at or under the model without the trial children (52 would
+# too, with nothing to spare at s21, where fixed costs weigh most): R-MAT s21, k = 32, 0.49 GB; s22, k = 32,
 # 0.57 GB; s24, k = 16, 1.40 GB; s26, k = 16, 3.86 GB (docs/partition-quality.md, README). The model
-# with its children gives 0.62, 0.81, 1.66 and 5.04 GB on 2 cores (72 B/node and no tables gave 6.07 GB
+# with its children gives 0.62, 0.81, 1.66 and 5.04 GB on 2 cores (72 B/node and no tables gave 6.05 GB
 # at s26).
 # coarse-refine's step 4 solves its later trials' seeds in child processes (at most coarse_trials - 1
 # = 2, one per spare core), each ~120 MiB with the default coarse-graph bound whatever the graph
