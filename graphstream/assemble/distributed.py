@@ -296,15 +296,20 @@ def finish_part(p: int, ranges: list[int], node_data: NodeData | None, folder: s
 
 # -- the client's side ------------------------------------------------------------------------------
 
+def _edge_ranges(client: Client, store: GraphStore) -> list[tuple[int, int]]:
+    """The chunk-aligned edge ranges of the route and of every halo hop: one per worker thread, as the
+    degree pass. Routing is uniform work a range, and every range costs an O(n) degree file and a spill
+    file per part (R-MAT s26 on 16 workers: 16 degree files of 268 MB, where four ranges a thread wrote
+    64 of 537 MB)."""
+    return split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
+
+
 def route_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: int, work: Path,
                      batch_size: int | None) -> Routed:
     """Stages 1 and 2: spill folders of every edge range, and the summed degree, in ``work``."""
     check_visible(client, store.path, work)
     owner_path = str(save_shard(work / OWNER_FILE, owner))
-    # one edge range per worker thread, as the degree pass: routing is uniform work a range, and every range
-    # costs an O(n) degree file and a spill file per part (R-MAT s26 on 16 workers: 16 degree files of
-    # 268 MB, where four ranges a thread wrote 64 of 537 MB)
-    ranges = split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
+    ranges = _edge_ranges(client, store)
     pairs = run_tasks(client, "build: route edges", route_range,
                       [(i, a, b) for i, (a, b) in enumerate(ranges)], unit="edge", size=lambda t: t[2] - t[1],
                       store_path=store.path, owner_path=owner_path, k=k, batch_size=batch_size, work=str(work))
@@ -328,7 +333,7 @@ def widen_halo_on_cluster(client: Client, store: GraphStore, routed: Routed, own
         return routed
     done = inner_bits(owner, k)
     last, folders, pairs = routed, list(routed.folders), [routed.pairs]
-    ranges = split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
+    ranges = _edge_ranges(client, store)
     for h in range(1, hops):
         reach = done.copy()
         mark_reach(last.spill_set(store.id_dtype), k, reach, chunk_pairs)
