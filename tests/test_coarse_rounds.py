@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_coarse_refine import check_plan, cora_edges, rf_by_sets, write_store  # the helpers of the quality tests
 
+from graphstream import cluster
 from graphstream.ingest.rmat import generate_rmat
 from graphstream.kernels.bitsets import new_bitsets
 from graphstream.kernels.hashing import py_hash_node
@@ -63,14 +64,17 @@ def test_same_owner_for_1_and_2_threads(graphs, tmp_path, name):
     np.testing.assert_array_equal(here.owner, owners[0])
 
 
+@pytest.mark.parametrize("machines", ["one", "several"])
 @pytest.mark.parametrize("name", ["rmat", "cora"])
-def test_same_owner_in_process_and_on_a_cluster(graphs, dask_client, tmp_path, name, monkeypatch):
+def test_same_owner_in_process_and_on_a_cluster(graphs, dask_client, tmp_path, name, machines, monkeypatch):
     store = graphs[name]
     # every task costs a scheduler round trip; the hubs' degree bound goes to the tasks too
     params = {**PARAMS, "lp_passes": 3, "refine_passes": 3, "lp_hub_factor": 4}
     here = coarse_refine.run(store, 8, seed=1, **params)
     # small blocks and small tasks on the cluster: a round is read in several pieces by several tasks
     monkeypatch.setattr(coarse_rounds, "MIN_TASK_ENTRIES", 1000)
+    if machines == "several":   # state files flushed, the summaries' rows back as shards
+        monkeypatch.setattr(cluster, "workers_on_this_machine", lambda client: False)
     there = coarse_refine.run(store, 8, seed=1, client=dask_client, work_dir=tmp_path / "w", block_entries=5000,
                               **params)
     check_plan(there, store.num_nodes, 8, 1.05)
@@ -291,6 +295,56 @@ def test_recounting_the_stale_nodes_gives_the_full_recount(tmp_path, k, max_hubs
     K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
     np.testing.assert_array_equal(counters, fresh)
     np.testing.assert_array_equal(counters[:, -1], owner)   # the rows' owner word, untouched by the counts
+
+
+@pytest.mark.parametrize("every", [True, False])
+def test_summary_tasks_rows_as_shards_equal_the_rows_written_in_place(tmp_path, every):
+    """A refresh's tasks on several machines write no state file: the rows they save as shards (the
+    counters of their nodes, the exact counts of their hubs, rows not recounted as they were) equal
+    what the tasks on one machine write in place."""
+    rng = np.random.default_rng(7)
+    n, m, k = 3000, 12000, 8
+    hub_ids = np.concatenate([np.arange(10), np.arange(2100, 2110)])   # hubs in both tasks' ranges
+    src = rng.integers(0, n, m)
+    dst = np.where(rng.random(m) < 0.5, rng.choice(hub_ids, m), rng.integers(0, n, m))
+    vs = build_vertex_stream(write_store(tmp_path / "g.zarr", src, dst, n), tmp_path / "vs")
+    bits, ranks, hub_counts = K.hub_table(vs.offsets, k, 20)
+    assert [y for y in range(n) if K.hub_row(bits, ranks, y) >= 0] == list(hub_ids)
+    owner = rng.integers(0, k, n).astype(np.int32)
+    counters = K.new_counters(owner, k)
+    counters[:, 0] = rng.integers(0, 255, n)   # what the rows hold before: kept where not recounted
+    hub_counts[:] = rng.integers(0, 9, hub_counts.shape)
+    stale = (rng.random(n) < 0.3).astype(np.uint8) * K.RECOUNT
+    files = {}
+    for name, a in {"owner": owner, "stale": stale, "bits": bits, "ranks": ranks}.items():
+        files[name] = str(tmp_path / f"{name}.npy")
+        np.save(files[name], a)
+    pieces = [(0, 2048), (2048, n)]
+    out = {}
+    for mode in ("in_place", "shards"):
+        paths = {name: str(tmp_path / f"{mode}-{name}.npy") for name in ("counters", "hub_counts")}
+        np.save(paths["counters"], counters)
+        np.save(paths["hub_counts"], hub_counts)
+        found = [coarse_rounds._summary_task(
+            a, b, vs_dir=str(vs.path), block_entries=1 << 12, owner_path=files["owner"], counters_path=paths["counters"],
+            stale_path=None if every else files["stale"], hub_paths=[files["bits"], files["ranks"], paths["hub_counts"]],
+            shard=None if mode == "in_place" else str(tmp_path / "summary")) for a, b in pieces]
+        rows, hubs = np.load(paths["counters"]), np.load(paths["hub_counts"])
+        if mode == "shards":
+            np.testing.assert_array_equal(rows, counters)   # the state files untouched
+            np.testing.assert_array_equal(hubs, hub_counts)
+            assert [(a, hub_first) for a, _, hub_first, _ in found] == [(0, 0), (2048, 10)]
+            for a, rows_path, hub_first, hubs_path in found:
+                piece, hub_piece = np.load(rows_path), np.load(hubs_path)
+                rows[a:a + len(piece)] = piece
+                hubs[hub_first:hub_first + len(hub_piece)] = hub_piece
+        out[mode] = rows, hubs
+    np.testing.assert_array_equal(out["shards"][0], out["in_place"][0])
+    np.testing.assert_array_equal(out["shards"][1], out["in_place"][1])
+    recounted = slice(None) if every else stale == K.RECOUNT
+    assert (out["in_place"][0][recounted] != counters[recounted]).any()   # the refresh changed rows
+    if not every:
+        np.testing.assert_array_equal(out["in_place"][0][stale == 0], counters[stale == 0])
 
 
 def test_refine_delta_is_exact_for_each_proposal(tmp_path):

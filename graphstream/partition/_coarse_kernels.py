@@ -574,11 +574,13 @@ def refresh_hubs(hub_bits, hub_ranks, hub_counts, counters, stale):
 
 
 @njit(cache=True, parallel=True)
-def refine_summary(first, offs, nbrs, owner, counters, seg, stale, hub_bits, hub_ranks, hub_counts):
+def refine_summary(first, offs, nbrs, owner, counters, seg, stale, hub_bits, hub_ranks, hub_counts, row_base=0,
+                   hub_base=0):
     """Fresh counters c_y(p) for the block's nodes (counts of neighbours per part, saturated at 3):
     every node when ``stale`` is empty, else only the nodes y with ``stale[y] == RECOUNT`` (the
     others' counters are exact already, or come from the hub table: :func:`refine_apply`); a hub's
-    exact counts too (:func:`hub_table`)."""
+    exact counts too (:func:`hub_table`). ``counters`` and ``hub_counts`` may hold a range of the rows
+    only, the first being node ``row_base``'s and hub row ``hub_base``."""
     words = owner_word(counters)
     k = words * counters.itemsize * 4   # fields a row (>= the parts)
     nloc = offs.shape[0] - 1
@@ -591,14 +593,15 @@ def refine_summary(first, offs, nbrs, owner, counters, seg, stale, hub_bits, hub
             y = first + i
             if not every and stale[y] != RECOUNT:
                 continue
-            counters[y, :words] = 0
+            counters[y - row_base, :words] = 0
             nt = count_neighbour_labels(y, offs[i], offs[i + 1], nbrs, owner, cnt, touched, ahead)
             r = hub_row(hub_bits, hub_ranks, y)
             if r >= 0:
+                r -= hub_base
                 hub_counts[r, :] = 0
             for t in range(nt):
                 p = touched[t]
-                _put(counters, y, p, min(cnt[p], 3))
+                _put(counters, y - row_base, p, min(cnt[p], 3))
                 if r >= 0:
                     hub_counts[r, p] = cnt[p]
                 cnt[p] = 0

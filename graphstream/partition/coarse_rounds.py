@@ -17,7 +17,10 @@ On a cluster the O(num_nodes) state lives in ``.npy`` files of the work
 folder (memory-mapped by the driver, which alone writes them between rounds;
 tasks read them), the vertex stream is read by the tasks from the same
 folder, and each task writes its proposals as one shard
-(:func:`graphstream.cluster.save_shard`) and returns its path.
+(:func:`graphstream.cluster.save_shard`) and returns its path. The one
+exception, a refresh of the counters, writes disjoint rows in place when
+every worker is on this machine, and as shards the driver copies in when not
+(memory maps of a file on NFS write whole pages back).
 
 Proposals are records (:func:`lp_proposal_dtype`, :func:`refine_proposal_dtype`:
 13 bytes a refinement proposal where four int64 rows took 32), always in
@@ -98,7 +101,7 @@ class Rounds:
     work: Path | None = None
     tasks_per_round: int = 1
     min_task_entries: int = MIN_TASK_ENTRIES
-    flush: bool = True            # state files flushed to disk between rounds (workers on other machines)
+    flush: bool = True            # workers on other machines: state files flushed, the summaries' rows as shards
     accept_seconds: float = 0.0   # the sequential part of the rounds: accepting proposals, applying moves
 
     @classmethod
@@ -188,9 +191,21 @@ class Rounds:
             return
         # the hubs' bitmap and ranks are written once, when made; their counts change with the moves
         self.sync(owner, counters, hubs[2], *(() if stale is None else (stale,)))
-        self._run("coarse-refine: refine summary", _summary_task, [(0, n)], owner_path=owner.filename,
-                  counters_path=counters.filename, stale_path=None if stale is None else stale.filename,
-                  hub_paths=[h.filename for h in hubs], flush=self.flush)
+        # On one machine the tasks write their rows in place (the page cache is shared). On several, two
+        # tasks writing neighbouring rows through memory maps of a shared file would each write whole
+        # pages back, the other's rows in them stale (NFS): their rows come back as shards instead.
+        found = self._run("coarse-refine: refine summary", _summary_task, [(0, n)], owner_path=owner.filename,
+                          counters_path=counters.filename, stale_path=None if stale is None else stale.filename,
+                          hub_paths=[h.filename for h in hubs],
+                          shard=str(self.work / "summary") if self.flush else None)
+        if self.flush:
+            for a, rows_path, hub_first, hub_rows_path in found:
+                rows, hub_rows = np.load(rows_path), np.load(hub_rows_path)
+                counters[a:a + len(rows)] = rows
+                hubs[2][hub_first:hub_first + len(hub_rows)] = hub_rows
+                os.unlink(rows_path)
+                os.unlink(hub_rows_path)
+            self.sync(counters, hubs[2])
 
     def refine_proposals(self, a: int, b: int, load: np.ndarray, counters: np.ndarray, caps: np.ndarray,
                          max_candidates: int, sweep: int) -> np.ndarray:
@@ -537,14 +552,23 @@ def _lp_range(vs, a, b, label, full, seed, block_entries, max_degree=0) -> list[
     return out
 
 
-def _summary_range(vs, a, b, owner, counters, block_entries, stale, hubs) -> None:
+def _summary_range(vs, a, b, owner, counters, block_entries, stale, hubs, row_base=0, hub_base=0) -> None:
+    """Counters for the nodes of [a, b) (``refine_summary``; ``counters`` and the hub counts may hold
+    their rows from ``row_base`` and ``hub_base`` on only)."""
     bounds = vs.aligned_bounds(a, b, block_entries, SEGMENT)
     if stale is None:
         stale = np.empty(0, dtype=np.uint8)   # every node
     else:   # blocks without a node to recount are not read
         bounds = [(lo, hi) for lo, hi in bounds if (stale[lo:hi] == K.RECOUNT).any()]
     for blk in vs.ranges(bounds):
-        K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs)
+        K.refine_summary(blk.first, blk.offsets, blk.neighbours, owner, counters, SEGMENT, stale, *hubs, row_base,
+                         hub_base)
+
+
+def _hub_rows(bits: np.ndarray, ranks: np.ndarray, a: int, b: int, n: int) -> tuple[int, int]:
+    """The hub counts' rows of the hubs among nodes [a, b) of n (bounds below n: multiples of 64)."""
+    total = int(ranks[-1]) + int(bits[-1]).bit_count() if len(bits) else 0
+    return tuple(total if v >= n else int(ranks[v >> 6]) for v in (a, b))
 
 
 def _refine_range(vs, a, b, load, counters, caps, rebalance, max_candidates, max_degree, block_entries
@@ -576,18 +600,27 @@ def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str
     return str(save_shard(f"{shard}-{a}.npy", out or [np.empty(0, lp_proposal_dtype(vs.num_nodes))]))
 
 
-def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str,
-                  counters_path: str, stale_path: str | None, hub_paths: list[str], flush: bool) -> int:
+def _summary_task(a: int, b: int, *, vs_dir: str, block_entries: int, owner_path: str, counters_path: str,
+                  stale_path: str | None, hub_paths: list[str], shard: str | None
+                  ) -> int | tuple[int, str, int, str]:
+    """The counters of nodes [a, b) and the hub counts of the hubs among them: written in place (``shard``
+    None; tasks write disjoint rows), or saved as two shards, whose paths it returns with the first rows."""
+    from ..cluster import save_shard
     vs = open_vertex_stream(vs_dir, mmap=True)
-    c = np.load(counters_path, mmap_mode="r+")   # rows a..b only: tasks write disjoint rows
+    owner = np.load(owner_path, mmap_mode="r")
     stale = None if stale_path is None else np.load(stale_path, mmap_mode="r")
-    # the hubs' bitmap and ranks are read; their counts' rows are written for the hubs of a..b only
-    bits, ranks, counts = (np.load(p, mmap_mode=mode) for p, mode in zip(hub_paths, ("r", "r", "r+"), strict=True))
-    _summary_range(vs, a, b, np.load(owner_path, mmap_mode="r"), c, block_entries, stale, (bits, ranks, counts))
-    if flush:
-        c.flush()
-        counts.flush()
-    return b - a
+    bits, ranks = (np.load(p, mmap_mode="r") for p in hub_paths[:2])   # written once, when made
+    if shard is None:
+        c, counts = np.load(counters_path, mmap_mode="r+"), np.load(hub_paths[2], mmap_mode="r+")
+        _summary_range(vs, a, b, owner, c, block_entries, stale, (bits, ranks, counts))
+        return b - a
+    # rows the refresh does not recount keep their values: copied, then saved with the others
+    hub_first, hub_stop = _hub_rows(bits, ranks, a, b, vs.num_nodes)
+    rows = np.array(np.load(counters_path, mmap_mode="r")[a:b])
+    hub_rows = np.array(np.load(hub_paths[2], mmap_mode="r")[hub_first:hub_stop])
+    _summary_range(vs, a, b, owner, rows, block_entries, stale, (bits, ranks, hub_rows), a, hub_first)
+    return (a, str(save_shard(f"{shard}-{a}.npy", rows)), hub_first,
+            str(save_shard(f"{shard}-hubs-{a}.npy", hub_rows)))
 
 
 def _refine_task(a: int, b: int, *, vs_dir: str, block_entries: int, part_load: np.ndarray, counters_path: str,

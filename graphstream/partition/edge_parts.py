@@ -219,8 +219,10 @@ def owner_from_edge_parts_on_cluster(client: Client, store: GraphStore, part_pat
                                      ) -> tuple[np.ndarray, int, float]:
     """:func:`owner_from_edge_parts` as tasks, the same result. Per group of parts: tasks over edge
     ranges save their count tables as shards; tasks over node ranges sum their rows of every shard and
-    keep each node's best part so far in ``best``/``best_count`` files (disjoint rows per task)."""
-    from .._atomic import allocated_memmap, scratch_dir
+    save each node's best part in the group as a shard of their own, which this process folds into
+    ``best`` (the tasks write no file another task writes: on a shared file system two machines
+    writing different bytes of one page through memory maps each write the whole page back)."""
+    from .._atomic import scratch_dir
     from ..cluster import check_visible, run_tasks, split_range, task_count
 
     n = store.num_nodes
@@ -229,24 +231,30 @@ def owner_from_edge_parts_on_cluster(client: Client, store: GraphStore, part_pat
     # one edge range per thread: every range costs an O(n x group) shard (as the degree pass)
     edges = split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
     nodes = split_range(n, task_count(client))
+    best = np.full(n, -1, dtype=np.int32)
+    best_count = np.zeros(n, dtype=np.int64)
     replicas = 0
     with scratch_dir("owner-", dir=work_dir) as tmp:
         work = Path(tmp)
         check_visible(client, store.path, part_path, work)
-        best_path, count_path = work / "best.npy", work / "best_count.npy"
-        allocated_memmap(best_path, np.int32, (n,))[:] = -1
-        allocated_memmap(count_path, np.int64, (n,))[:] = 0
         for lo, hi in groups:
             shards = [str(work / f"counts-{lo}-{i}.npy") for i in range(len(edges))]
             ranges = [(a, b, shard) for (a, b), shard in zip(edges, shards, strict=True)]
             run_tasks(client, "owner: count edges per part", _count_task, ranges, unit="edge",
                       size=lambda t: t[1] - t[0], store_path=store.path, part_path=part_path, lo=lo, hi=hi,
                       dtype=dtype.str)
-            replicas += sum(run_tasks(client, "owner: best part", _best_task, nodes, shards=shards, lo=lo,
-                                      best_path=str(best_path), count_path=str(count_path)))
+            found = run_tasks(client, "owner: best part", _best_task, nodes, shards=shards, lo=lo,
+                              out=str(work / f"best-{lo}"))
+            for (a, b), (path, group_replicas) in zip(nodes, found, strict=True):
+                group_best = np.load(path)
+                os.unlink(path)
+                # strict '>' over ascending groups, as within one: ties to the lowest part id
+                better = group_best["count"] > best_count[a:b]
+                best[a:b][better] = group_best["part"][better]
+                best_count[a:b][better] = group_best["count"][better]
+                replicas += group_replicas
             for sh in shards:
                 os.unlink(sh)
-        best = np.array(np.load(best_path))
     return best, len(groups), _place_isolated(best, replicas, k)
 
 
@@ -263,20 +271,20 @@ def _count_task(start: int, stop: int, shard: str, *, store_path: str, part_path
     save_shard(shard, counts)
 
 
-def _best_task(a: int, b: int, *, shards: list[str], lo: int, best_path: str, count_path: str) -> int:
-    """A task: nodes [a, b) of every shard summed, their best part updated; the replicas among them."""
+def _best_task(a: int, b: int, *, shards: list[str], lo: int, out: str) -> tuple[str, int]:
+    """A task: nodes [a, b) of every shard summed; their best part in the group and its count saved as a
+    shard (-1 and 0 for a node without an edge there). Returns its path and the replicas among them."""
+    from ..cluster import save_shard
+
     counts = None
     for sh in shards:
         part = np.load(sh, mmap_mode="r")[a:b]
         counts = np.array(part, dtype=np.uint32) if counts is None else counts + part
-    best = np.load(best_path, mmap_mode="r+")
-    best_count = np.load(count_path, mmap_mode="r+")
-    window, window_count = np.array(best[a:b]), np.array(best_count[a:b])
-    replicas = int(_take_best(counts, lo, window, window_count))
-    best[a:b], best_count[a:b] = window, window_count
-    best.flush()
-    best_count.flush()
-    return replicas
+    group_best = np.empty(b - a, dtype=[("part", np.int32), ("count", np.int64)])
+    part, count = np.full(b - a, -1, dtype=np.int32), np.zeros(b - a, dtype=np.int64)
+    replicas = int(_take_best(counts, lo, part, count))
+    group_best["part"], group_best["count"] = part, count
+    return str(save_shard(f"{out}-{a}.npy", group_best)), replicas
 
 
 def _count_dtype(max_degree: int | None) -> np.dtype:
