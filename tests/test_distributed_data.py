@@ -145,11 +145,17 @@ def test_a_bad_line_in_a_later_byte_range_is_named_by_its_line(dask_client, tmp_
 
 # -- degrees, info ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("scale", [10, 17])   # degree vectors returned (small) / summed from shards (large)
-def test_degrees_and_info_equal_the_in_process_pass(dask_client, tmp_path, scale):
+# degree vectors returned (small) / summed from shards (large) / one range's shard read as it is (one worker)
+@pytest.mark.parametrize(("scale", "workers"), [(10, 2), (17, 2), (17, 1)])
+def test_degrees_and_info_equal_the_in_process_pass(dask_client, tmp_path, scale, workers):
     from graphstream.commands.info import store_stats
     store = generate_rmat(tmp_path / "g.zarr", scale=scale, edge_factor=2, chunk_size=20_000)
-    local, cluster = degree_pass(store), degree_pass(store, client=dask_client)
+    local = degree_pass(store)
+    if workers == 1:
+        with open_client(ClusterConfig(workers=1)) as one:
+            cluster = degree_pass(store, client=one)
+    else:
+        cluster = degree_pass(store, client=dask_client)
     src, dst = store.array("src")[:], store.array("dst")[:]
     assert np.array_equal(cluster.out_degree, np.bincount(src, minlength=store.num_nodes))
     assert np.array_equal(cluster.in_degree, np.bincount(dst, minlength=store.num_nodes))

@@ -133,6 +133,9 @@ def _degree_pass_on_cluster(client: Client, store: GraphStore, batch_size: int |
         shards = [str(work / f"edges-{i:05d}.npy") for i in range(len(ranges))]
         loops = run_tasks(client, "degree pass", _count_task, [(*r, s) for r, s in zip(ranges, shards, strict=True)],
                           unit="edge", size=_edges, **common)
+        if len(shards) == 1:   # one range (one worker thread): its counts are the sums
+            both = np.load(shards[0]).astype(np.int64)
+            return Degrees(both[0], both[1], loops[0])
         nodes = split_range(n, task_count(client))
         sums = [str(work / f"nodes-{i:05d}.npy") for i in range(len(nodes))]
         run_tasks(client, "degree sums", _sum_task, [(*r, s) for r, s in zip(nodes, sums, strict=True)],
