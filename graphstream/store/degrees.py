@@ -53,11 +53,11 @@ def degree_pass(store: GraphStore, batch_size: int | None = None, *, client: Cli
 
 
 def _count_range(store: GraphStore, start: int, stop: int, batch_size: int | None, *,
-                 progress: bool = False) -> Degrees:
-    """The degrees of edges [start, stop) of ``store``."""
+                 progress: bool = False, counter: type = np.int64) -> Degrees:
+    """The degrees of edges [start, stop) of ``store``, counted in ``counter`` integers."""
     n = store.num_nodes
-    out_deg = np.zeros(n, dtype=np.int64)
-    in_deg = np.zeros(n, dtype=np.int64)
+    out_deg = np.zeros(n, dtype=counter)
+    in_deg = np.zeros(n, dtype=counter)
     loops = 0
     batches = store.stream(batch_size, start=start, stop=stop)
     if progress:
@@ -154,13 +154,14 @@ def _count_task(start: int, stop: int, shard: str | None = None, *, path: str, b
     only the self-loop count returned."""
     from ..cluster import save_shard
 
-    deg = _count_range(open_store(path), start, stop, batch_size)
     if shard is None:
-        return deg
+        return _count_range(open_store(path), start, stop, batch_size)
     # A count cannot exceed the range's edges: int32 halves the O(n) shard every task writes and every
-    # sum task reads (the shards, not the counting, are what a cluster's degree pass spends its time on).
-    dtype = np.int32 if stop - start < 2**31 else np.int64
-    save_shard(shard, np.stack([deg.out_degree, deg.in_degree]).astype(dtype))
+    # sum task reads (the shards, not the counting, are what a cluster's degree pass spends its time on),
+    # and the counters a worker holds (R-MAT s26: 2 x 268 MB, not 2 x 537 MB)
+    deg = _count_range(open_store(path), start, stop, batch_size,
+                       counter=np.int32 if stop - start < 2**31 else np.int64)
+    save_shard(shard, np.stack([deg.out_degree, deg.in_degree]))
     return deg.self_loops
 
 
