@@ -152,9 +152,9 @@ def route_range(index: int, start: int, stop: int, store_path: str, owner_path: 
     def route(folder: Path) -> Spill:
         owner = np.load(owner_path)   # in RAM: the routing kernel reads it at random
         spill, degree = route_edges(open_store(store_path), owner, k, folder, batch_size, start, stop)
-        # a count cannot exceed twice the range's edges: int32 halves the O(n) file every range writes
-        # and every degree task reads
-        save_npy(folder / "degree.npy", degree.astype(np.int32) if 2 * (stop - start) < 2**31 else degree)
+        # int32 where the range allows (route_edges): half the O(n) file every range writes and every
+        # degree task reads
+        save_npy(folder / "degree.npy", degree)
         return spill
     return _routed_folder(Path(work) / f"route-{index:05d}", route)
 
