@@ -43,10 +43,13 @@ def is_edge_partition(algo, params):
 
 # -- metrics ---------------------------------------------------------------------------------------
 
-def set_metrics(src, dst, owner, n, k):
+def set_metrics(src, dst, owner, n, k, directed=False):
+    """The replication factor by sets: u is in the halo of owner[v]'s part for an edge (u, v), and v in
+    owner[u]'s unless directed (a directed part holds its inner nodes' in-edges)."""
     present = [{int(owner[x])} for x in range(n)]
     for u, v in zip(src, dst):
-        present[v].add(int(owner[u]))
+        if not directed:
+            present[v].add(int(owner[u]))
         present[u].add(int(owner[v]))
     return sum(len(s) for s in present) / n
 
@@ -111,12 +114,13 @@ def test_metrics_lanes_equal_one_lane(directed):
     assert np.array_equal(marked[0][1], expect)
 
 
+@pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("hubs_first", [False, True])
 @pytest.mark.parametrize("k", [1, 5, 70, MAX_PARTS])
-def test_vertex_stream_metrics_equal_the_store_pass(tmp_path, k, hubs_first):
+def test_vertex_stream_metrics_equal_the_store_pass(tmp_path, k, hubs_first, directed):
     """coarse-refine's closing figures from its vertex stream equal the store pass's, with self-loops,
     duplicate edges, isolated nodes and blocks smaller than a segment of nodes (and lanes past the
-    block's segments)."""
+    block's segments); directed, a part's halo is its inner nodes' in-neighbours."""
     from graphstream.partition.metrics import vertex_stream_metrics
     from graphstream.partition.vertex_stream import build_vertex_stream
     rng = np.random.default_rng(k)
@@ -125,8 +129,9 @@ def test_vertex_stream_metrics_equal_the_store_pass(tmp_path, k, hubs_first):
     dst[:500] = src[:500]                                                # self-loops
     src[1000:1600], dst[1000:1600] = src[2000:2600], dst[2000:2600]      # duplicates
     src[:40] = 7   # a hub
-    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=1000)
+    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=1000, directed=directed)
     vs = build_vertex_stream(store, tmp_path / "vs", hubs_first=hubs_first)
+    assert (vs.out_degree() is not None) == directed
     owner = rng.integers(0, k, n).astype(np.int32)
     in_stream = owner.copy()
     if vs.new_id is not None:
@@ -137,7 +142,7 @@ def test_vertex_stream_metrics_equal_the_store_pass(tmp_path, k, hubs_first):
         assert got["metrics_passes"] == 0
         for key in ("replication_factor", "node_balance", "edge_balance", "part_inner", "part_halo", "part_edges"):
             assert got[key] == want[key], key
-    assert want["replication_factor"] == pytest.approx(set_metrics(src, dst, owner, n, k))
+    assert want["replication_factor"] == pytest.approx(set_metrics(src, dst, owner, n, k, directed))
 
 
 def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):

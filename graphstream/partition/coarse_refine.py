@@ -326,7 +326,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # The refinement's objective counts the halo in both directions (the vertex stream holds in- and
         # out-neighbours); on a directed store the builder's halo is the in-neighbours only, so there the
         # replication factor proper is measured by the metrics pass (once before, once after refining).
-        rf_before = _builder_rf(store, _in_store_ids(vs, owner), k, client) if store.directed else objective_before
+        before = _metrics(store, vs, owner, k, client, cfg.block_entries) if store.directed else None
+        rf_before = before["replication_factor"] if before else objective_before
         load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
                                   cfg.settle_passes, int(np.ceil(cfg.shed_degree_factor * vs.offsets[-1] / n)))
@@ -352,7 +353,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     # loose phase), the objective after when directed and not counted there
     # and the closing figures' read when undirected on one machine (_metrics)
     passes_vs = (lp_sweeps + 1 + cluster_stream_passes + 1 + refined.stream_passes + int(recount)
-                 + int(metrics.pop("vertex_stream_pass")))
+                 + int(metrics.pop("vertex_stream_pass")) + int(bool(before and before["vertex_stream_pass"])))
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,
@@ -536,22 +537,16 @@ def _in_store_ids(vs: VertexStream, owner: np.ndarray) -> np.ndarray:
     return owner if vs.new_id is None else owner[vs.new_id]
 
 
-def _builder_rf(store: GraphStore, owner: np.ndarray, k: int, client: Client | None) -> float:
-    """The replication factor of the parts the builder would write (the metrics pass's halo)."""
-    from .metrics import vertex_partition_metrics
-    return vertex_partition_metrics(store, owner, k, client=client)["replication_factor"]
-
-
 def _metrics(store: GraphStore, vs: VertexStream, owner: np.ndarray, k: int, client: Client | None,
              block_entries: int) -> dict:
     """The shared metrics (their ``replication_factor`` counts the builder's halo) of ``owner`` (in the
-    stream's ids). Undirected and on one machine, from one read of the vertex stream: the same figures as
-    the store's pass in a quarter of its time (R-MAT s21, k = 32: 0.35-0.38 s against 1.50-1.59 s).
-    Directed, a part's halo is its in-neighbours, which the stream's lists do not tell apart; on a
+    stream's ids). On one machine, from one read of the vertex stream: the same figures as the store's
+    pass in a quarter of its time (R-MAT s21, k = 32: 0.35-0.38 s against 1.50-1.59 s); directed, from
+    the out-neighbours at the head of each list (a part's halo is its inner nodes' in-neighbours). On a
     cluster the store's pass runs as tasks instead of on this driver. ``vertex_stream_pass``: whether the
     stream was read."""
     from .metrics import vertex_partition_metrics, vertex_stream_metrics
-    from_stream = not store.directed and client is None
+    from_stream = client is None
     if from_stream:
         m = vertex_stream_metrics(vs, owner, k, block_entries)
     else:

@@ -191,15 +191,20 @@ def _figures(inner: np.ndarray, present: np.ndarray, edge_count: np.ndarray, pas
 
 def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
                           block_entries: int = DEFAULT_BLOCK_ENTRIES) -> dict:
-    """The figures of :func:`vertex_partition_metrics` for the undirected store ``vs`` was built from
-    (``owner`` indexed by the stream's node ids), from one read of the stream.
+    """The figures of :func:`vertex_partition_metrics` for the store ``vs`` was built from (``owner``
+    indexed by the stream's node ids), from one read of the stream.
 
     A node's list holds every stored edge's other end, a self-loop twice and duplicates as stored, so
     a part's edges (those with an owned endpoint) are its nodes' entries that leave it plus half those
     that stay: the store's count exactly. R-MAT s21, k = 32: 0.35-0.38 s against 1.50-1.59 s for the
-    store's pass (docs/partition-quality.md, "The closing figures from the vertex stream").
+    store's pass (docs/partition-quality.md, "The closing figures from the vertex stream"). Directed, a
+    part holds the in-edges of its inner nodes, so a node is in the halo of its out-neighbours' parts:
+    those come first in its list (``VertexStream.out_degree``), and only they mark its parts.
     """
     n = vs.num_nodes
+    marking = vs.out_degree()
+    if marking is None:
+        marking = np.empty(0, dtype=np.int32)   # every entry marks
     owner = narrow_parts(check_owner(owner, n, k), k)
     inner = np.bincount(owner, minlength=k).astype(np.int64)
     lanes = numba.get_num_threads()
@@ -207,7 +212,7 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
     staying = np.zeros((lanes, k), dtype=np.int64)    # entries whose both ends a part owns
     leaving = np.zeros((lanes, k), dtype=np.int64)    # entries from a part's node to another part's
     for blk in vs.blocks(block_entries):
-        _count_parts_block(blk.first, blk.offsets, blk.neighbours, owner, present, staying, leaving)
+        _count_parts_block(blk.first, blk.offsets, blk.neighbours, owner, marking, present, staying, leaving)
     return _figures(inner, present.sum(axis=0), leaving.sum(axis=0) + staying.sum(axis=0) // 2, 0)   # no store pass
 
 
@@ -215,8 +220,9 @@ _SEGMENT = 1024   # nodes a thread takes at a time (interleaved: the hubs, first
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _count_parts_block(first, offs, nbrs, owner, present, staying, leaving):
-    """For the block's nodes: ``present[t, p]`` += the nodes with p in {owner[v]} ∪ {owner[u] : u ~ v};
+def _count_parts_block(first, offs, nbrs, owner, marking, present, staying, leaving):
+    """For the block's nodes: ``present[t, p]`` += the nodes with p in {owner[v]} ∪ {owner[u] : u ~ v}
+    (the first ``marking[v]`` entries of v's list only, unless ``marking`` is empty);
     ``staying`` / ``leaving[t, owner[v]]`` += v's entries in its own part / in another; row t the
     thread's (segments t, t + threads, ...)."""
     lanes, k = present.shape
@@ -233,12 +239,13 @@ def _count_parts_block(first, offs, nbrs, owner, present, staying, leaving):
                 stamp[a] = tag
                 present[t, a] += 1
                 same = 0
+                marks = offs[i + 1] if marking.shape[0] == 0 else offs[i] + marking[first + i]
                 for j in range(offs[i], offs[i + 1]):
                     if j + PREFETCH_DISTANCE < ahead:
                         prefetch_row(owner, nbrs[j + PREFETCH_DISTANCE])
                     p = owner[nbrs[j]]
                     same += p == a
-                    if stamp[p] != tag:
+                    if j < marks and stamp[p] != tag:
                         stamp[p] = tag
                         present[t, p] += 1
                 staying[t, a] += same

@@ -33,7 +33,9 @@ in u's list, duplicates are kept (the list is the neighbour multiset of the
 undirected view of the store).
 
 Disk: 2 * num_edges ids for the neighbours (plus the same again, as pairs,
-for the spill files while building, removed at the end). Memory: offsets
+for the spill files while building, removed at the end); for a directed
+store, ``out_degree.npy`` too (one count a node: where a list's
+in-neighbours start, which a directed part's halo is made of). Memory: offsets
 (8 bytes/node), with ``hubs_first`` the new ids (one id a node), a
 per-bucket cursor, one edge chunk and one bucket buffer.
 """
@@ -101,6 +103,12 @@ class VertexStream:
     def degree(self) -> np.ndarray:
         """Length of every node's list (the undirected degree, self-loops twice)."""
         return np.diff(self.offsets)
+
+    def out_degree(self) -> np.ndarray | None:
+        """How many of every node's entries are its out-neighbours (they come first in its list), for a
+        stream of a directed store; None for an undirected one."""
+        path = self.path / "out_degree.npy"
+        return np.load(path) if path.exists() else None
 
     def block_bounds(self, block_entries: int = DEFAULT_BLOCK_ENTRIES) -> list[tuple[int, int]]:
         """Node ranges holding at most ``block_entries`` entries (or one node whose list is longer)."""
@@ -223,6 +231,8 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
         degree[new_id] = degree.copy()   # the degrees in the stream's order
         out_degree[new_id] = out_degree.copy()
         np.save(work / "new_id.npy", new_id)
+    if store.directed:   # where a list's in-neighbours start: a directed part's halo is its in-neighbours
+        np.save(work / "out_degree.npy", out_degree)
     np.cumsum(offsets[1:], out=offsets[1:])
     total = int(offsets[-1])
     np.save(work / "offsets.npy", offsets)
@@ -241,7 +251,7 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
         else:
             _build_spilled(edges, store.num_edges, offsets, out_degree, id_dtype, out, data_offset, buckets, work)
     meta = {"num_nodes": n, "num_entries": total, "id_dtype": str(id_dtype), "source": store.path,
-            "num_edges": store.num_edges, "hubs_first": new_id is not None}
+            "num_edges": store.num_edges, "hubs_first": new_id is not None, "directed": store.directed}
     meta_path.write_text(json.dumps(meta))   # written last: marks the stream complete
     return VertexStream(work, offsets, id_dtype, new_id)
 
