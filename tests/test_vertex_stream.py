@@ -206,3 +206,27 @@ def test_renumbering_refuses_an_id_the_degree_pass_did_not_see():
     np.testing.assert_array_equal(dst, [1, 2])
     with pytest.raises(InvalidIdError, match=r"changed.zarr: edge 4 = \(0, 7\)"):
         next(batches)
+
+
+@pytest.mark.parametrize("hubs_first", [False, True])
+def test_directed_stream_keeps_where_the_in_neighbours_start(tmp_path, hubs_first):
+    """A directed store's stream: ``out_degree()[v]`` entries of v's list are the heads of its out-edges,
+    the rest the tails of its in-edges; a count file of the wrong length is refused; undirected, None."""
+    rng = np.random.default_rng(4)
+    n = 300
+    src, dst = _random_graph(rng, n, 2000)
+    vs = build_vertex_stream(_store(tmp_path / "d.zarr", src, dst, n, chunk=97, directed=True), tmp_path / "vs",
+                             batch_size=50, hubs_first=hubs_first)
+    new_id = np.arange(n) if vs.new_id is None else vs.new_id
+    out_degree = vs.out_degree()
+    off, nbr, _ = _read_all(vs, 64)
+    for v in range(n):
+        u = new_id[v]
+        row = nbr[off[u]:off[u + 1]]
+        np.testing.assert_array_equal(row[:out_degree[u]], new_id[dst[src == v]])
+        np.testing.assert_array_equal(row[out_degree[u]:], new_id[src[dst == v]])
+    np.save(tmp_path / "vs" / "out_degree.npy", out_degree[:-1])
+    with pytest.raises(StoreError, match="out_degree.npy holds"):
+        vs.out_degree()
+    undirected = build_vertex_stream(_store(tmp_path / "u.zarr", src, dst, n), tmp_path / "vs-u")
+    assert undirected.out_degree() is None

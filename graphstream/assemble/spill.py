@@ -196,7 +196,7 @@ def route_edges_in_ranges(store: GraphStore, owner: np.ndarray, num_parts: int, 
     routed = _in_ranges(store, folder, threads, num_parts, "build: route edges",
                         lambda a, b, sub, advance: route_edges(store, owner, num_parts, sub, batch_size, a, b,
                                                                advance=advance))
-    degree = routed[0][1].astype(np.int64)   # the sum of the ranges' counts (int32 where a range allows)
+    degree = routed[0][1].astype(np.int64, copy=False)   # the ranges' counts summed (int32 where a range allows)
     for _, more in routed[1:]:
         degree += more
     if len(routed) == 1:

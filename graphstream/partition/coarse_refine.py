@@ -351,7 +351,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     # LP, coarse edges, the trials' cluster moves, the one pass judging the trials (the objective before
     # refining), refine (counters, proposals, the moved nodes' lists, the objectives before and after a
     # loose phase), the objective after when directed and not counted there
-    # and the closing figures' read when undirected on one machine (_metrics)
+    # and the figures' reads on one machine (_metrics: the closing ones, and directed those before refining)
     passes_vs = (lp_sweeps + 1 + cluster_stream_passes + 1 + refined.stream_passes + int(recount)
                  + int(metrics.pop("vertex_stream_pass")) + int(bool(before and before["vertex_stream_pass"])))
     metrics.update({

@@ -281,9 +281,8 @@ def _best_task(a: int, b: int, *, shards: list[str], lo: int, out: str) -> tuple
         part = np.load(sh, mmap_mode="r")[a:b]
         counts = np.array(part, dtype=np.uint32) if counts is None else counts + part
     group_best = np.empty(b - a, dtype=[("part", np.int32), ("count", np.int64)])
-    part, count = np.full(b - a, -1, dtype=np.int32), np.zeros(b - a, dtype=np.int64)
-    replicas = int(_take_best(counts, lo, part, count))
-    group_best["part"], group_best["count"] = part, count
+    group_best["part"], group_best["count"] = -1, 0
+    replicas = int(_take_best(counts, lo, group_best["part"], group_best["count"]))
     return str(save_shard(f"{out}-{a}.npy", group_best)), replicas
 
 

@@ -108,7 +108,12 @@ class VertexStream:
         """How many of every node's entries are its out-neighbours (they come first in its list), for a
         stream of a directed store; None for an undirected one."""
         path = self.path / "out_degree.npy"
-        return np.load(path) if path.exists() else None
+        if not path.exists():
+            return None
+        out_degree = np.load(path)
+        if out_degree.shape != (self.num_nodes,):
+            raise StoreError(f"{self.path}: out_degree.npy holds {out_degree.shape} counts for {self.num_nodes} nodes")
+        return out_degree
 
     def block_bounds(self, block_entries: int = DEFAULT_BLOCK_ENTRIES) -> list[tuple[int, int]]:
         """Node ranges holding at most ``block_entries`` entries (or one node whose list is longer)."""
@@ -251,7 +256,7 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
         else:
             _build_spilled(edges, store.num_edges, offsets, out_degree, id_dtype, out, data_offset, buckets, work)
     meta = {"num_nodes": n, "num_entries": total, "id_dtype": str(id_dtype), "source": store.path,
-            "num_edges": store.num_edges, "hubs_first": new_id is not None, "directed": store.directed}
+            "num_edges": store.num_edges, "hubs_first": new_id is not None}
     meta_path.write_text(json.dumps(meta))   # written last: marks the stream complete
     return VertexStream(work, offsets, id_dtype, new_id)
 
