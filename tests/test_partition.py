@@ -145,6 +145,32 @@ def test_vertex_stream_metrics_equal_the_store_pass(tmp_path, k, hubs_first, dir
     assert want["replication_factor"] == pytest.approx(set_metrics(src, dst, owner, n, k, directed))
 
 
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("k", [5, 300])
+def test_vertex_stream_metrics_as_tasks_equal_the_pass_here(tmp_path, dask_client, k, directed):
+    """On a cluster the stream's node ranges are tasks (several, each of several blocks): the same counts
+    as one read here, and as the store's pass; k = 300 reads the owner as uint16."""
+    from graphstream.partition.metrics import vertex_stream_metrics
+    from graphstream.partition.vertex_stream import build_vertex_stream
+    rng = np.random.default_rng(k + directed)
+    n, m = 5000, 30000
+    src, dst = rng.integers(0, n - 50, m), rng.integers(0, n - 50, m)
+    dst[:300] = src[:300]   # self-loops
+    src[:60] = 11           # a hub
+    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=2000, directed=directed)
+    vs = build_vertex_stream(store, tmp_path / "vs", hubs_first=True)
+    owner = rng.integers(0, k, n).astype(np.int32)
+    in_stream = owner.copy()
+    in_stream[vs.new_id] = owner
+    here = vertex_stream_metrics(vs, in_stream, k, 2000)
+    tasks = vertex_stream_metrics(vs, in_stream, k, 2000, client=dask_client)
+    assert here == tasks
+    want = vertex_partition_metrics(store, owner, k)
+    for key in ("replication_factor", "part_inner", "part_halo", "part_edges"):
+        assert tasks[key] == want[key], key
+    assert not any(p.name.startswith("graphstream-metrics-") for p in tmp_path.iterdir())   # its owner shard removed
+
+
 def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):
     import graphstream.partition.edge_parts as shared
     rng = np.random.default_rng(1)

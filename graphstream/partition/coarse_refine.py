@@ -326,7 +326,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # The refinement's objective counts the halo in both directions (the vertex stream holds in- and
         # out-neighbours); on a directed store the builder's halo is the in-neighbours only, so there the
         # replication factor proper is measured by the metrics pass (once before, once after refining).
-        before = _metrics(store, vs, owner, k, client, cfg.block_entries) if store.directed else None
+        before = _metrics(vs, owner, k, client, cfg.block_entries, True) if store.directed else None
         rf_before = before["replication_factor"] if before else objective_before
         load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
@@ -341,7 +341,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                 f"{entries_balance:.3f} x the mean neighbour entries (no single move fits both caps)")
 
     plan_owner = _in_store_ids(vs, owner)   # every step above works in the stream's ids
-    metrics = _metrics(store, vs, owner, k, client, cfg.block_entries)
+    metrics = _metrics(vs, owner, k, client, cfg.block_entries, store.directed)
     rf = metrics["replication_factor"]
     # undirected, the builder's halo is the objective's (tests/test_rf_truth.py): no pass to count it again;
     # directed, the refinement counted it already when it judged a loose phase
@@ -351,9 +351,9 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     # LP, coarse edges, the trials' cluster moves, the one pass judging the trials (the objective before
     # refining), refine (counters, proposals, the moved nodes' lists, the objectives before and after a
     # loose phase), the objective after when directed and not counted there
-    # and the figures' reads on one machine (_metrics: the closing ones, and directed those before refining)
+    # and the figures' reads (_metrics: the closing ones, and directed those before refining)
     passes_vs = (lp_sweeps + 1 + cluster_stream_passes + 1 + refined.stream_passes + int(recount)
-                 + int(metrics.pop("vertex_stream_pass")) + int(bool(before and before["vertex_stream_pass"])))
+                 + 1 + int(before is not None))
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,
@@ -537,23 +537,17 @@ def _in_store_ids(vs: VertexStream, owner: np.ndarray) -> np.ndarray:
     return owner if vs.new_id is None else owner[vs.new_id]
 
 
-def _metrics(store: GraphStore, vs: VertexStream, owner: np.ndarray, k: int, client: Client | None,
-             block_entries: int) -> dict:
+def _metrics(vs: VertexStream, owner: np.ndarray, k: int, client: Client | None, block_entries: int,
+             directed: bool) -> dict:
     """The shared metrics (their ``replication_factor`` counts the builder's halo) of ``owner`` (in the
-    stream's ids). On one machine, from one read of the vertex stream: the same figures as the store's
-    pass in a quarter of its time (R-MAT s21, k = 32: 0.35-0.38 s against 1.50-1.59 s); directed, from
-    the out-neighbours at the head of each list (a part's halo is its inner nodes' in-neighbours). On a
-    cluster the store's pass runs as tasks instead of on this driver. ``vertex_stream_pass``: whether the
-    stream was read."""
-    from .metrics import vertex_partition_metrics, vertex_stream_metrics
-    from_stream = client is None
-    if from_stream:
-        m = vertex_stream_metrics(vs, owner, k, block_entries)
-    else:
-        m = vertex_partition_metrics(store, _in_store_ids(vs, owner), k, client=client)
+    stream's ids), from one read of the vertex stream, here or as tasks over its node ranges: the same
+    figures as the store's pass in a quarter of its time (R-MAT s21, k = 32: 0.35-0.38 s against
+    1.50-1.59 s); directed, from the out-neighbours at the head of each list (a part's halo is its inner
+    nodes' in-neighbours)."""
+    from .metrics import vertex_stream_metrics
+    m = vertex_stream_metrics(vs, owner, k, block_entries, client=client)
     out = {key: m[key] for key in ("replication_factor", "node_balance", "edge_balance", "part_inner", "part_halo",
                                    "part_edges")}
-    if store.directed:   # the key earlier versions wrote when the two differed; now the same figure
+    if directed:   # the key earlier versions wrote when the two differed; now the same figure
         out["replication_factor_metrics"] = m["replication_factor"]
-    out["vertex_stream_pass"] = from_stream
     return out

@@ -17,9 +17,10 @@
   of its edges / number of non-isolated nodes.
 
 A partitioner that holds a vertex stream of an undirected store (coarse-refine)
-gets the same figures from one read of it (:func:`vertex_stream_metrics`): a
-node's list is its neighbour multiset, so its parts are counted from its own
-list, with no k-bit set a node and no pass over the compressed store.
+gets the same figures from one read of it (:func:`vertex_stream_metrics`; on a
+cluster, node ranges of it as tasks): a node's list is its neighbour
+multiset, so its parts are counted from its own list, with no k-bit set a
+node and no pass over the compressed store.
 
 Memory: the k-bit sets (rows of ceil(k / 8) bytes) are built for a group of
 parts at a time, as many as fit ``group_budget_bytes`` (32 bytes a node, at
@@ -47,7 +48,7 @@ from ..kernels.bitsets import count_bits, count_byte_columns, new_byte_bitsets, 
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, open_store
 from .edge_parts import open_edge_parts, part_groups, stream_with_parts
-from .vertex_stream import DEFAULT_BLOCK_ENTRIES, VertexStream
+from .vertex_stream import DEFAULT_BLOCK_ENTRIES, VertexStream, open_vertex_stream
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -190,7 +191,7 @@ def _figures(inner: np.ndarray, present: np.ndarray, edge_count: np.ndarray, pas
 
 
 def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
-                          block_entries: int = DEFAULT_BLOCK_ENTRIES) -> dict:
+                          block_entries: int = DEFAULT_BLOCK_ENTRIES, *, client: Client | None = None) -> dict:
     """The figures of :func:`vertex_partition_metrics` for the store ``vs`` was built from (``owner``
     indexed by the stream's node ids), from one read of the stream.
 
@@ -200,20 +201,48 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
     store's pass (docs/partition-quality.md, "The closing figures from the vertex stream"). Directed, a
     part holds the in-edges of its inner nodes, so a node is in the halo of its out-neighbours' parts:
     those come first in its list (``VertexStream.out_degree``), and only they mark its parts.
+
+    ``client``: node ranges of the stream as tasks (one wave; each returns its k-int counts), the
+    owner saved beside the stream for them: the same integers summed.
     """
     n = vs.num_nodes
-    marking = vs.out_degree()
-    if marking is None:
-        marking = np.empty(0, dtype=np.int32)   # every entry marks
     owner = narrow_parts(check_owner(owner, n, k), k)
     inner = np.bincount(owner, minlength=k).astype(np.int64)
+    if client is None:
+        counts = _stream_counts(vs, owner, k, 0, n, block_entries)
+    else:
+        with scratch_dir("graphstream-metrics-", vs.path.parent) as work:
+            check_visible(client, vs.path, work)
+            owner_path = str(save_shard(Path(work) / "owner.npy", owner))
+            per_task = -(-vs.num_entries // task_count(client))
+            ranges = vs.aligned_bounds(0, n, max(per_task, 1), _SEGMENT)
+            counts = np.sum(run_tasks(client, "metrics: vertex stream", stream_counts_range, ranges,
+                                      unit="node", size=lambda t: t[1] - t[0], vs_dir=str(vs.path),
+                                      owner_path=owner_path, k=k, block_entries=block_entries),
+                            axis=0, dtype=np.int64)
+    present, staying, leaving = counts
+    return _figures(inner, present, leaving + staying // 2, 0)   # no store pass
+
+
+def stream_counts_range(a: int, b: int, *, vs_dir: str, owner_path: str, k: int, block_entries: int
+                        ) -> np.ndarray:
+    """Task: :func:`_stream_counts` of the nodes ``[a, b)`` (the owner read into memory: at random)."""
+    vs = open_vertex_stream(vs_dir, mmap=True)
+    return _stream_counts(vs, np.load(owner_path), k, a, b, block_entries)
+
+
+def _stream_counts(vs: VertexStream, owner: np.ndarray, k: int, a: int, b: int, block_entries: int
+                   ) -> np.ndarray:
+    """(3, k) int64 for the nodes ``[a, b)``: per part, the nodes it holds (inner or halo), the entries
+    that stay in it (both ends its own), and those that leave it."""
+    marking = vs.out_degree(mmap=True)
+    if marking is None:
+        marking = np.empty(0, dtype=np.int32)   # every entry marks
     lanes = numba.get_num_threads()
-    present = np.zeros((lanes, k), dtype=np.int64)    # |inner ∪ halo| per part, a row a thread
-    staying = np.zeros((lanes, k), dtype=np.int64)    # entries whose both ends a part owns
-    leaving = np.zeros((lanes, k), dtype=np.int64)    # entries from a part's node to another part's
-    for blk in vs.blocks(block_entries):
-        _count_parts_block(blk.first, blk.offsets, blk.neighbours, owner, marking, present, staying, leaving)
-    return _figures(inner, present.sum(axis=0), leaving.sum(axis=0) + staying.sum(axis=0) // 2, 0)   # no store pass
+    counts = np.zeros((3, lanes, k), dtype=np.int64)   # a row a thread
+    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, _SEGMENT)):
+        _count_parts_block(blk.first, blk.offsets, blk.neighbours, owner, marking, *counts)
+    return counts.sum(axis=1)
 
 
 _SEGMENT = 1024   # nodes a thread takes at a time (interleaved: the hubs, first in the stream, spread out)

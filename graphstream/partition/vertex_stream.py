@@ -104,13 +104,14 @@ class VertexStream:
         """Length of every node's list (the undirected degree, self-loops twice)."""
         return np.diff(self.offsets)
 
-    def out_degree(self) -> np.ndarray | None:
+    def out_degree(self, mmap: bool = False) -> np.ndarray | None:
         """How many of every node's entries are its out-neighbours (they come first in its list), for a
-        stream of a directed store; None for an undirected one."""
+        stream of a directed store; None for an undirected one (``mmap``: mapped, not read, as a task
+        reading a few node ranges wants)."""
         path = self.path / "out_degree.npy"
         if not path.exists():
             return None
-        out_degree = np.load(path)
+        out_degree = np.load(path, mmap_mode="r" if mmap else None)
         if out_degree.shape != (self.num_nodes,):
             raise StoreError(f"{self.path}: out_degree.npy holds {out_degree.shape} counts for {self.num_nodes} nodes")
         return out_degree
