@@ -502,16 +502,18 @@ def test_whole_cluster_moves_run_past_the_table_bound(tmp_path, monkeypatch):
     assert sizes.sum() == n and sizes.max() <= int(1.05 * n / 8)
 
 
+@pytest.mark.parametrize("k", [6, 200])
 @pytest.mark.parametrize("lanes", [1, 2, 4])
-def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, lanes):
+def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, lanes, k):
     """The cluster x part table counted by lanes of rows (each lane its own clusters) equals what one
     plain loop counts, and the counts brought up to date after moves equal a recount, whatever the
-    lanes; only the clusters below the table's rows are counted."""
+    lanes; only the clusters below the table's rows are counted. The nodes' parts as cluster_refine
+    holds them: int8, int16 from 128 parts."""
     from graphstream.partition import _coarse_kernels as K
     from graphstream.partition.vertex_stream import build_vertex_stream
 
     rng = np.random.default_rng(5)
-    n, k, num_clusters = 2000, 6, 300   # more clusters than a lane's run of 64 ids
+    n, num_clusters = 2000, 300   # more clusters than a lane's run of 64 ids
     src = (rng.pareto(1.1, 15000) * 20).astype(np.int64) % (n - 50)   # skewed, the last 50 nodes isolated
     dst = rng.integers(0, n - 50, 15000)
     src[:40] = dst[:40]   # self-loops
@@ -534,8 +536,9 @@ def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, lanes)
 
     for rows in (num_clusters, 200):   # every cluster a row; the first 200 only (the table's bound)
         conn = np.zeros((rows, k), dtype=np.int32)
-        node_part = np.full(n, -1, dtype=np.int32)
+        node_part = np.full(n, -1, dtype=coarse_refine.signed_parts(k))
         K.project_parts(cl, before, node_part)
+        assert node_part.dtype == (np.int8 if k <= 127 else np.int16)
         for blk in vs.blocks(1 << 9):   # several blocks: the counts add up across calls
             K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn, lanes)
         np.testing.assert_array_equal(conn, plain(before)[:rows])
