@@ -230,3 +230,24 @@ def test_directed_stream_keeps_where_the_in_neighbours_start(tmp_path, hubs_firs
         vs.out_degree()
     undirected = build_vertex_stream(_store(tmp_path / "u.zarr", src, dst, n), tmp_path / "vs-u")
     assert undirected.out_degree() is None
+
+
+def test_a_rebuilt_stream_keeps_nothing_of_the_last_one(tmp_path):
+    """A folder that held a directed store's stream, hubs first, then gets an undirected store of as many
+    nodes, in id order: no out_degree (whose counts would mark the wrong entries as halos, with no error),
+    no new ids, and the figures counted from the new lists."""
+    from graphstream.partition.metrics import vertex_partition_metrics, vertex_stream_metrics
+    rng = np.random.default_rng(8)
+    n = 400
+    src, dst = _random_graph(rng, n, 3000)
+    directed = build_vertex_stream(_store(tmp_path / "d.zarr", src, dst, n, directed=True), tmp_path / "vs",
+                                   hubs_first=True)
+    assert directed.out_degree() is not None and directed.new_id is not None
+    store = _store(tmp_path / "u.zarr", src, dst, n)
+    again = build_vertex_stream(store, tmp_path / "vs")
+    assert again.out_degree() is None and again.new_id is None
+    assert not (tmp_path / "vs" / "out_degree.npy").exists() and not (tmp_path / "vs" / "new_id.npy").exists()
+    owner = rng.integers(0, 6, n).astype(np.int32)
+    got = vertex_stream_metrics(again, owner, 6)
+    want = vertex_partition_metrics(store, owner, 6)
+    assert got["replication_factor"] == want["replication_factor"] and got["part_halo"] == want["part_halo"]

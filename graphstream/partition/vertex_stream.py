@@ -216,8 +216,10 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     meta_path = work / META
-    if meta_path.exists():
-        meta_path.unlink()   # rebuilding: the old stream is no longer trusted
+    # rebuilding: nothing of an old stream is trusted, least of all the files only some streams have (a
+    # directed store's out_degree.npy left beside an undirected one's lists would mark its halos)
+    for name in (META, "new_id.npy", "out_degree.npy"):
+        (work / name).unlink(missing_ok=True)
     n = store.num_nodes
     id_dtype = np.dtype(store.id_dtype)
 
