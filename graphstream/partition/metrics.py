@@ -215,7 +215,7 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
             check_visible(client, vs.path, work)
             owner_path = str(save_shard(Path(work) / "owner.npy", owner))
             per_task = -(-vs.num_entries // task_count(client))
-            ranges = vs.aligned_bounds(0, n, max(per_task, 1), _SEGMENT)
+            ranges = vs.aligned_bounds(0, n, max(per_task, 1), 1)   # any cut: the same counts
             counts = np.sum(run_tasks(client, "metrics: vertex stream", stream_counts_range, ranges,
                                       unit="node", size=lambda t: t[1] - t[0], vs_dir=str(vs.path),
                                       owner_path=owner_path, k=k, block_entries=block_entries),
@@ -240,7 +240,7 @@ def _stream_counts(vs: VertexStream, owner: np.ndarray, k: int, a: int, b: int, 
         marking = np.empty(0, dtype=np.int32)   # every entry marks
     lanes = numba.get_num_threads()
     counts = np.zeros((3, lanes, k), dtype=np.int64)   # a row a thread
-    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, _SEGMENT)):
+    for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, 1)):   # as vs.blocks, within [a, b)
         _count_parts_block(blk.first, blk.offsets, blk.neighbours, owner, marking, *counts)
     return counts.sum(axis=1)
 
