@@ -145,17 +145,28 @@ def test_a_bad_line_in_a_later_byte_range_is_named_by_its_line(dask_client, tmp_
 
 # -- degrees, info ----------------------------------------------------------------------------------
 
-# degree vectors returned (small) / summed from shards (large) / one range's shard read as it is (one worker)
-@pytest.mark.parametrize(("scale", "workers"), [(10, 2), (17, 2), (17, 1)])
-def test_degrees_and_info_equal_the_in_process_pass(dask_client, tmp_path, scale, workers):
+# degree vectors returned (small) / two ranges' shards summed here / summed by a wave of node-range tasks
+# (more ranges than CLIENT_SUM_MAX_RANGES) / one range's shard read as the sums (one worker)
+@pytest.mark.parametrize(("scale", "workers", "sum_wave"), [(10, 2, False), (17, 2, False), (17, 2, True),
+                                                            (17, 1, False)])
+def test_degrees_and_info_equal_the_in_process_pass(dask_client, tmp_path, monkeypatch, scale, workers, sum_wave):
+    import graphstream.cluster
     from graphstream.commands.info import store_stats
+    from graphstream.store import degrees
     store = generate_rmat(tmp_path / "g.zarr", scale=scale, edge_factor=2, chunk_size=20_000)
     local = degree_pass(store)
+    if sum_wave:
+        monkeypatch.setattr(degrees, "CLIENT_SUM_MAX_RANGES", 1)
+    stages = []
+    run_tasks = graphstream.cluster.run_tasks
+    monkeypatch.setattr(graphstream.cluster, "run_tasks", lambda c, stage, *a, **kw: stages.append(stage)
+                        or run_tasks(c, stage, *a, **kw))
     if workers == 1:
         with open_client(ClusterConfig(workers=1)) as one:
             cluster = degree_pass(store, client=one)
     else:
         cluster = degree_pass(store, client=dask_client)
+    assert stages[0] == "degree pass" and stages[1:] == (["degree sums"] if sum_wave else [])
     src, dst = store.array("src")[:], store.array("dst")[:]
     assert np.array_equal(cluster.out_degree, np.bincount(src, minlength=store.num_nodes))
     assert np.array_equal(cluster.in_degree, np.bincount(dst, minlength=store.num_nodes))
