@@ -171,6 +171,19 @@ def test_vertex_stream_metrics_as_tasks_equal_the_pass_here(tmp_path, dask_clien
     assert not any(p.name.startswith("graphstream-metrics-") for p in tmp_path.iterdir())   # its owner shard removed
 
 
+@pytest.mark.parametrize("n", [0, 10])
+def test_vertex_stream_metrics_as_tasks_without_edges(tmp_path, dask_client, n):
+    """No edges (no nodes, or isolated ones only): the tasks' figures are the pass's here."""
+    from graphstream.partition.metrics import vertex_stream_metrics
+    from graphstream.partition.vertex_stream import build_vertex_stream
+    store = write_store(tmp_path / "g.zarr", [], [], n)
+    vs = build_vertex_stream(store, tmp_path / "vs")
+    owner = np.arange(n, dtype=np.int32) % 3
+    tasks = vertex_stream_metrics(vs, owner, 3, client=dask_client)
+    assert tasks == vertex_stream_metrics(vs, owner, 3)
+    assert tasks["part_halo"] == [0, 0, 0] and tasks["replication_factor"] == (1.0 if n else 0.0)
+
+
 def test_owner_and_vertex_cut_with_many_groups(tmp_path, monkeypatch):
     import graphstream.partition.edge_parts as shared
     rng = np.random.default_rng(1)

@@ -216,10 +216,11 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
             owner_path = str(save_shard(Path(work) / "owner.npy", owner))
             per_task = -(-vs.num_entries // task_count(client))
             ranges = vs.aligned_bounds(0, n, max(per_task, 1), 1)   # any cut: the same counts
-            counts = np.sum(run_tasks(client, "metrics: vertex stream", stream_counts_range, ranges,
-                                      unit="node", size=lambda t: t[1] - t[0], vs_dir=str(vs.path),
-                                      owner_path=owner_path, k=k, block_entries=block_entries),
-                            axis=0, dtype=np.int64)
+            counts = np.zeros((3, k), dtype=np.int64)
+            for part in run_tasks(client, "metrics: vertex stream", stream_counts_range, ranges, unit="node",
+                                  size=lambda t: t[1] - t[0], vs_dir=str(vs.path), owner_path=owner_path, k=k,
+                                  block_entries=block_entries):
+                counts += part
     present, staying, leaving = counts
     return _figures(inner, present, leaving + staying // 2, 0)   # no store pass
 

@@ -254,7 +254,7 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     buckets = cut_ranges(offsets, bucket_entries)
     with open(neigh_path, "r+b") as out:
         edges = _edge_batches(store, batch_size, new_id)
-        if len(buckets) == 1:
+        if len(buckets) <= 1:   # none: a graph without nodes
             _build_in_memory(edges, store.num_edges, offsets, out_degree, id_dtype, out, data_offset)
         else:
             _build_spilled(edges, store.num_edges, offsets, out_degree, id_dtype, out, data_offset, buckets, work)
