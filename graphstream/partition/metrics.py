@@ -215,7 +215,7 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
             check_visible(client, vs.path, work)
             owner_path = str(save_shard(Path(work) / "owner.npy", owner))
             per_task = -(-vs.num_entries // task_count(client))
-            ranges = vs.aligned_bounds(0, n, max(per_task, 1), 1)   # any cut: the same counts
+            ranges = vs.block_bounds(max(per_task, 1))   # any cut gives the same counts
             counts = np.zeros((3, k), dtype=np.int64)
             for part in run_tasks(client, "metrics: vertex stream", stream_counts_range, ranges, unit="node",
                                   size=lambda t: t[1] - t[0], vs_dir=str(vs.path), owner_path=owner_path, k=k,

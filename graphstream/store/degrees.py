@@ -139,9 +139,7 @@ def _degree_pass_on_cluster(client: Client, store: GraphStore, batch_size: int |
         loops = run_tasks(client, "degree pass", _count_task, [(*r, s) for r, s in zip(ranges, shards, strict=True)],
                           unit="edge", size=_edges, **common)
         if len(shards) <= CLIENT_SUM_MAX_RANGES:   # a few ranges: summed here, without a wave of sum tasks
-            both = np.load(shards[0]).astype(np.int64)
-            for shard in shards[1:]:
-                both += np.load(shard, mmap_mode="r")
+            both = _sum_shards(shards, 0, n)
             return Degrees(both[0], both[1], sum(loops))
         nodes = split_range(n, task_count(client))
         sums = [str(work / f"nodes-{i:05d}.npy") for i in range(len(nodes))]
@@ -176,7 +174,12 @@ def _sum_task(lo: int, hi: int, out: str, *, shards: list[str]) -> None:
     """A task: nodes [lo, hi) of every (2, n) edge-range shard, summed into ``out``."""
     from ..cluster import save_shard
 
+    save_shard(out, _sum_shards(shards, lo, hi))
+
+
+def _sum_shards(shards: list[str], lo: int, hi: int) -> np.ndarray:
+    """Nodes [lo, hi) of every (2, n) edge-range shard, summed in int64."""
     total = np.zeros((2, hi - lo), dtype=np.int64)
     for s in shards:
         total += np.load(s, mmap_mode="r")[:, lo:hi]
-    save_shard(out, total)
+    return total
