@@ -14,7 +14,7 @@ import pytest
 
 from graphstream.cluster import ClusterConfig, open_client
 from graphstream.errors import GraphStreamError
-from graphstream.ingest import ingest
+from graphstream.ingest import IngestConfig, ingest
 from graphstream.ingest.rmat import generate_rmat
 from graphstream.store import degree_pass, open_store
 from graphstream.store.verify import verify
@@ -117,6 +117,84 @@ def test_ingest_is_the_same_store_on_a_cluster(dask_client, tmp_path, edges, kin
     assert_same_files(tmp_path / "local.zarr", tmp_path / "cluster.zarr")
     assert local.num_edges == len(edges[0])
     assert verify(tmp_path / "cluster.zarr").to_dict()["ok"]
+    assert no_leftovers(tmp_path) == []
+
+
+# lines the count must read as the parser does: comments ("#", "%"), empty and blank lines, lines led by
+# blanks, CRLF ends, a last line without its newline
+_AWKWARD = ["# c", "", "  ", "%x", "\t7 8", "  9 10\r", "\r", " # c2", "11 12", "13\t14 ", "\t", " \t15 16"]
+
+
+def _awkward_text(path: Path, src, dst, *, header: bool = True, last_newline: bool = False) -> Path:
+    rng = np.random.default_rng(3)
+    lines = ["# an awkward file", "src dst"] if header else []
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+        lines.append(f"{s} {d}")
+        if rng.random() < 0.05:
+            lines.append(_AWKWARD[rng.integers(len(_AWKWARD))])
+    path.write_text("\n".join(lines) + ("\n" if last_newline else ""))
+    return path
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_edge_lines_are_counted_as_the_parser_reads_them(tmp_path, edges, header):
+    from graphstream.ingest._text_kernels import count_edge_lines, scan_edge_lines
+    from graphstream.ingest.blocks import line_cuts
+    from graphstream.ingest.pipeline import _plan, blocks
+    path = _awkward_text(tmp_path / "e.txt", edges[0][:5000], edges[1][:5000], header=header)
+    plan = _plan(str(path), IngestConfig(fmt="snap"))
+    data = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+    assert plan.layout.header_line == (2 if header else 0)
+    whole = count_edge_lines(data, plan.layout.header_line)
+    assert whole == sum(len(b.src) for b in blocks(str(path), plan, IngestConfig()))
+    assert scan_edge_lines(data, 0, 0, plan.layout.header_line, -1, -1)[0] == whole   # the walk agrees
+    cuts = line_cuts(path, 9, min_bytes=1 << 12)
+    assert len(cuts) > 3
+    per_range = [sum(len(b.src) for b in blocks(str(path), plan, IngestConfig(), piece=(a, b))) for a, b in cuts]
+    skips = [plan.layout.header_line if a == 0 else 0 for a, _ in cuts]
+    assert [count_edge_lines(data[a:b], k) for (a, b), k in zip(cuts, skips, strict=True)] == per_range
+    assert sum(per_range) == whole > 5000   # five of the awkward lines hold a row
+
+
+@pytest.mark.parametrize(("chunk_size", "last_newline", "files"), [(7000, True, 1), (97, False, 1), (13, True, 1),
+                                                                   (4099, False, 2)])
+def test_awkward_text_is_the_same_store_in_one_parse(dask_client, tmp_path, monkeypatch, edges, chunk_size,
+                                                     last_newline, files):
+    """Plain text takes the counted path (count, then one parse that writes whole chunks): chunk bounds
+    anywhere in the byte ranges, ranges with no chunk beginning in them, a header in a later file."""
+    import graphstream.ingest.distributed as dist
+    src, dst = edges[0].copy(), edges[1].copy()
+    src[:60] = dst[:60] = 0   # all-zero chunks (13 edges): written as files too, as in-process
+    cut = len(src) // files
+    paths = [str(_awkward_text(tmp_path / f"e{i}.txt", src[i * cut:(i + 1) * cut], dst[i * cut:(i + 1) * cut],
+                               header=i == files - 1, last_newline=last_newline)) for i in range(files)]
+    source = paths if files > 1 else paths[0]
+    options = {**SMALL, "chunk_size": chunk_size}
+    ingest(source, tmp_path / "local.zarr", **options)
+    stages = []
+    run_tasks = dist.run_tasks
+    monkeypatch.setattr(dist, "run_tasks", lambda client, stage, *a, **kw: (stages.append(stage),
+                                                                            run_tasks(client, stage, *a, **kw))[1])
+    ingest(source, tmp_path / "cluster.zarr", **options, client=dask_client)
+    assert stages == ["ingest: count", "ingest: parse"]
+    assert_same_files(tmp_path / "local.zarr", tmp_path / "cluster.zarr")
+    assert open_store(tmp_path / "cluster.zarr").num_edges > files * cut
+    assert no_leftovers(tmp_path) == []
+
+
+def test_an_id_past_int32_without_a_node_count_takes_the_store_again_as_int64(dask_client, tmp_path, monkeypatch,
+                                                                                edges):
+    import graphstream.ingest.pipeline as pipeline
+    # the ids are sparse (2**31 nodes, 30,000 edges): let the store through as a machine with room would
+    monkeypatch.setattr(pipeline, "node_state_shortfall", lambda *a: None)
+    big = edges[0].copy()
+    big[len(big) // 2] = 2**31 + 5
+    path = _write_text(tmp_path / "e.txt", big, edges[1])
+    local = ingest(path, tmp_path / "local.zarr", **SMALL)
+    cluster = ingest(path, tmp_path / "cluster.zarr", **SMALL, client=dask_client)
+    assert local.id_dtype == cluster.id_dtype == np.int64
+    assert cluster.num_nodes == 2**31 + 6
+    assert_same_files(tmp_path / "local.zarr", tmp_path / "cluster.zarr")
     assert no_leftovers(tmp_path) == []
 
 

@@ -3,6 +3,21 @@
 1. Cut the input into pieces: byte ranges of plain text files (cut at line
    ends), row ranges of ``.npy`` files, row-group ranges of parquet files; a
    compressed text file is one piece (a gzip stream cannot be entered midway).
+
+Plain text files with numeric ids (not relabelled) then take one pass of
+parsing, as in-process:
+
+2. Count: one task per byte range counts its edge lines (a branch-free scan,
+   ~0.3 s a GB a core, against ~3 s a GB to parse), so the client knows where
+   each range's edges start in the store.
+3. Parse and write: the chunks of the store are dealt out by range (those
+   that begin in it); a task parses the lines of its chunks (from its range,
+   and past its end up to its last chunk's end) and writes them whole into
+   the store the client created (:meth:`GraphWriter.preallocate`); the client
+   applies the in-process checks, seals the store and swaps it into place.
+
+Every other input takes two:
+
 2. Parse: one task per piece parses it with the in-process readers and saves
    its columns as shards in a scratch folder beside the output; it returns
    its edge count and largest id (and, with ``--relabel``, saves its
@@ -13,8 +28,7 @@
    file order, so the id map is the in-process one.
 4. Write: tasks over chunk-aligned edge ranges gather their edges from the
    shards (relabelled through the id map), and write whole chunks into the
-   store the client created (:meth:`GraphWriter.preallocate`); the client
-   seals it and swaps it into place.
+   store the client created; the client seals it and swaps it into place.
 
 String ids with ``--relabel`` are read by one task on one worker (the
 in-process reader; their spans point into parse buffers, so there is no
@@ -37,10 +51,11 @@ import numpy as np
 
 from .._atomic import scratch_dir
 from ..cluster import check_visible, output_for_tasks, run_task, run_tasks, save_shard, split_range, task_count
-from ..errors import InputFormatError
+from ..errors import InputFormatError, StoreError
 from ..store import GraphWriter, id_dtype_for, is_url
 from ..store.graph import EdgeRangeWriter
 from . import sources
+from ._text_kernels import after_edge_lines, count_edge_lines
 from .config import IngestConfig
 from .pipeline import (
     IngestPlan,
@@ -95,12 +110,18 @@ def ingest_on_cluster(client: Client, paths: list[str], target: str, plans: list
     """
     if config.relabel and plans[0].string_ids:
         return _ingest_as_one_task(client, paths, target, plans, config)
+    check_visible(client, *paths)
+    pieces = _pieces(client, paths, plans, config)
+    if _counted_text(plans, pieces, config):
+        try:
+            return _ingest_counted(client, paths, target, plans, config, pieces, wide=False)
+        except _WideIds:   # an id past 2**31 with no node count given: written again, as int64
+            return _ingest_counted(client, paths, target, plans, config, pieces, wide=True)
     parent = Path(work_dir) if work_dir is not None else Path(paths[0] if is_url(target) else target).resolve().parent
     # not ".NAME.scratch-": the writer created below clears those as leftovers of killed runs when it
     # takes the output (scratch_dir itself clears the folders of dead runs of this prefix)
     with scratch_dir(f".{Path(target).name}.shards-", dir=parent) as work:
-        check_visible(client, *paths, work)
-        pieces = _pieces(client, paths, plans, config)
+        check_visible(client, work)
         # 2. parse
         parsed = run_tasks(client, "ingest: parse", _parse_task,
                            [(i, paths[p.file], p.span, str(work)) for i, p in enumerate(pieces)],
@@ -174,6 +195,134 @@ def _pieces(client: Client, paths: list[str], plans: list[IngestPlan], config: I
                                 min(PIECE_MIN_BYTES, config.block_bytes))
         pieces += [Piece(i, span) for span in spans or [None]]
     return pieces
+
+
+# -- plain text: count, then parse and write ---------------------------------------------------------
+
+class _WideIds(Exception):
+    """A task met an id past 2**31 while the store's ids were int32 (no node count was given)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A byte range of a plain text file, with its edges' place in the store: ``edges`` from ``first``."""
+    path: str
+    start: int
+    stop: int
+    skip_line: int   # the header's line number in the file if the range starts the file, else 0
+    first: int
+    edges: int
+
+
+def _counted_text(plans: list[IngestPlan], pieces: list[Piece], config: IngestConfig) -> bool:
+    """Whether every piece is a byte range of plain text with numeric ids kept as they are (one pass)."""
+    return not config.relabel and all(
+        p.span is not None and plans[p.file].fmt not in ("npy", "parquet") and not plans[p.file].string_ids
+        for p in pieces)
+
+
+def _ingest_counted(client: Client, paths: list[str], target: str, plans: list[IngestPlan], config: IngestConfig,
+                    pieces: list[Piece], *, wide: bool) -> None:
+    """Plain text in one parse: the ranges' edge lines counted, then the store's chunks parsed and written
+    by the task of the range each begins in (module docstring)."""
+    skips = [plans[p.file].layout.header_line if p.span[0] == 0 else 0 for p in pieces]
+    counts = run_tasks(client, "ingest: count", _count_task,
+                       [(paths[p.file], *p.span, skip) for p, skip in zip(pieces, skips, strict=True)],
+                       unit="byte", size=lambda t: t[2] - t[1])
+    name = source_name(paths)
+    total = int(sum(counts))
+    if total == 0:
+        raise InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
+    firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    ranges = [Range(paths[p.file], *p.span, skip, firsts[i], counts[i])
+              for i, (p, skip) in enumerate(zip(pieces, skips, strict=True))]
+    ids = id_dtype_for(config.num_nodes) if config.num_nodes is not None else np.int64 if wide else np.int32
+    with_time, with_weight = writer_columns(plans, config)
+    writer = GraphWriter(target, num_nodes=config.num_nodes, id_dtype=ids, directed=not config.undirected,
+                         with_time=with_time, with_weight=with_weight, chunk_size=config.chunk_size, source=name,
+                         overwrite=config.overwrite, attrs=store_attrs(plans, config))
+    with writer:
+        writer.preallocate(total)
+        check_visible(client, writer.staging_path)
+        found = run_tasks(client, "ingest: parse", _parse_chunks_task, _chunk_tasks(ranges, total, config.chunk_size),
+                          unit="edge", size=lambda t: t[1] - t[0], path=writer.staging_path,
+                          plans=[plans[p.file] for p in pieces], config=config, int32_ids=ids == np.int32)
+        if any(f is None for f in found):
+            raise _WideIds
+        max_id = max(found)
+        if config.num_nodes is None:
+            check_id_range(paths, plans, config, max_id, total)
+        writer.close(num_nodes=config.num_nodes if config.num_nodes is not None else max_id + 1)
+
+
+def _chunk_tasks(ranges: list[Range], total: int, chunk: int) -> list[tuple[int, int, list[tuple[int, Range]]]]:
+    """One task per range with a chunk beginning in it: the store's edges [a, b) of those chunks, and the
+    ranges (with their index) that hold them: its own, and the next ones up to its last chunk's end."""
+    tasks = []
+    for r in ranges:
+        a = min(total, -(-r.first // chunk) * chunk)
+        b = min(total, -(-(r.first + r.edges) // chunk) * chunk)
+        if a < b:
+            tasks.append((a, b, [(j, q) for j, q in enumerate(ranges)
+                                 if q.edges and q.first < b and q.first + q.edges > a]))
+    return tasks
+
+
+def _count_task(path: str, start: int, stop: int, skip_line: int) -> int:
+    """A task: the edge lines in bytes [start, stop) of ``path`` (whole lines)."""
+    if stop <= start:   # an empty file (which cannot be memory-mapped)
+        return 0
+    return int(count_edge_lines(np.memmap(path, dtype=np.uint8, mode="r")[start:stop], skip_line))
+
+
+def _parse_chunks_task(a: int, b: int, ranges: list[tuple[int, Range]], *, path: str, plans: list[IngestPlan],
+                       config: IngestConfig, int32_ids: bool) -> int | None:
+    """A task: edges [a, b) of the store (whole chunks) parsed from ``ranges`` and written; the largest id
+    (-1: none), or None when an id does not fit the store's int32 ids (nothing more is written)."""
+    max_id = -1
+    written = a
+    cols: dict[str, list[np.ndarray]] = {}
+    with EdgeRangeWriter(path) as out:
+        for j, r in ranges:
+            lo, hi = max(a, r.first), min(b, r.first + r.edges)
+            for block in blocks(r.path, plans[j], config, piece=_line_span(r, lo - r.first, hi - r.first)):
+                block_max = max(int(block.src.max()), int(block.dst.max()))
+                if int32_ids:   # narrowed as each block comes: half the bytes to gather into chunks
+                    if block_max >= 2**31:
+                        return None
+                    block = replace(block, src=block.src.astype(np.int32), dst=block.dst.astype(np.int32))
+                max_id = max(max_id, block_max)
+                row = 0
+                while row < len(block.src):   # into chunks: every chunk but the store's last is full
+                    held = sum(len(x) for x in cols.get("src", ()))
+                    take = min(len(block.src) - row, config.chunk_size - held)
+                    for c in COLUMNS:
+                        col = getattr(block, c)
+                        if col is not None:
+                            cols.setdefault(c, []).append(col[row:row + take])
+                    row += take
+                    if held + take == config.chunk_size:
+                        out.write(written, {c: np.concatenate(x) for c, x in cols.items()})
+                        written += config.chunk_size
+                        cols = {}
+        if cols:
+            out.write(written, {c: np.concatenate(x) for c, x in cols.items()})
+            written += sum(len(x) for x in cols["src"])
+    if written != b:   # the count's rule and the parser's disagree: a bug, never a shifted store
+        raise StoreError(f"{path}: edges [{a}, {b}) of the store: {written - a} parsed where "
+                         f"{b - a} were counted")
+    return max_id
+
+
+def _line_span(r: Range, skip: int, stop: int) -> tuple[int, int]:
+    """The bytes of ``r`` that hold its edge lines [skip, stop) (with the lines without edges among them)."""
+    if skip == 0 and stop == r.edges:
+        return r.start, r.stop
+    buf = np.memmap(r.path, dtype=np.uint8, mode="r")[r.start:r.stop]
+    begin = after_edge_lines(buf, r.skip_line, skip) if skip else 0
+    end = r.stop if stop == r.edges else r.start + begin + after_edge_lines(
+        buf[begin:], 0 if begin else r.skip_line, stop - skip)
+    return r.start + begin, end
 
 
 # -- 2. parse ---------------------------------------------------------------------------------------

@@ -602,8 +602,8 @@ class EdgeRangeWriter:
         """Write edges ``start .. start + len`` of the given columns (after the previous range is written)."""
         self._wait()
         for name, data in columns.items():
-            if name not in self._arrays:
-                self._arrays[name] = self._group[name]
+            if name not in self._arrays:   # all-zero chunks written too, as the in-process writer does
+                self._arrays[name] = self._group[name].with_config(CHUNK_ARRAY_CONFIG)
             arr = self._arrays[name]
             stop, chunk = start + len(data), arr.chunks[0]
             if start % chunk or (stop % chunk and stop != arr.shape[0]) or stop > arr.shape[0]:
