@@ -93,6 +93,31 @@ def test_metrics_equal_over_several_part_groups(datasets, dask_client, monkeypat
     assert ref == got
 
 
+@pytest.mark.parametrize("directed", [True, False])
+def test_metrics_equal_with_one_edge_range_and_with_several(tmp_path, dask_client, monkeypatch, directed):
+    """A store of many chunks: on two workers two edge ranges mark shards that a wave of node ranges
+    ORs; on one worker the single range counts its columns itself (no shard). Both give the in-process
+    figures, at k = 5 and at k = 130 in three groups."""
+    from graphstream.ingest.rmat import generate_rmat
+    store = generate_rmat(tmp_path / "g.zarr", scale=12, edge_factor=8, seed=2, chunk_size=3000,
+                          undirected=not directed)
+    rng = np.random.default_rng(3)
+    monkeypatch.setattr(metrics_module, "part_groups", lambda n, k, b, align=1: part_groups(n, k, 1 << 20, 64))
+    stages = []
+    monkeypatch.setattr(metrics_module, "run_tasks", lambda client, stage, *a, run=metrics_module.run_tasks, **kw:
+                        (stages.append(stage), run(client, stage, *a, **kw))[1])
+    with open_client(ClusterConfig(workers=1)) as one:
+        for k in (5, 130):
+            owner = rng.integers(0, k, store.num_nodes).astype(np.int32)
+            ref = vertex_partition_metrics(store, owner, k)
+            stages.clear()
+            assert vertex_partition_metrics(store, owner, k, client=dask_client) == ref
+            assert stages == ["metrics: halo bits", "metrics: replicas"] * ref["metrics_passes"]
+            stages.clear()
+            assert vertex_partition_metrics(store, owner, k, client=one) == ref
+            assert stages == ["metrics: halo bits"] * ref["metrics_passes"]
+
+
 def test_owner_pass_equal_over_several_part_groups(datasets, dask_client, tmp_path):
     """The edge partitioners' owner pass on a cluster, k = 130 in groups of 64 parts: the in-process owner,
     vertex-cut RF and pass count."""
