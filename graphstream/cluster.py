@@ -133,6 +133,7 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot reach the dask scheduler at {config.scheduler}: {exc}") from exc
         try:
+            _prompt_streams(client, cluster_too=False)
             _hint_worker_env(client)
             yield client
         finally:
@@ -154,6 +155,7 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
     try:
         client = Client(cluster, set_as_default=False)
         try:
+            _prompt_streams(client, cluster_too=True)
             log(f"dask cluster: {config.workers} workers x {config.threads_per_worker} threads, "
                 f"dashboard {client.dashboard_link}")
             yield client
@@ -161,6 +163,16 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
             client.close()
     finally:
         cluster.close()
+
+
+def _prompt_streams(client: Client, *, cluster_too: bool) -> None:
+    """dask's message streams at 1 ms batching intervals instead of 2-10 ms (graphstream._dask_streams);
+    a latency setting only: where this dask lacks the attributes, its own intervals stay."""
+    from ._dask_streams import prompt_streams
+    try:
+        prompt_streams(client, cluster_too=cluster_too)
+    except (AttributeError, TypeError) as exc:
+        log(f"dask's stream intervals left as they are ({type(exc).__name__}: {exc})")
 
 
 def worker_env(name: str) -> str | None:

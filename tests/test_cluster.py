@@ -128,6 +128,29 @@ def test_local_workers_run_openmp_s_passive_wait_policy_unless_one_is_set(dask_c
     assert found == {os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
+def _stream_interval(dask_worker) -> float:
+    return dask_worker.batched_stream.interval
+
+
+def _scheduler_stream_intervals(dask_scheduler) -> list[float]:
+    return [c.interval for c in (*dask_scheduler.stream_comms.values(), *dask_scheduler.client_comms.values())]
+
+
+def test_a_started_cluster_streams_its_messages_within_a_millisecond():
+    """dask's batching intervals (10 ms from the client, 5 ms and 2 ms from the scheduler and workers) held
+    every wave of tasks back; a cluster of the command's own runs at 1 ms, a worker restarted after a
+    fault too (graphstream._dask_streams)."""
+    from graphstream._dask_streams import STREAM_INTERVAL_S
+    with open_client(ClusterConfig(workers=2)) as client:
+        assert client.scheduler_comm.interval == STREAM_INTERVAL_S
+        assert set(client.run_on_scheduler(_scheduler_stream_intervals)) == {STREAM_INTERVAL_S}
+        assert set(client.run(_stream_interval).values()) == {STREAM_INTERVAL_S}
+        first = sorted(client.scheduler_info()["workers"])[0]
+        client.restart_workers([first])
+        assert set(client.run(_stream_interval).values()) == {STREAM_INTERVAL_S}
+        assert set(client.run_on_scheduler(_scheduler_stream_intervals)) == {STREAM_INTERVAL_S}
+
+
 def test_workers_on_this_machine_are_told_from_remote_ones(dask_client):
     assert workers_on_this_machine(dask_client)   # the local cluster: state files need no flush to disk
 
