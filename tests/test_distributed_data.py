@@ -182,6 +182,31 @@ def test_awkward_text_is_the_same_store_in_one_parse(dask_client, tmp_path, monk
     assert no_leftovers(tmp_path) == []
 
 
+def test_a_range_that_parses_more_edges_than_counted_is_an_error_not_a_shifted_store(tmp_path, edges):
+    """The guard against the count's rule and the parser's ever disagreeing: a task stops before it would
+    write into the next task's chunks."""
+    from graphstream.errors import StoreError
+    from graphstream.ingest.distributed import TextRange, _parse_chunks_task
+    from graphstream.ingest.pipeline import _plan
+    from graphstream.store import GraphWriter
+    path = _write_text(tmp_path / "e.txt", edges[0][:100], edges[1][:100], header="")
+    config = IngestConfig(fmt="snap", chunk_size=7)
+    plan = _plan(str(path), config)
+    size = path.stat().st_size
+    with GraphWriter(tmp_path / "g.zarr", id_dtype=np.int32, chunk_size=7) as writer:
+        writer.preallocate(100)
+        staging = Path(writer.staging_path)
+        for counted in (60, 63):   # the task owns edges [0, 63), chunks 0..8: a chunk bound or not
+            with pytest.raises(StoreError, match="the parse reached edge 100 where the count of edge lines"):
+                _parse_chunks_task(0, 63, [(0, TextRange(str(path), 0, size, 0, 0, counted))],
+                                   path=writer.staging_path, plans=[plan], config=config, int32_ids=True)
+        assert sorted(int(p.name) for p in (staging / "src" / "c").iterdir()) == list(range(9))
+        _parse_chunks_task(0, 100, [(0, TextRange(str(path), 0, size, 0, 0, 100))], path=writer.staging_path,
+                           plans=[plan], config=config, int32_ids=True)   # counted right: no error
+        assert len(list((staging / "src" / "c").iterdir())) == 15
+        writer.abort()
+
+
 def test_an_id_past_int32_without_a_node_count_takes_the_store_again_as_int64(dask_client, tmp_path, monkeypatch,
                                                                                 edges):
     import graphstream.ingest.pipeline as pipeline

@@ -204,7 +204,7 @@ class _WideIds(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Range:
+class TextRange:
     """A byte range of a plain text file, with its edges' place in the store: ``edges`` from ``first``."""
     path: str
     start: int
@@ -234,7 +234,7 @@ def _ingest_counted(client: Client, paths: list[str], target: str, plans: list[I
     if total == 0:
         raise InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
     firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    ranges = [Range(paths[p.file], *p.span, skip, firsts[i], counts[i])
+    ranges = [TextRange(paths[p.file], *p.span, skip, firsts[i], counts[i])
               for i, (p, skip) in enumerate(zip(pieces, skips, strict=True))]
     ids = id_dtype_for(config.num_nodes) if config.num_nodes is not None else np.int64 if wide else np.int32
     with_time, with_weight = writer_columns(plans, config)
@@ -255,7 +255,7 @@ def _ingest_counted(client: Client, paths: list[str], target: str, plans: list[I
         writer.close(num_nodes=config.num_nodes if config.num_nodes is not None else max_id + 1)
 
 
-def _chunk_tasks(ranges: list[Range], total: int, chunk: int) -> list[tuple[int, int, list[tuple[int, Range]]]]:
+def _chunk_tasks(ranges: list[TextRange], total: int, chunk: int) -> list[tuple[int, int, list[tuple[int, TextRange]]]]:
     """One task per range with a chunk beginning in it: the store's edges [a, b) of those chunks, and the
     ranges (with their index) that hold them: its own, and the next ones up to its last chunk's end."""
     tasks = []
@@ -275,7 +275,7 @@ def _count_task(path: str, start: int, stop: int, skip_line: int) -> int:
     return int(count_edge_lines(np.memmap(path, dtype=np.uint8, mode="r")[start:stop], skip_line))
 
 
-def _parse_chunks_task(a: int, b: int, ranges: list[tuple[int, Range]], *, path: str, plans: list[IngestPlan],
+def _parse_chunks_task(a: int, b: int, ranges: list[tuple[int, TextRange]], *, path: str, plans: list[IngestPlan],
                        config: IngestConfig, int32_ids: bool) -> int | None:
     """A task: edges [a, b) of the store (whole chunks) parsed from ``ranges`` and written; the largest id
     (-1: none), or None when an id does not fit the store's int32 ids (nothing more is written)."""
@@ -296,6 +296,8 @@ def _parse_chunks_task(a: int, b: int, ranges: list[tuple[int, Range]], *, path:
                 while row < len(block.src):   # into chunks: every chunk but the store's last is full
                     held = sum(len(x) for x in cols.get("src", ()))
                     take = min(len(block.src) - row, config.chunk_size - held)
+                    if written + held + take > b:   # never into the next task's chunks
+                        raise _miscounted(path, a, b, written + held + len(block.src) - row)
                     for c in COLUMNS:
                         col = getattr(block, c)
                         if col is not None:
@@ -308,13 +310,18 @@ def _parse_chunks_task(a: int, b: int, ranges: list[tuple[int, Range]], *, path:
         if cols:
             out.write(written, {c: np.concatenate(x) for c, x in cols.items()})
             written += sum(len(x) for x in cols["src"])
-    if written != b:   # the count's rule and the parser's disagree: a bug, never a shifted store
-        raise StoreError(f"{path}: edges [{a}, {b}) of the store: {written - a} parsed where "
-                         f"{b - a} were counted")
+    if written != b:
+        raise _miscounted(path, a, b, written)
     return max_id
 
 
-def _line_span(r: Range, skip: int, stop: int) -> tuple[int, int]:
+def _miscounted(path: str, a: int, b: int, parsed_to: int) -> StoreError:
+    """The count's rule and the parser's disagree (a bug): an error, never a store with shifted edges."""
+    return StoreError(f"{path}: edges [{a}, {b}) of the store: the parse reached edge {parsed_to} where the "
+                      f"count of edge lines ended at {b}")
+
+
+def _line_span(r: TextRange, skip: int, stop: int) -> tuple[int, int]:
     """The bytes of ``r`` that hold its edge lines [skip, stop) (with the lines without edges among them)."""
     if skip == 0 and stop == r.edges:
         return r.start, r.stop

@@ -290,9 +290,10 @@ def _counts_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: 
     One edge range per worker thread: each range's shard is a k-bit set per node, ORed by the node
     ranges, so more ranges would cost more shards to write and read for no more parallelism. With a
     single range (one worker thread) its task counts the columns itself: no shard, no second wave.
-    R-MAT s22, k = 8, pinned workers: one 1.96 s with four ranges and the wave, 1.73-1.79 s with one
-    range (1.61-1.63 s in-process on one core); two 1.04-1.05 s with two ranges and the wave (the
-    client ORing the two shards itself took 0.06 s, the wave 0.055 s).
+    R-MAT s22, k = 8, coarse-refine's owner, one pinned worker: 1.97-2.03 s with four ranges and the
+    wave, 1.84-1.93 s with one range, 1.74-1.79 s once the task ran the parallel kernel (against
+    1.64-1.76 s in-process on one core). Two workers' two shards ORed on the client instead of by the
+    wave: 0.06 s against 0.055 s, not kept.
     """
     parent = Path(work_dir) if work_dir is not None else Path(store.path).resolve().parent
     check_visible(client, store.path, parent)
@@ -328,15 +329,17 @@ def halo_bits_range(start: int, stop: int, shard: str | None, store_path: str, o
     store = open_store(store_path)
     owner = np.load(owner_path)   # in RAM: read at random
     bits = new_byte_bitsets(store.num_nodes, p_hi - p_lo)
-    edge_count = np.zeros(k, dtype=np.int64)
-    for batch in store.stream(batch_size, start=start, stop=stop):   # one thread: the worker's run other tasks
-        _mark_halo_lane(batch.src, batch.dst, owner, bits, p_lo, p_hi, edge_count, store.directed,
-                        0, store.num_nodes)
+    edge_count = np.zeros((1, k), dtype=np.int64)
+    # one lane (one thread: the worker's run other tasks), through the parallel kernel all the same: the
+    # lane kernel called alone ran 25-35% slower (R-MAT s22 batches, one core: 0.37-0.39 s against 0.28-0.29 s)
+    lane = np.array([[0, store.num_nodes]], dtype=np.int64)
+    for batch in store.stream(batch_size, start=start, stop=stop):
+        _mark_halo(batch.src, batch.dst, owner, bits, p_lo, p_hi, edge_count, store.directed, lane)
     if shard is None:
         _mark_owned(owner, bits, p_lo, p_hi)
-        return edge_count, _column_counts(bits, p_hi - p_lo)
+        return edge_count[0], _column_counts(bits, p_hi - p_lo)
     save_shard(shard, bits)
-    return edge_count, None
+    return edge_count[0], None
 
 
 def present_range(a: int, b: int, shards: list[str], owner_path: str, p_lo: int, p_hi: int) -> np.ndarray:
