@@ -280,9 +280,7 @@ def _parse_chunks_task(a: int, b: int, ranges: list[tuple[int, TextRange]], *, p
     """A task: edges [a, b) of the store (whole chunks) parsed from ``ranges`` and written; the largest id
     (-1: none), or None when an id does not fit the store's int32 ids (nothing more is written)."""
     max_id = -1
-    written = a
-    cols: dict[str, list[np.ndarray]] = {}
-    with EdgeRangeWriter(path) as out:
+    with EdgeRangeWriter(path, start=a) as out:   # whole chunks written as they fill
         for j, r in ranges:
             lo, hi = max(a, r.first), min(b, r.first + r.edges)
             for block in blocks(r.path, plans[j], config, piece=_line_span(r, lo - r.first, hi - r.first)):
@@ -292,26 +290,16 @@ def _parse_chunks_task(a: int, b: int, ranges: list[tuple[int, TextRange]], *, p
                         return None
                     block = replace(block, src=block.src.astype(np.int32), dst=block.dst.astype(np.int32))
                 max_id = max(max_id, block_max)
-                row = 0
-                while row < len(block.src):   # into chunks: every chunk but the store's last is full
-                    held = sum(len(x) for x in cols.get("src", ()))
-                    take = min(len(block.src) - row, config.chunk_size - held)
-                    if written + held + take > b:   # never into the next task's chunks
-                        raise _miscounted(path, a, b, written + held + len(block.src) - row)
-                    for c in COLUMNS:
-                        col = getattr(block, c)
-                        if col is not None:
-                            cols.setdefault(c, []).append(col[row:row + take])
-                    row += take
-                    if held + take == config.chunk_size:
-                        out.write(written, {c: np.concatenate(x) for c, x in cols.items()})
-                        written += config.chunk_size
-                        cols = {}
-        if cols:
-            out.write(written, {c: np.concatenate(x) for c, x in cols.items()})
-            written += sum(len(x) for x in cols["src"])
-    if written != b:
-        raise _miscounted(path, a, b, written)
+                cols = {c: getattr(block, c) for c in COLUMNS if getattr(block, c) is not None}
+                room = b - out.position
+                if len(block.src) > room:   # the rows up to b are this task's; never into the next task's chunks
+                    parsed_to = out.position + len(block.src)
+                    out.append({c: x[:room] for c, x in cols.items()})
+                    raise _miscounted(path, a, b, parsed_to)
+                out.append(cols)
+        out.flush()
+    if out.position != b:
+        raise _miscounted(path, a, b, out.position)
     return max_id
 
 

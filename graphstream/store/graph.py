@@ -441,12 +441,7 @@ class GraphWriter:
         take = (n // self.chunk_size) * self.chunk_size if whole_chunks_only else n
         if take == 0:
             return
-        data = {}
-        for c, parts in self._pending.items():
-            merged = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            data[c] = merged[:take]
-            rest = merged[take:]
-            self._pending[c] = [rest] if len(rest) else []
+        data = take_rows(self._pending, take)
         self._pending_len = n - take
         start = self._written
         self._written += take
@@ -578,6 +573,18 @@ class GraphWriter:
 
 
 
+def take_rows(pending: dict[str, list[np.ndarray]], take: int) -> dict[str, np.ndarray]:
+    """The first ``take`` rows of every column's pending parts, one array a column; the rest stays in
+    ``pending`` (the writers' buffers of rows not yet written as whole chunks)."""
+    data = {}
+    for c, parts in pending.items():
+        merged = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        data[c] = merged[:take]
+        rest = merged[take:]
+        pending[c] = [rest] if len(rest) else []
+    return data
+
+
 class EdgeRangeWriter:
     """Writes chunk-aligned edge ranges into a store being written at ``path`` (a
     :meth:`GraphWriter.staging_path` whose columns were sized by :meth:`GraphWriter.preallocate`):
@@ -589,22 +596,55 @@ class EdgeRangeWriter:
     chunks (its end may be the last edge): two tasks writing parts of one chunk
     would each rewrite it with the other's part missing. Writing a range again
     writes the same bytes, so a task rerun after its worker died is harmless.
+
+    Or rows come in blocks of any size: :meth:`append` from edge ``start`` on
+    writes each chunk as it fills, :meth:`flush` the last, partial one (which
+    must then end the store). Rows not flushed are dropped.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, start: int = 0):
         self.path = path
         self._group = zarr.open_group(path, mode="r+")
         self._arrays: dict[str, zarr.Array] = {}
         self._pool = ThreadPoolExecutor(max_workers=len(COLUMNS), thread_name_prefix="graphstream-range-writer")
         self._inflight: list[Future] = []
+        self._pending: dict[str, list[np.ndarray]] = {}   # appended, not yet written
+        self._pending_len = 0
+        self._next = start   # where the pending rows go
+
+    @property
+    def position(self) -> int:
+        """The edge the next appended row will be."""
+        return self._next + self._pending_len
+
+    def append(self, columns: dict[str, np.ndarray]) -> None:
+        """Rows after those appended before, handed over (not copied); whole chunks written as they fill."""
+        for name, data in columns.items():
+            self._pending.setdefault(name, []).append(data)
+        self._pending_len += len(next(iter(columns.values())))
+        chunk = self._array(next(iter(columns))).chunks[0]
+        self._write_pending(self._pending_len // chunk * chunk)
+
+    def flush(self) -> None:
+        """Write the rows appended and not yet written."""
+        self._write_pending(self._pending_len)
+
+    def _write_pending(self, take: int) -> None:
+        if take:
+            self.write(self._next, take_rows(self._pending, take))
+            self._next += take
+            self._pending_len -= take
+
+    def _array(self, name: str) -> zarr.Array:
+        if name not in self._arrays:   # all-zero chunks written too, as the in-process writer does
+            self._arrays[name] = self._group[name].with_config(CHUNK_ARRAY_CONFIG)
+        return self._arrays[name]
 
     def write(self, start: int, columns: dict[str, np.ndarray]) -> None:
         """Write edges ``start .. start + len`` of the given columns (after the previous range is written)."""
         self._wait()
         for name, data in columns.items():
-            if name not in self._arrays:   # all-zero chunks written too, as the in-process writer does
-                self._arrays[name] = self._group[name].with_config(CHUNK_ARRAY_CONFIG)
-            arr = self._arrays[name]
+            arr = self._array(name)
             stop, chunk = start + len(data), arr.chunks[0]
             if start % chunk or (stop % chunk and stop != arr.shape[0]) or stop > arr.shape[0]:
                 raise ParameterError(f"{self.path}: edges [{start}, {stop}) of {name!r} are not whole chunks of "
