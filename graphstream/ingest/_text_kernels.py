@@ -459,7 +459,7 @@ def _edge_lines_of(buf):
 def count_edge_lines(buf, skip_line):
     """The rows parse_lines finds in ``buf`` (whole lines, the first being line 1 of the file when
     ``skip_line`` > 0, the header's line number; 0: no header)."""
-    edges, _, pos = scan_edge_lines(buf, 0, 0, skip_line, -1, skip_line if skip_line > 0 else 0)
+    edges, _, pos = scan_edge_lines(buf, 0, 0, skip_line, -1, skip_line)
     rest = _edge_lines_of(buf[pos:])
     return edges + (rest if rest >= 0 else scan_edge_lines(buf, pos, 0, 0, -1, -1)[0])
 
@@ -473,7 +473,7 @@ def after_edge_lines(buf, skip_line, n):
     of the file when ``skip_line`` > 0; the end when it holds fewer). Blocks of LOCATE_BLOCK bytes are
     counted branch-free and passed over; the one that holds the line (or lines led by blanks) is
     walked."""
-    edges, _, pos = scan_edge_lines(buf, 0, 0, skip_line, n, skip_line if skip_line > 0 else 0)
+    edges, _, pos = scan_edge_lines(buf, 0, 0, skip_line, n, skip_line)
     end = len(buf)
     while edges < n and pos < end:
         cut = min(end, pos + LOCATE_BLOCK)

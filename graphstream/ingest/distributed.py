@@ -113,10 +113,7 @@ def ingest_on_cluster(client: Client, paths: list[str], target: str, plans: list
     check_visible(client, *paths)
     pieces = _pieces(client, paths, plans, config)
     if _counted_text(plans, pieces, config):
-        try:
-            return _ingest_counted(client, paths, target, plans, config, pieces, wide=False)
-        except _WideIds:   # an id past 2**31 with no node count given: written again, as int64
-            return _ingest_counted(client, paths, target, plans, config, pieces, wide=True)
+        return _ingest_counted(client, paths, target, plans, config, pieces)
     parent = Path(work_dir) if work_dir is not None else Path(paths[0] if is_url(target) else target).resolve().parent
     # not ".NAME.scratch-": the writer created below clears those as leftovers of killed runs when it
     # takes the output (scratch_dir itself clears the folders of dead runs of this prefix)
@@ -222,31 +219,42 @@ def _counted_text(plans: list[IngestPlan], pieces: list[Piece], config: IngestCo
 
 
 def _ingest_counted(client: Client, paths: list[str], target: str, plans: list[IngestPlan], config: IngestConfig,
-                    pieces: list[Piece], *, wide: bool) -> None:
+                    pieces: list[Piece]) -> None:
     """Plain text in one parse: the ranges' edge lines counted, then the store's chunks parsed and written
     by the task of the range each begins in (module docstring)."""
     skips = [plans[p.file].layout.header_line if p.span[0] == 0 else 0 for p in pieces]
     counts = run_tasks(client, "ingest: count", _count_task,
                        [(paths[p.file], *p.span, skip) for p, skip in zip(pieces, skips, strict=True)],
                        unit="byte", size=lambda t: t[2] - t[1])
-    name = source_name(paths)
     total = int(sum(counts))
     if total == 0:
-        raise InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
+        raise InputFormatError(f"{source_name(paths)}: no edges found (empty file, or only comments/header)")
     firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
     ranges = [TextRange(paths[p.file], *p.span, skip, firsts[i], counts[i])
               for i, (p, skip) in enumerate(zip(pieces, skips, strict=True))]
-    ids = id_dtype_for(config.num_nodes) if config.num_nodes is not None else np.int64 if wide else np.int32
+    range_plans = [plans[p.file] for p in pieces]
+    try:
+        _write_counted(client, paths, target, plans, config, ranges, range_plans,
+                       id_dtype_for(config.num_nodes) if config.num_nodes is not None else np.dtype(np.int32))
+    except _WideIds:   # an id past 2**31 with no node count given: written again, as int64 (as in-process)
+        _write_counted(client, paths, target, plans, config, ranges, range_plans, np.dtype(np.int64))
+
+
+def _write_counted(client: Client, paths: list[str], target: str, plans: list[IngestPlan], config: IngestConfig,
+                   ranges: list[TextRange], range_plans: list[IngestPlan], ids: np.dtype) -> None:
+    """The store of the counted ``ranges`` with ``ids`` (raises _WideIds, nothing left, when int32 ids do
+    not fit)."""
+    total = ranges[-1].first + ranges[-1].edges
     with_time, with_weight = writer_columns(plans, config)
     writer = GraphWriter(target, num_nodes=config.num_nodes, id_dtype=ids, directed=not config.undirected,
-                         with_time=with_time, with_weight=with_weight, chunk_size=config.chunk_size, source=name,
-                         overwrite=config.overwrite, attrs=store_attrs(plans, config))
+                         with_time=with_time, with_weight=with_weight, chunk_size=config.chunk_size,
+                         source=source_name(paths), overwrite=config.overwrite, attrs=store_attrs(plans, config))
     with writer:
         writer.preallocate(total)
         check_visible(client, writer.staging_path)
         found = run_tasks(client, "ingest: parse", _parse_chunks_task, _chunk_tasks(ranges, total, config.chunk_size),
-                          unit="edge", size=lambda t: t[1] - t[0], path=writer.staging_path,
-                          plans=[plans[p.file] for p in pieces], config=config, int32_ids=ids == np.int32)
+                          unit="edge", size=lambda t: t[1] - t[0], path=writer.staging_path, plans=range_plans,
+                          config=config, int32_ids=ids == np.int32)
         if any(f is None for f in found):
             raise _WideIds
         max_id = max(found)
