@@ -233,6 +233,13 @@ def _stop(state, pos, lines, status, line_no, field, a, b):
         state[S_ERR_B] = b
 
 
+@njit(cache=True, inline="always")
+def _holds_no_row(c):
+    """Whether a line whose first byte after its leading blanks is ``c`` holds no row (empty, CR, "#", "%"):
+    the one rule of parse_lines and of the count of edge lines (scan_edge_lines)."""
+    return c == _NL or c == _CR or c == _HASH or c == _PERCENT
+
+
 @njit(cache=True, nogil=True)
 def parse_lines(buf, pos, end, line_base, fmt, out):
     """Parse lines of buf[pos:end] into ``out`` (a :class:`ParseOut`); return the number of rows.
@@ -265,7 +272,7 @@ def parse_lines(buf, pos, end, line_base, fmt, out):
             break
         c = buf[pos]
         # 1. blank, comment and header lines
-        if c == _NL or c == _CR or c == _HASH or c == _PERCENT or line_no == skip_line:
+        if _holds_no_row(c) or line_no == skip_line:
             pos = _line_end(buf, pos, end)
             continue
         # 2. fields
@@ -401,7 +408,7 @@ def scan_edge_lines(buf, pos, line_base, skip_line, max_edges, max_lines):
         if pos >= end:
             break
         c = buf[pos]
-        if not (c == _NL or c == _CR or c == _HASH or c == _PERCENT or line_base + lines == skip_line):
+        if not (_holds_no_row(c) or line_base + lines == skip_line):
             edges += 1
         pos = _line_end(buf, pos, end)
     return edges, lines, min(pos, end)
