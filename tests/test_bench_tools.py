@@ -104,6 +104,18 @@ def test_bench_distributed_warmup_runs_first_and_is_not_a_mode(tmp_path):
     assert 0 < one["cores_busy"]["build"]
 
 
+def test_bench_partition_speed_compare_runs_the_fast_preset_beside_the_default(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_partition_speed.py"), "--compare",
+                           "--graphs", "rmat10", "--ks", "4", "--solvers", "coarse-refine,coarse-refine:preset=fast",
+                           "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(done.stdout)["graphs"]["rmat10"]["k=4"]
+    assert row["coarse-refine"]["preset"] == "default" and row["coarse-refine"]["coarse_trials"] == 3
+    fast = row["coarse-refine:preset=fast"]
+    assert fast["preset"] == "fast" and fast["coarse_trials"] == 1
+    assert fast["seconds_vs_coarse_refine"] == fast["seconds"] / row["coarse-refine"]["seconds"]
+
+
 def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(tmp_path):
     """--compare --repeat: every solver run that many times, the median and each run reported, the ratio
     to coarse-refine's median; the in-memory solver's CSR made once (its later runs read it back) and

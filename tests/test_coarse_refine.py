@@ -140,6 +140,28 @@ def test_k1_and_bad_parameters(cora):
         coarse_refine.run(store, 4, coarse_metis="nope")
 
 
+def test_a_preset_sets_its_parameters_and_the_ones_given_beside_it_win(cora, monkeypatch):
+    """preset="fast" runs with PRESETS["fast"] over the defaults (the plan's params say so), a parameter
+    given beside it overrides it, and an unknown preset is a ParameterError naming the presets."""
+    store, src, dst, n = cora
+    seen = []
+    real = coarse_refine._run
+    monkeypatch.setattr(coarse_refine, "_run", lambda *a, **kw: seen.append(a[5]) or real(*a, **kw))
+    fast = coarse_refine.run(store, 8, preset="fast")
+    assert seen[-1] == coarse_refine.CoarseRefineParams(**coarse_refine.PRESETS["fast"])
+    assert fast.params["preset"] == "fast" and fast.params["lp_passes"] == 3 and fast.params["coarse_trials"] == 1
+    check_plan(fast, n, 8, 1.05)
+    assert fast.metrics["replication_factor"] == pytest.approx(rf_by_sets(src, dst, fast.owner, n), abs=1e-12)
+    assert len(fast.metrics["coarse_trials"]) == 1
+    mixed = coarse_refine.run(store, 8, preset="fast", lp_passes=5)
+    assert seen[-1].lp_passes == 5 and seen[-1].coarse_trials == 1
+    assert mixed.params["lp_passes"] == 5
+    default = coarse_refine.run(store, 8)
+    assert seen[-1] == coarse_refine.CoarseRefineParams() and default.params["preset"] == "default"
+    with pytest.raises(ParameterError, match="unknown preset 'fastest'; choose one of default, fast"):
+        coarse_refine.run(store, 8, preset="fastest")
+
+
 def test_isolated_nodes_and_bounded_coarse_graph(tmp_path):
     rng = np.random.default_rng(5)
     n = 600

@@ -423,6 +423,9 @@ def test_cli_parameters_reach_the_algorithm(small_store, capsys):
     assert run_cli("partition", small_store.path, "-k", 4, "--edge-balance", 1.2, "--json") == 0
     out = json.loads(capsys.readouterr().out)
     assert out["algorithm"] == "coarse-refine" and out["params"]["edge_balance"] == 1.2
+    assert run_cli("partition", small_store.path, "-k", 4, "--preset", "fast", "--passes", 3, "--json") == 0
+    out = json.loads(capsys.readouterr().out)["params"]
+    assert out["preset"] == "fast" and out["coarse_trials"] == 1 and out["refine_passes"] == 3   # --passes wins
 
 
 @pytest.mark.parametrize("args", [
@@ -432,12 +435,19 @@ def test_cli_parameters_reach_the_algorithm(small_store, capsys):
     ["-k", 4, "--algo", "dbh", "--lambda", 2],
     ["-k", 4, "--algo", "spring", "--edge-balance", 1.1],
     ["-k", 4, "--edge-balance", 0.5],
+    ["-k", 4, "--algo", "spring", "--preset", "fast"],
     ["--algo", "dbh"],
 ])
 def test_cli_bad_input_exit_2(small_store, capsys, args):
     assert run_cli("partition", small_store.path, *args) == 2
     err = capsys.readouterr().err
     assert "error:" in err and err.count("\n") == 1
+
+
+def test_cli_unknown_preset_exit_2(small_store, capsys):
+    with pytest.raises(SystemExit) as exc:   # argparse's own refusal of a choice, exit 2 as well
+        run_cli("partition", small_store.path, "-k", 4, "--preset", "fastest")
+    assert exc.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err
 
 
 def test_cli_empty_and_incomplete_stores(tmp_path, capsys):

@@ -35,7 +35,8 @@ that loading, 0.9-2.0 s):
         [--repeat N]
 
 A solver ``coarse-refine:edge-balance=F`` runs coarse-refine with that edge
-balance (its parts' edges capped too), and ``spring`` the streaming
+balance (its parts' edges capped too), ``coarse-refine:preset=fast`` its
+fast preset, and ``spring`` the streaming
 partitioner whose parts are balanced on edges as well: every row reports the
 ``edge_balance`` of the shared metrics pass.
 
@@ -138,10 +139,17 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
     out: dict = {}
     if solver.startswith("coarse-refine"):
         from graphstream.partition import coarse_refine
-        solver, _, edge_balance = solver.partition(":edge-balance=")   # "coarse-refine:edge-balance=1.1"
+        # "coarse-refine:edge-balance=1.1", "coarse-refine:preset=fast", or both, ":"-separated
+        solver, *options = solver.split(":")
         params = dict(COARSE_SOLVER_VARIANTS[solver.removeprefix("coarse-refine")])
-        if edge_balance:
-            params["edge_balance"] = float(edge_balance)
+        for option in options:
+            name, _, value = option.partition("=")
+            if name == "edge-balance":
+                params["edge_balance"] = float(value)
+            elif name == "preset":
+                params["preset"] = value
+            else:
+                raise SystemExit(f"bench_partition_speed: unknown coarse-refine option {option!r}")
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             # timed apart: the in-memory solvers' libraries are loaded by their import, before their clock starts
             out["warmup_seconds"] = load_coarse_refine_kernels(Path(tmp), k, params)
@@ -152,6 +160,8 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
         out["num_clusters"] = plan.metrics["num_clusters"]
         out["coarse_edges_dropped_weight"] = plan.metrics["coarse_edges_dropped_weight"]
         out["replication_factor_before_refine"] = plan.metrics["replication_factor_before_refine"]
+        out["preset"] = plan.params["preset"]
+        out["coarse_trials"] = len(plan.metrics["coarse_trials"])
     elif solver == "spring":   # the streaming partitioner that balances edges too, for --edge-balance rows
         from graphstream.partition import partition
         with tempfile.TemporaryDirectory(dir=work) as tmp:

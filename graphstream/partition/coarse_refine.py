@@ -207,6 +207,18 @@ class CoarseRefineParams:
                 raise ParameterError(f"coarse-refine: invalid {name}={getattr(self, name)!r}")
 
 
+# Named sets of parameters (``preset``); a parameter given beside a preset overrides the preset's.
+# "fast": two label-propagation sweeps fewer, one coarse trial, two whole-cluster passes and one sweep
+# under the hard cap before the loose phase. Against the default, over R-MAT s20/s21 (k = 8..32),
+# facebook and web-NotreDame (k = 8..32), two seeds each (tools/bench_rf_variants.py, 2026-11-29):
+# 0.70x the time, +1.0% RF on average (-2.7% to +6.1%); R-MAT s21 at KaMinPar's time
+# (docs/partition-quality.md, "The fast preset").
+PRESETS: dict[str, dict[str, int]] = {
+    "default": {},
+    "fast": {"lp_passes": 3, "coarse_trials": 1, "cluster_passes": 2, "refine_passes": 1},
+}
+
+
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
         work_dir: str | os.PathLike | None = None, client: Client | None = None, **params) -> PartitionPlan:
     """Partition ``store``'s nodes into ``k`` parts; see the module docstring for the steps.
@@ -215,14 +227,18 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
     (removed at the end) when None. ``client``: a dask client whose tasks
     compute the rounds of steps 2 and 5 (the work folder must be visible to
     its workers); the result is the same as without. ``params``: fields of
-    :class:`CoarseRefineParams`.
+    :class:`CoarseRefineParams`, and ``preset`` (a key of :data:`PRESETS`,
+    whose fields the others override).
     """
     if "passes" in params:   # the CLI's --passes: the refinement sweeps
         params["refine_passes"] = params.pop("passes")
+    preset = params.pop("preset", "default")
+    if preset not in PRESETS:
+        raise ParameterError(f"coarse-refine: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     unknown = set(params) - set(CoarseRefineParams.__dataclass_fields__)
     if unknown:
         raise ParameterError(f"coarse-refine: unknown parameter(s) {sorted(unknown)}")
-    cfg = CoarseRefineParams(**params)
+    cfg = CoarseRefineParams(**{**PRESETS[preset], **params})
     n = store.num_nodes
     if not 1 <= k <= MAX_PARTS:
         raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {k}")
@@ -233,12 +249,12 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
     if work_dir is None:
         # pid-named: a folder left by a killed run is removed by the next one
         with scratch_dir("graphstream-cr-") as tmp:
-            return _run(store, k, seed, balance, Path(tmp), cfg, client)
-    return _run(store, k, seed, balance, Path(work_dir), cfg, client)
+            return _run(store, k, seed, balance, Path(tmp), cfg, client, preset)
+    return _run(store, k, seed, balance, Path(work_dir), cfg, client, preset)
 
 
 def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: CoarseRefineParams,
-         client: Client | None) -> PartitionPlan:
+         client: Client | None, preset: str = "default") -> PartitionPlan:
     watch = Stopwatch(on_lap=phase_logger("coarse-refine"))  # one progress line per phase
     n = store.num_nodes
     # 1. vertex stream on disk
@@ -382,7 +398,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
             if store.directed else "")
     log(f"coarse-refine k={k}: {num_clusters} clusters, replication factor {rf_before:.4f} -> {rf:.4f}{also} "
         f"({refined.moves} moves in {refined.sweeps} sweeps, {refined.kept} phase kept), {watch.seconds:.1f}s")
-    params = {"seed": seed, "balance": balance, **asdict(cfg)}
+    params = {"seed": seed, "balance": balance, "preset": preset, **asdict(cfg)}
     return PartitionPlan(algorithm=ALGORITHM, num_parts=k, owner=plan_owner, params=params, metrics=metrics)
 
 
