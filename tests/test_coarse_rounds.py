@@ -83,6 +83,17 @@ def test_same_owner_in_process_and_on_a_cluster(graphs, dask_client, tmp_path, n
     assert not (tmp_path / "w" / "rounds").exists() or not list((tmp_path / "w" / "rounds").glob("*-*.npy"))
 
 
+def test_the_fast_preset_on_a_cluster_is_the_in_process_plan(graphs, dask_client, tmp_path):
+    """The public partition() hands preset="fast" to the cluster's run as to the in-process one."""
+    from graphstream.partition import partition
+    store = graphs["cora"]
+    here = partition(store, 8, "coarse-refine", seed=2, preset="fast")
+    there = partition(store, 8, "coarse-refine", seed=2, preset="fast", client=dask_client,
+                      work_dir=tmp_path / "w")
+    assert here.params["preset"] == there.params["preset"] == "fast" and here.params["coarse_trials"] == 1
+    np.testing.assert_array_equal(here.owner, there.owner)
+
+
 def test_rounds_cut_into_tasks_of_at_least_min_entries(graphs, dask_client, tmp_path, monkeypatch):
     """A round is cut into one task per worker thread only where each gets MIN_TASK_ENTRIES entries (a task
     costs a scheduler round trip per round); the cut does not change the result."""
