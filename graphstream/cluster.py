@@ -156,6 +156,7 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
         client = Client(cluster, set_as_default=False)
         try:
             _prompt_streams(client, cluster_too=True)
+            _numba_threads_as_the_workers(client)
             log(f"dask cluster: {config.workers} workers x {config.threads_per_worker} threads, "
                 f"dashboard {client.dashboard_link}")
             yield client
@@ -166,13 +167,21 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
 
 
 def _prompt_streams(client: Client, *, cluster_too: bool) -> None:
-    """dask's message streams at 1 ms batching intervals instead of 2-10 ms (graphstream._dask_streams);
+    """dask's message streams at 1 ms batching intervals instead of 2-10 ms (graphstream._dask_plugins);
     a latency setting only: where this dask lacks the attributes, its own intervals stay."""
-    from ._dask_streams import prompt_streams
+    from ._dask_plugins import prompt_streams
     try:
         prompt_streams(client, cluster_too=cluster_too)
     except (AttributeError, TypeError) as exc:
         log(f"dask's stream intervals left as they are ({type(exc).__name__}: {exc})")
+
+
+def _numba_threads_as_the_workers(client: Client) -> None:
+    """In every worker of a cluster this command started, numba's threads as its NUMBA_NUM_THREADS
+    (graphstream._dask_plugins.WorkerNumbaThreads: a script importing graphstream at its top otherwise
+    gives its workers the machine's cores)."""
+    from ._dask_plugins import WorkerNumbaThreads
+    client.register_plugin(WorkerNumbaThreads())
 
 
 def worker_env(name: str) -> str | None:

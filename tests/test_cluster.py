@@ -139,8 +139,8 @@ def _scheduler_stream_intervals(dask_scheduler) -> list[float]:
 def test_a_started_cluster_streams_its_messages_within_a_millisecond():
     """dask's batching intervals (10 ms from the client, 5 ms and 2 ms from the scheduler and workers) held
     every wave of tasks back; a cluster of the command's own runs at 1 ms, a worker restarted after a
-    fault too (graphstream._dask_streams)."""
-    from graphstream._dask_streams import STREAM_INTERVAL_S
+    fault too (graphstream._dask_plugins)."""
+    from graphstream._dask_plugins import STREAM_INTERVAL_S
     with open_client(ClusterConfig(workers=2)) as client:
         assert client.scheduler_comm.interval == STREAM_INTERVAL_S
         assert set(client.run_on_scheduler(_scheduler_stream_intervals)) == {STREAM_INTERVAL_S}
@@ -239,3 +239,57 @@ def test_relative_paths_work_on_workers_started_elsewhere(tmp_path):
         for p in reversed(procs):
             p.kill()
             p.wait()
+
+
+USER_SCRIPT = '''
+import json
+import sys
+
+import graphstream.partition.coarse_refine  # noqa: F401  (numba imported at the top: in every worker too)
+
+
+def in_worker():
+    import numba
+    import numpy as np
+
+    @numba.njit(parallel=True)
+    def first(a):
+        s = 0.0
+        for i in numba.prange(a.shape[0]):
+            s += a[i]
+        return s
+
+    first(np.ones(8))   # numba's threads start here
+
+    @numba.njit(parallel=True)
+    def later(a):       # compiled after they started: numba reads its configuration again
+        s = 0.0
+        for i in numba.prange(a.shape[0]):
+            s += 2 * a[i]
+        return s
+
+    later(np.ones(8))
+    return numba.get_num_threads()
+
+
+if __name__ == "__main__":
+    from graphstream.cluster import ClusterConfig, open_client
+    with open_client(ClusterConfig(workers=1, threads_per_worker=1)) as client:
+        print(json.dumps(sorted(client.run(in_worker).values())))
+'''
+
+
+def test_a_script_importing_graphstream_at_its_top_gives_its_workers_their_numba_threads(tmp_path):
+    """A worker imports the script that started its cluster before its environment is set: without the
+    workers' numba plugin, a single-threaded worker ran numba on every core (here 2 threads, on a machine
+    of 2 cores or more; at R-MAT s22 a kernel compiled late then raised numba's "Cannot set
+    NUMBA_NUM_THREADS"). The kernel compiled after numba's threads started must compile."""
+    script = tmp_path / "user_script.py"
+    script.write_text(USER_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH"))
+                                        if p)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [1]

@@ -1,4 +1,7 @@
-"""Prompt message streams for the dask clusters graphstream starts (imported with ``distributed`` only).
+"""The dask plugins of the clusters graphstream starts (imported with ``distributed`` only): prompt
+message streams, and numba's threads as the workers' environment says.
+
+Prompt message streams.
 
 dask batches the messages of its long-lived streams (client -> scheduler,
 scheduler -> worker and -> client, worker -> scheduler): a stream that sent
@@ -47,3 +50,30 @@ def prompt_streams(client: Client, *, cluster_too: bool) -> None:
     if cluster_too:
         client.register_plugin(PromptSchedulerStreams())
         client.register_plugin(PromptWorkerStream())
+
+
+class WorkerNumbaThreads(WorkerPlugin):
+    """numba's thread count read again from the worker's environment (``NUMBA_NUM_THREADS``, its threads)
+    before its first task.
+
+    A worker process imports the main module of the process that started its cluster (multiprocessing's
+    spawn) before its nanny sets its environment. A script that imports graphstream at its top imports
+    numba there, whose configuration then holds the machine's cores: the kernels of a single-threaded
+    worker ran on every core (two workers on 2 cores: four threads), and a kernel compiled after the first
+    ones had run raised numba's "Cannot set NUMBA_NUM_THREADS to a different value once the threads have
+    been launched" (a partition of R-MAT s22 on two workers started from such a script failed so). Read
+    again before numba's threads start (its configuration, and the pool size its parallel module took
+    from it when imported), the count is the worker's. numba not imported: it reads the environment when
+    it is; its threads already started (a main module running a kernel at import), or a numba without
+    these module attributes: left as it is."""
+    name = "graphstream-numba-threads"
+
+    def setup(self, worker) -> None:
+        import sys
+        config = sys.modules.get("numba.core.config")
+        parallel = sys.modules.get("numba.np.ufunc.parallel")
+        if config is None or parallel is None or getattr(parallel, "_is_initialized", True) \
+                or not hasattr(parallel, "NUM_THREADS") or not hasattr(config, "reload_config"):
+            return
+        config.reload_config()
+        parallel.NUM_THREADS = config.NUMBA_NUM_THREADS
