@@ -444,6 +444,18 @@ def test_cli_bad_input_exit_2(small_store, capsys, args):
     assert "error:" in err and err.count("\n") == 1
 
 
+def test_cli_presets_are_coarse_refines():
+    """The CLI names the presets itself (its --help imports no numba); they must be PRESETS' keys."""
+    import argparse
+
+    from graphstream.commands import partition as command
+    from graphstream.partition import coarse_refine
+    parser = argparse.ArgumentParser()
+    command.configure(parser)
+    choices, = [a.choices for a in parser._actions if a.dest == "preset"]
+    assert list(choices) == list(coarse_refine.PRESETS)
+
+
 def test_cli_unknown_preset_exit_2(small_store, capsys):
     with pytest.raises(SystemExit) as exc:   # argparse's own refusal of a choice, exit 2 as well
         run_cli("partition", small_store.path, "-k", 4, "--preset", "fastest")
