@@ -306,10 +306,27 @@ def test_seeds_solved_ahead_by_child_processes_equal_solved_here(tmp_path, monke
         assert len(ahead.children) == 2 and ahead.children[0][1] == [1, 3]
         got = [ahead(i) for i in range(4)]
         children = [proc for proc, _, _ in ahead.children]
+        for proc in children:
+            proc.wait()
+        assert ahead.running() == 0   # their parts read, the children have exited
     assert all(np.array_equal(g, h) for g, h in zip(got, here, strict=True))
     assert all(proc.returncode == 0 for proc in children)
     assert messages == []   # no attempt fell back to this process
     assert not (tmp_path / "ahead").exists()
+
+
+def test_threads_limits_numba_inside_the_block_only():
+    """Step 4's moves leave the children's cores to them: numba's threads limited inside the block, at
+    least one, never more than before, and restored after (an error included)."""
+    import numba
+    before = numba.get_num_threads()
+    for asked, inside in ((1, 1), (0, 1), (-3, 1), (before + 5, before)):
+        with coarse_refine._threads(asked):
+            assert numba.get_num_threads() == inside
+        assert numba.get_num_threads() == before
+    with pytest.raises(ZeroDivisionError), coarse_refine._threads(1):
+        raise ZeroDivisionError
+    assert numba.get_num_threads() == before
 
 
 def test_children_only_for_large_coarse_graphs_and_spare_cores(tmp_path, monkeypatch):

@@ -223,6 +223,10 @@ class SolvedAhead:
             for a in mine:
                 self.owner_of[a] = i
 
+    def running(self) -> int:
+        """Children still solving (each holds a core)."""
+        return sum(proc.poll() is None for proc, _, _ in self.children)
+
     def _wait(self, child: int, attempt: int) -> np.ndarray | None:
         proc, _, err = self.children[child]
         path = _part_path(self.work, attempt)
