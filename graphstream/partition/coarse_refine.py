@@ -20,7 +20,8 @@ reported apart as ``undirected_halo_rf``):
 4. the coarse graph partitioned in memory by KaMinPar (k >= 16) or METIS
    (pymetis; node weights = cluster sizes; ``coarse_solver``), once per
    trial seed, the trials after the first solved ahead in child processes
-   on a large coarse graph (:mod:`.coarse_solvers`), then ``cluster_passes``
+   on a large coarse graph (:mod:`.coarse_solvers`; the moves below run on
+   the cores they leave), then ``cluster_passes``
    stream passes moving whole clusters to the part holding most of their
    neighbours in the full graph (the coarse graph may have lost most of its
    edges to the bound: on R-MAT this pass is worth 6% of RF; past
