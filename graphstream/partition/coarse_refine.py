@@ -83,7 +83,16 @@ from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
 from .coarse_rounds import RefineSchedule, Rounds, label_propagation, refine, replicas
-from .coarse_solvers import SOLVERS, CoarseGraph, attempts, distinct_solutions, make_solvers, solved_ahead
+from .coarse_solvers import (
+    SOLVERS,
+    CoarseGraph,
+    attempts,
+    distinct_solutions,
+    linked_balance,
+    make_solvers,
+    place_unlinked,
+    solved_ahead,
+)
 from .plan import MAX_PARTS, PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
 
@@ -117,6 +126,10 @@ class CoarseRefineParams:
         when the ``kaminpar`` package cannot be imported.
     coarse_metis: "kway" (multilevel k-way, edge-cut objective), "recursive"
         (recursive bisection) or "kway-vol" (k-way, communication-volume objective) (step 4).
+    unlinked_clusters: "packed" (the clusters left without a coarse edge by its bound are not in the
+        solver's graph: the solver balances the linked ones under a cap loosened to leave the others room,
+        and those are packed onto the least loaded parts after it; :meth:`.CoarseGraph.linked`) or "solved"
+        (the solver's graph holds every cluster) (step 4).
     coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
         lowest replication factor is refined (all of them judged in one stream pass) (step 4).
@@ -174,6 +187,7 @@ class CoarseRefineParams:
     coarse_weights: str = "halo"
     coarse_solver: str = "auto"
     coarse_metis: str = "kway"
+    unlinked_clusters: str = "solved"
     node_order: str = "hubs-first"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
     bucket_entries: int = DEFAULT_BUCKET_ENTRIES
@@ -203,6 +217,7 @@ class CoarseRefineParams:
             "coarse_metis": self.coarse_metis in ("kway", "recursive", "kway-vol"),
             "coarse_solver": self.coarse_solver in SOLVERS,
             "node_order": self.node_order in ("hubs-first", "id"),
+            "unlinked_clusters": self.unlinked_clusters in ("packed", "solved"),
         }
         for name, ok in checks.items():
             if not ok:
@@ -302,7 +317,11 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # parts and no single move can spread them (R-MAT s20, k = 32: edge balance stuck at 7).
         weigh = K.ENTRIES if cfg.edge_balance else K.NODES
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
-        solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, graph, k, cfg.edge_balance or balance, work)
+        solver_graph, linked = graph.linked() if cfg.unlinked_clusters == "packed" else (graph, None)
+        solver_balance = cfg.edge_balance or balance
+        if linked is not None:
+            solver_balance = linked_balance(solver_balance, graph.csizes, linked, k)
+        solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, solver_graph, k, solver_balance, work)
         tries = attempts(solvers, seed, cfg.coarse_trials)
         # the solver's graph keeps the clusters' ids; past the moves' table bound the clusters with the
         # most entries are renumbered first (every trial's parts renumbered with them below)
@@ -317,8 +336,10 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         solved = []   # each trial's attempt
         cluster_stream_passes = 0
         # the later trials are solved in child processes while this one moves the first one's clusters
-        with solved_ahead(tries, graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
+        with solved_ahead(tries, solver_graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
             for i, cpart in distinct_solutions(solve_attempt, cfg.coarse_trials):
+                if linked is not None:
+                    cpart = place_unlinked(cpart, linked, graph.csizes, k)
                 if renumbered is not None:
                     cpart = cpart[heavy_order]
                 if cfg.cluster_passes:
@@ -342,7 +363,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         owner = trial_parts[:, best].astype(np.int32)
         objective_before = int(counts[best]) / n
         del trial_parts, counts
-        del xadj, adjncy, eweights, graph, cl, isolated
+        del xadj, adjncy, eweights, graph, solver_graph, linked, cl, isolated
         watch.lap("metis")
 
         # 5. refinement for the replication factor under the hard cap
