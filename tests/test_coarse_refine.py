@@ -287,6 +287,70 @@ def _random_coarse_graph(n=400, m=3000, seed=3):
     return CoarseGraph(xadj, adjncy, ew, rng.integers(1, 9, n).astype(np.int64))
 
 
+def _edge_set(g) -> set[tuple[int, int, int]]:
+    src = np.repeat(np.arange(len(g.csizes)), np.diff(g.xadj))
+    return set(zip(src.tolist(), g.adjncy.tolist(), g.ew.tolist()))
+
+
+def test_linked_clusters_are_a_graph_of_their_own_with_the_same_edges():
+    g = _random_coarse_graph(n=300, m=150, seed=4)   # sparse: many clusters without an edge
+    sub, ids = g.linked()
+    degree = np.diff(g.xadj)
+    assert 0 < len(ids) < len(g.csizes) and np.array_equal(ids, np.flatnonzero(degree))
+    assert np.array_equal(sub.csizes, g.csizes[ids])
+    assert {(int(ids[a]), int(ids[b]), w) for a, b, w in _edge_set(sub)} == _edge_set(g)
+    dense = _random_coarse_graph(n=50, m=2000, seed=1)   # every cluster has an edge: the graph itself
+    same, all_ids = dense.linked()
+    assert same is dense and np.array_equal(all_ids, np.arange(50))
+
+
+@pytest.mark.parametrize("k", [2, 5, 16])
+def test_unlinked_clusters_packed_onto_the_least_loaded_parts_after_the_solver(k):
+    """The linked clusters keep the solver's parts; the others, heaviest first, each go to the least
+    loaded part (ties to the lowest), against a direct loop; under the loosened balance the result is
+    within one unlinked cluster of the cap."""
+    from graphstream.partition.coarse_solvers import linked_balance, partition_coarse, place_unlinked
+    g = _random_coarse_graph(n=400, m=300, seed=k)
+    sub, ids = g.linked()
+    b = linked_balance(1.05, g.csizes, ids, k)
+    assert 1.05 < b <= k
+    got = place_unlinked(partition_coarse(sub.xadj, sub.adjncy, sub.ew, sub.csizes, k, 0, b), ids, g.csizes, k)
+    solver = partition_coarse(sub.xadj, sub.adjncy, sub.ew, sub.csizes, k, 0, b)
+    assert np.array_equal(got[ids], solver)
+    loads = np.bincount(solver, weights=sub.csizes, minlength=k).astype(np.int64)
+    rest = np.setdiff1d(np.arange(len(g.csizes)), ids)
+    for c in rest[np.argsort(-g.csizes[rest], kind="stable")]:
+        assert got[c] == int(np.argmin(loads))
+        loads[got[c]] += g.csizes[c]
+    assert np.array_equal(loads, np.bincount(got, weights=g.csizes, minlength=k))
+    cap = 1.05 * g.csizes.sum() / k
+    # METIS's own imbalance on 400 small clusters, plus one unlinked cluster at most
+    assert loads.max() <= max(cap * 1.03, loads.min() + g.csizes[rest].max()) + g.csizes.max()
+
+
+def test_unlinked_clusters_packed_give_a_valid_plan(tmp_path, monkeypatch):
+    """A coarse graph cut by its bound, so that most clusters lose their edges: the packed plan is
+    balanced, its RF the one the sets give, and the solver saw fewer clusters than there are."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    src, dst = rng.integers(0, n, 12000), rng.integers(0, n, 12000)
+    store = write_store(tmp_path / "g.zarr", src, dst, n)
+    seen = []
+    from graphstream.partition import coarse_solvers as S
+    real = S.partition_coarse
+
+    def spy(xadj, adjncy, ew, csizes, *a, **kw):
+        seen.append(len(csizes))
+        return real(xadj, adjncy, ew, csizes, *a, **kw)
+
+    monkeypatch.setattr(S, "partition_coarse", spy)
+    plan = coarse_refine.run(store, 8, max_coarse_edges=40, cluster_cap_factor=10, unlinked_clusters="packed")
+    check_plan(plan, n, 8, 1.05)
+    assert plan.metrics["replication_factor"] == pytest.approx(rf_by_sets(src, dst, plan.owner, n), abs=1e-12)
+    assert seen and max(seen) < plan.metrics["num_clusters"]
+    assert plan.params["unlinked_clusters"] == "packed"
+
+
 @pytest.mark.parametrize("solver_name", ["metis", "kaminpar", "metis+kaminpar"])
 def test_seeds_solved_ahead_by_child_processes_equal_solved_here(tmp_path, monkeypatch, solver_name):
     """Child processes give every attempt the parts this process gives it; they and their files are gone

@@ -21,7 +21,9 @@ memory, k-way, ufactor 50) side by side on R-MAT and the shared graphs, each
 run in a fresh subprocess; the in-memory solvers' time counts the partitioner
 call, their graph loading (stream, dedup, CSR) is reported apart, and all
 three are judged by the same metrics pass (GNN replication factor, node
-balance); the plain streaming pass over the graph's store
+balance) and their memory: ``peak_rss_bytes`` is the child's own peak,
+``peak_tree_pss_bytes`` the sampled peak of the child and the processes it
+starts (coarse-refine's trial children) together; the plain streaming pass over the graph's store
 (``baseline_stream_pass``, as above) is timed once a graph before them: the
 machine's own speed in that run. coarse-refine's time is its phases; its
 kernels are first loaded from numba's cache by a run on a scale-10 R-MAT
@@ -245,7 +247,8 @@ def _cached_csr(store, cache: Path):
 def compare(args, work: Path) -> dict:
     """--compare: every solver on every graph and k, each in a fresh subprocess; with ``--repeat N``,
     the solvers alternate N times (the first solver of a round moving one place each time) and each
-    row gives the median seconds, every run's seconds, replication factor and peak RSS, and the ratio
+    row gives the median seconds, every run's seconds, replication factor, peak RSS and peak memory of
+    the run's processes together (``peak_tree_pss_bytes``: :func:`run_sampled`), and the ratio
     of every solver's median to coarse-refine's; its other figures are its last run's. The in-memory
     solvers' CSR (and KaMinPar's ParHiP file) is made once a graph: ``load_seconds`` is that of the
     solver's run that made it, if one did, and the later KaMinPar runs hold no CSR of ours, so their
@@ -277,9 +280,10 @@ def compare(args, work: Path) -> dict:
             for rep in range(args.repeat):
                 for solver in solvers[rep % len(solvers):] + solvers[:rep % len(solvers)]:
                     cmd = [sys.executable, __file__, "--compare-child", solver, str(path), str(k), str(work)]
-                    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                    proc, tree_peak = run_sampled(cmd, env)
                     r = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
                          else {"error": proc.stderr.strip().splitlines()[-3:]})
+                    r["peak_tree_pss_bytes"] = tree_peak
                     runs[solver].append(r)
                     print(name, k, solver, json.dumps(r), file=sys.stderr, flush=True)
             for solver, rs in runs.items():
@@ -289,7 +293,8 @@ def compare(args, work: Path) -> dict:
                     row[solver].update({"runs": len(ok), "seconds": statistics.median(r["seconds"] for r in ok),
                                         "seconds_each": [round(r["seconds"], 2) for r in ok],
                                         "replication_factor_each": [r["replication_factor"] for r in ok],
-                                        "peak_rss_bytes_each": [r["peak_rss_bytes"] for r in ok]})
+                                        "peak_rss_bytes_each": [r["peak_rss_bytes"] for r in ok],
+                                        "peak_tree_pss_bytes_each": [r["peak_tree_pss_bytes"] for r in ok]})
                     made = [r for r in ok if r.get("csr_read_from_cache") is False]
                     if made:   # the run that made the CSR (another solver's may have, when both need it)
                         row[solver].update(load_seconds=made[0]["load_seconds"], csr_read_from_cache=False)
@@ -304,6 +309,56 @@ def compare(args, work: Path) -> dict:
     result["load_average_after"] = os.getloadavg()
     shutil.rmtree(work / "csr-cache", ignore_errors=True)
     return result
+
+
+def _pss_bytes(pid: int) -> int:
+    """The proportional set size of one process (0 once it is gone, or without smaps_rollup)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux /proc; ``pid`` alone elsewhere)."""
+    tree, i = [pid], 0
+    while i < len(tree):
+        try:
+            for task in os.listdir(f"/proc/{tree[i]}/task"):
+                with open(f"/proc/{tree[i]}/task/{task}/children", encoding="ascii") as f:
+                    tree += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+        i += 1
+    return tree
+
+
+def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[subprocess.CompletedProcess, int]:
+    """Run ``cmd`` (output captured); with the peak, sampled every ``interval`` s, of the proportional set
+    sizes summed over its process and every process it starts, in bytes (0 where /proc has no
+    smaps_rollup). coarse-refine's trial children solve the coarse graph beside the partition: its own
+    peak RSS leaves them out, this does not (shared pages are counted once, split among their
+    processes; a reading costs ~0.4 ms at 640 MB)."""
+    import threading
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(interval):
+            peak = max(peak, sum(_pss_bytes(p) for p in _descendants(proc.pid)))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    done.set()
+    sampler.join()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), peak
 
 
 def baseline_pass(store_path: str) -> dict:

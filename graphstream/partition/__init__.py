@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 from .._atomic import scratch_dir
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
-from ..store import GraphStore, open_store
 from .plan import MAX_PARTS, PartitionPlan
 
 if TYPE_CHECKING:
     from distributed import Client
+
+    from ..store import GraphStore
 
 DEFAULT_ALGORITHM = "coarse-refine"
 
@@ -162,6 +163,7 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
     Raises:
         ParameterError: bad k, empty graph, unknown algorithm or parameter.
     """
+    from ..store import GraphStore, open_store  # here: coarse-refine's trial children import this package
     if not isinstance(store, GraphStore):
         store = open_store(store)
     check_parameters(store, k, algo, seed, balance, params)

@@ -129,7 +129,11 @@ class CoarseRefineParams:
     unlinked_clusters: "packed" (the clusters left without a coarse edge by its bound are not in the
         solver's graph: the solver balances the linked ones under a cap loosened to leave the others room,
         and those are packed onto the least loaded parts after it; :meth:`.CoarseGraph.linked`) or "solved"
-        (the solver's graph holds every cluster) (step 4).
+        (the solver's graph holds every cluster, as before 2026-11-29) (step 4). On R-MAT most clusters
+        lose their edges to the bound (s22, k = 8: 467,450 of 544,331), and METIS's memory follows its
+        nodes: "packed" against "solved", R-MAT s20/s21 k = 8/16/32 seeds 0-4 and s22 k = 8/32 seeds 0-1,
+        29 runs: -0.03% RF on average (-4.8% to +7.8%), 0.97-1.03x the time; the shared graphs the same
+        plans; R-MAT s22, k = 8: the peak of this process and its trial child together 785 -> 604 MiB.
     coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
         lowest replication factor is refined (all of them judged in one stream pass) (step 4).
@@ -187,7 +191,7 @@ class CoarseRefineParams:
     coarse_weights: str = "halo"
     coarse_solver: str = "auto"
     coarse_metis: str = "kway"
-    unlinked_clusters: str = "solved"
+    unlinked_clusters: str = "packed"
     node_order: str = "hubs-first"
     block_entries: int = DEFAULT_BLOCK_ENTRIES
     bucket_entries: int = DEFAULT_BUCKET_ENTRIES

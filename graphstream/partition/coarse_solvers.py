@@ -32,11 +32,14 @@ import numpy as np
 from .._report import log
 from .._resources import usable_cores
 
-# Coarse graphs with fewer nodes are solved here only: a child's start (~0.5 s: the interpreter,
-# numpy, zarr, pymetis) would cost more than the calls it takes over. METIS's time follows the
-# coarse nodes (the edges are bounded): R-MAT s18, k = 32, 35,009 clusters: 0.34 s a call;
-# s21, k = 32, 180,738 clusters: 1.1-1.3 s.
-AHEAD_MIN_CLUSTERS = 1 << 16
+# Solver graphs with fewer nodes are solved here only: a child's start (0.14 s: the interpreter, numpy,
+# pymetis; 0.31 s while it imported zarr too, before 2026-11-29) would cost more than the calls it takes
+# over. METIS's time follows the nodes (the edges are bounded): R-MAT s18, k = 32, 35,009 clusters:
+# 0.34 s a call; s21, k = 32, 180,738 clusters: 1.1-1.3 s; s22, k = 8, the 76,881 linked clusters of
+# 544,331: 0.40 s against 1.08 s. 2^14 rather than 2^16 since the solver sees the linked clusters only
+# (fewer nodes for the same graph): R-MAT s20, k = 8 / 32, step 4 1.06 -> 0.88-0.92 s / 1.79-1.92 ->
+# 1.43-1.44 s; s21 1.92-2.26 -> 1.70-1.82 s / 3.11-3.14 -> 2.40-2.44 s; s18 within 0.05 s (the same plans).
+AHEAD_MIN_CLUSTERS = 1 << 14
 
 
 @dataclass(frozen=True, slots=True)
