@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("generate", "ingest_text", "degrees", "partition", "rounds", "metrics", "build")
 
@@ -116,6 +118,22 @@ def test_bench_partition_speed_compare_runs_the_fast_preset_beside_the_default(t
     assert fast["seconds_vs_coarse_refine"] == fast["seconds"] / row["coarse-refine"]["seconds"]
 
 
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="the sampler reads /proc")
+def test_the_sampled_peak_counts_the_processes_a_run_starts():
+    """A process that holds little, whose child holds 300 MB for a while: the tree's peak counts the
+    child's, which the process's own peak RSS does not."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from bench_partition_speed import run_sampled
+    finally:
+        sys.path.pop(0)
+    child = "import numpy as np, time; a = np.ones(300 << 17); time.sleep(0.5)"   # 300 MiB of float64
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}], check=True)"
+    done, peak = run_sampled([sys.executable, "-c", parent], dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert peak >= 300 << 20
+
+
 def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(tmp_path):
     """--compare --repeat: every solver run that many times, the median and each run reported, the ratio
     to coarse-refine's median; the in-memory solver's CSR made once (its later runs read it back) and
@@ -131,6 +149,7 @@ def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(t
     for solver in ("coarse-refine", "metis"):
         r = row[solver]
         assert r["runs"] == 3 and len(r["seconds_each"]) == 3 and len(r["peak_rss_bytes_each"]) == 3
+        assert all(t >= p for t, p in zip(r["peak_tree_rss_bytes_each"], r["peak_rss_bytes_each"], strict=True))
         assert abs(r["seconds"] - sorted(r["seconds_each"])[1]) < 0.01   # the median (each rounded to 10 ms)
     assert row["coarse-refine"]["seconds_vs_coarse_refine"] == 1.0
     assert row["coarse-refine"]["warmup_seconds"] > 0 and "warmup_seconds" not in row["metis"]   # timed apart

@@ -22,8 +22,8 @@ run in a fresh subprocess; the in-memory solvers' time counts the partitioner
 call, their graph loading (stream, dedup, CSR) is reported apart, and all
 three are judged by the same metrics pass (GNN replication factor, node
 balance) and their memory: ``peak_rss_bytes`` is the child's own peak,
-``peak_tree_pss_bytes`` the sampled peak of the child and the processes it
-starts (coarse-refine's trial children) together; the plain streaming pass over the graph's store
+``peak_tree_rss_bytes`` the sampled peak of the RSS of the child and the
+processes it starts (coarse-refine's trial children) summed; the plain streaming pass over the graph's store
 (``baseline_stream_pass``, as above) is timed once a graph before them: the
 machine's own speed in that run. coarse-refine's time is its phases; its
 kernels are first loaded from numba's cache by a run on a scale-10 R-MAT
@@ -248,7 +248,7 @@ def compare(args, work: Path) -> dict:
     """--compare: every solver on every graph and k, each in a fresh subprocess; with ``--repeat N``,
     the solvers alternate N times (the first solver of a round moving one place each time) and each
     row gives the median seconds, every run's seconds, replication factor, peak RSS and peak memory of
-    the run's processes together (``peak_tree_pss_bytes``: :func:`run_sampled`), and the ratio
+    the run's processes together (``peak_tree_rss_bytes``: :func:`run_sampled`), and the ratio
     of every solver's median to coarse-refine's; its other figures are its last run's. The in-memory
     solvers' CSR (and KaMinPar's ParHiP file) is made once a graph: ``load_seconds`` is that of the
     solver's run that made it, if one did, and the later KaMinPar runs hold no CSR of ours, so their
@@ -283,7 +283,8 @@ def compare(args, work: Path) -> dict:
                     proc, tree_peak = run_sampled(cmd, env)
                     r = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
                          else {"error": proc.stderr.strip().splitlines()[-3:]})
-                    r["peak_tree_pss_bytes"] = tree_peak
+                    # a sample can miss the process's own peak, which its VmHWM holds exactly
+                    r["peak_tree_rss_bytes"] = max(tree_peak, r.get("peak_rss_bytes", 0))
                     runs[solver].append(r)
                     print(name, k, solver, json.dumps(r), file=sys.stderr, flush=True)
             for solver, rs in runs.items():
@@ -294,7 +295,7 @@ def compare(args, work: Path) -> dict:
                                         "seconds_each": [round(r["seconds"], 2) for r in ok],
                                         "replication_factor_each": [r["replication_factor"] for r in ok],
                                         "peak_rss_bytes_each": [r["peak_rss_bytes"] for r in ok],
-                                        "peak_tree_pss_bytes_each": [r["peak_tree_pss_bytes"] for r in ok]})
+                                        "peak_tree_rss_bytes_each": [r["peak_tree_rss_bytes"] for r in ok]})
                     made = [r for r in ok if r.get("csr_read_from_cache") is False]
                     if made:   # the run that made the CSR (another solver's may have, when both need it)
                         row[solver].update(load_seconds=made[0]["load_seconds"], csr_read_from_cache=False)
@@ -311,16 +312,13 @@ def compare(args, work: Path) -> dict:
     return result
 
 
-def _pss_bytes(pid: int) -> int:
-    """The proportional set size of one process (0 once it is gone, or without smaps_rollup)."""
+def _rss_bytes(pid: int) -> int:
+    """The resident set size of one process (0 once it is gone)."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _descendants(pid: int) -> list[int]:
@@ -337,12 +335,12 @@ def _descendants(pid: int) -> list[int]:
     return tree
 
 
-def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[subprocess.CompletedProcess, int]:
-    """Run ``cmd`` (output captured); with the peak, sampled every ``interval`` s, of the proportional set
-    sizes summed over its process and every process it starts, in bytes (0 where /proc has no
-    smaps_rollup). coarse-refine's trial children solve the coarse graph beside the partition: its own
-    peak RSS leaves them out, this does not (shared pages are counted once, split among their
-    processes; a reading costs ~0.4 ms at 640 MB)."""
+def run_sampled(cmd: list[str], env: dict, interval: float = 0.02) -> tuple[subprocess.CompletedProcess, int]:
+    """Run ``cmd`` (output captured); with the peak, sampled every ``interval`` s, of the resident set
+    sizes summed over its process and every process it starts, in bytes (0 where there is no /proc).
+    coarse-refine's trial children solve the coarse graph beside the partition: its own peak RSS
+    leaves them out, this does not. Pages shared between the processes (the interpreter's, numpy's)
+    count once a process, so the sum is an upper bound of the memory they held together."""
     import threading
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = 0
@@ -351,7 +349,7 @@ def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[subp
     def sample() -> None:
         nonlocal peak
         while not done.wait(interval):
-            peak = max(peak, sum(_pss_bytes(p) for p in _descendants(proc.pid)))
+            peak = max(peak, sum(_rss_bytes(p) for p in _descendants(proc.pid)))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
