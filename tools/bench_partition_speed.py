@@ -216,7 +216,12 @@ def load_coarse_refine_kernels(folder: Path, k: int, params: dict) -> float:
     t = time.perf_counter()
     from graphstream.partition import coarse_refine
     from graphstream.store import open_store
-    coarse_refine.run(open_store(ensure_store(folder, 10, 16)), k, seed=0, **params)
+    store = open_store(ensure_store(folder, 10, 16))
+    coarse_refine.run(store, k, seed=0, **params)
+    # and the paths a large graph takes that this one does not: the vertex stream's spill files (more
+    # entries than a bucket) and the coarse graph's bound (without this run their kernels were compiled
+    # in the first timed run after a change: R-MAT s21, k = 8, 13.4 s and 644 MiB against 11.7 s and 444)
+    coarse_refine.run(store, k, seed=0, **{"bucket_entries": 1 << 12, "max_coarse_edges": 1 << 6, **params})
     return time.perf_counter() - t
 
 
