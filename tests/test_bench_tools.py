@@ -119,19 +119,25 @@ def test_bench_partition_speed_compare_runs_the_fast_preset_beside_the_default(t
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="the sampler reads /proc")
-def test_the_sampled_peak_counts_the_processes_a_run_starts():
-    """A process that holds little, whose child holds 300 MB for a while: the tree's peak counts the
-    child's, which the process's own peak RSS does not."""
+def test_the_sampled_peak_counts_the_processes_a_run_starts_and_starts_again_on_reset():
+    """A child that holds 300 MB for a while: the tree's peak counts it, which this process's own peak
+    RSS does not; after a reset, a child holding little leaves a peak far below it."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
-        from bench_partition_speed import run_sampled
+        from bench_partition_speed import TreePeak
     finally:
         sys.path.pop(0)
-    child = "import numpy as np, time; a = np.ones(300 << 17); time.sleep(0.5)"   # 300 MiB of float64
-    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}], check=True)"
-    done, peak = run_sampled([sys.executable, "-c", parent], dict(os.environ))
-    assert done.returncode == 0, done.stderr
-    assert peak >= 300 << 20
+
+    def child(mib: int) -> None:
+        code = f"import numpy as np, time; a = np.ones({mib} << 17); time.sleep(0.3)"   # MiB of float64
+        subprocess.run([sys.executable, "-c", code], check=True)
+
+    with TreePeak() as tree:
+        child(300)
+        assert tree.peak >= 300 << 20
+        tree.reset()
+        child(1)
+    assert 0 < tree.peak < 200 << 20
 
 
 def test_bench_partition_speed_compare_repeats_alternate_and_read_the_csr_back(tmp_path):

@@ -78,6 +78,7 @@ def child(algo: str, store_path: str, k: int, work: str, metrics: bool = True) -
             w.append(rng.integers(0, 200, 1000), rng.integers(0, 200, 1000))
         partition(str(Path(tmp) / "warm.zarr"), 4, name, work_dir=Path(tmp) / "w0", **params)
         rss_before = peak_rss_bytes()
+        reset_peak_rss()   # the timed run's peak, not the warm-up's (which compiles after a change)
         t = time.perf_counter()
         cpu = time.process_time()
         plan = partition(store_path, k, name, work_dir=Path(tmp) / "w1", metrics=metrics, **params)
@@ -139,6 +140,22 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
     from graphstream.store import open_store
     store = open_store(store_path)
     out: dict = {}
+    with TreePeak() as tree:
+        owner = _solve(solver, store, k, work, out, tree)
+        out["peak_rss_bytes"] = peak_rss_bytes()
+    # a sample can miss the process's own peak, which its VmHWM holds exactly (when it was reset after
+    # the warm-up: else it holds the warm-up's)
+    out["peak_tree_rss_bytes"] = max(tree.peak, out["peak_rss_bytes"] if out.get("peak_rss_reset", True) else 0)
+    m = vertex_partition_metrics(store, owner, k)
+    out["replication_factor"] = m["replication_factor"]
+    out["edge_balance"] = m["edge_balance"]
+    out["node_balance"] = float(np.bincount(owner, minlength=k).max() / (store.num_nodes / k))
+    print(json.dumps(out))
+
+
+def _solve(solver: str, store, k: int, work: str, out: dict, tree: TreePeak):
+    """One solver's owner (its figures into ``out``)."""
+    import numpy as np
     if solver.startswith("coarse-refine"):
         from graphstream.partition import coarse_refine
         # "coarse-refine:edge-balance=1.1", "coarse-refine:preset=fast", or both, ":"-separated
@@ -155,6 +172,8 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             # timed apart: the in-memory solvers' libraries are loaded by their import, before their clock starts
             out["warmup_seconds"] = load_coarse_refine_kernels(Path(tmp), k, params)
+            out["peak_rss_reset"] = reset_peak_rss()
+            tree.reset()
             plan = coarse_refine.run(store, k, seed=0, work_dir=tmp, **params)
         owner = plan.owner
         out["seconds"] = sum(plan.metrics["phase_seconds"].values())   # its phases; not its closing metrics pass
@@ -201,12 +220,7 @@ def child_compare(solver: str, store_path: str, k: int, work: str) -> None:
             out["seconds"] = time.perf_counter() - t   # its loading of the ParHiP file included
             out["version"] = importlib.metadata.version("kaminpar")
             out["threads"] = os.cpu_count()
-    out["peak_rss_bytes"] = peak_rss_bytes()
-    m = vertex_partition_metrics(store, owner, k)
-    out["replication_factor"] = m["replication_factor"]
-    out["edge_balance"] = m["edge_balance"]
-    out["node_balance"] = float(np.bincount(owner, minlength=k).max() / (store.num_nodes / k))
-    print(json.dumps(out))
+    return owner
 
 
 def load_coarse_refine_kernels(folder: Path, k: int, params: dict) -> float:
@@ -253,7 +267,7 @@ def compare(args, work: Path) -> dict:
     """--compare: every solver on every graph and k, each in a fresh subprocess; with ``--repeat N``,
     the solvers alternate N times (the first solver of a round moving one place each time) and each
     row gives the median seconds, every run's seconds, replication factor, peak RSS and peak memory of
-    the run's processes together (``peak_tree_rss_bytes``: :func:`run_sampled`), and the ratio
+    the run's processes together (``peak_tree_rss_bytes``: :class:`TreePeak`), and the ratio
     of every solver's median to coarse-refine's; its other figures are its last run's. The in-memory
     solvers' CSR (and KaMinPar's ParHiP file) is made once a graph: ``load_seconds`` is that of the
     solver's run that made it, if one did, and the later KaMinPar runs hold no CSR of ours, so their
@@ -285,11 +299,9 @@ def compare(args, work: Path) -> dict:
             for rep in range(args.repeat):
                 for solver in solvers[rep % len(solvers):] + solvers[:rep % len(solvers)]:
                     cmd = [sys.executable, __file__, "--compare-child", solver, str(path), str(k), str(work)]
-                    proc, tree_peak = run_sampled(cmd, env)
+                    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
                     r = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
                          else {"error": proc.stderr.strip().splitlines()[-3:]})
-                    # a sample can miss the process's own peak, which its VmHWM holds exactly
-                    r["peak_tree_rss_bytes"] = max(tree_peak, r.get("peak_rss_bytes", 0))
                     runs[solver].append(r)
                     print(name, k, solver, json.dumps(r), file=sys.stderr, flush=True)
             for solver, rs in runs.items():
@@ -340,28 +352,60 @@ def _descendants(pid: int) -> list[int]:
     return tree
 
 
-def run_sampled(cmd: list[str], env: dict, interval: float = 0.02) -> tuple[subprocess.CompletedProcess, int]:
-    """Run ``cmd`` (output captured); with the peak, sampled every ``interval`` s, of the resident set
-    sizes summed over its process and every process it starts, in bytes (0 where there is no /proc).
+class TreePeak:
+    """The peak, sampled every ``interval`` s in a thread while the block runs, of the resident set sizes
+    summed over this process and every process below it, in bytes (0 where there is no /proc).
+
     coarse-refine's trial children solve the coarse graph beside the partition: its own peak RSS
     leaves them out, this does not. Pages shared between the processes (the interpreter's, numpy's)
-    count once a process, so the sum is an upper bound of the memory they held together."""
-    import threading
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = 0
-    done = threading.Event()
+    count once a process, so the sum is an upper bound of the memory they held together.
+    :meth:`reset` starts the peak again (after a warm-up).
+    """
 
-    def sample() -> None:
-        nonlocal peak
-        while not done.wait(interval):
-            peak = max(peak, sum(_rss_bytes(p) for p in _descendants(proc.pid)))
+    def __init__(self, interval: float = 0.02):
+        import threading
+        self.peak = 0
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._epoch = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate()
-    done.set()
-    sampler.join()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), peak
+    def __enter__(self) -> TreePeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._epoch += 1
+            self.peak = 0
+
+    def _sample(self) -> None:
+        while True:
+            epoch = self._epoch
+            total = sum(_rss_bytes(p) for p in _descendants(os.getpid()))
+            with self._lock:
+                if epoch == self._epoch:   # a sample begun before a reset is the warm-up's
+                    self.peak = max(self.peak, total)
+            if self._done.wait(self._interval):
+                return
+
+
+def reset_peak_rss() -> bool:
+    """This process's peak RSS (VmHWM) set back to its current RSS, so that the peak after a warm-up is
+    the timed run's (Linux 4.0 on: ``/proc/self/clear_refs``); False where that cannot be done. A
+    warm-up after a change compiles kernels, and LLVM's memory then made the peak (R-MAT s21, k = 8:
+    672 MiB, against 442 MiB for the same run with the kernels cached)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def baseline_pass(store_path: str) -> dict:
