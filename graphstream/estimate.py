@@ -94,8 +94,10 @@ RELABEL_BYTES_PER_NODE = 40
 # with its children gives 0.62, 0.81, 1.66 and 5.04 GB on 2 cores (72 B/node and no tables gave 6.05 GB
 # at s26).
 # coarse-refine's step 4 solves its later trials' seeds in child processes (at most coarse_trials - 1
-# = 2, one per spare core), each ~120 MiB with the default coarse-graph bound whatever the graph
-# (measured at R-MAT s21, k = 32: the bound's 2^18 edges); they are counted with the step's peak.
+# = 2, one per spare core), each up to ~120 MiB with the default coarse-graph bound whatever the graph:
+# the solver sees the linked clusters, at most 2^19 for the bound's 2^18 edges (115-120 MiB measured on
+# such a graph, METIS k = 8 / 32 and KaMinPar k = 32; 80-83 MiB on R-MAT s22's 76,881 linked clusters,
+# 2026-11-29); they are counted with the step's peak.
 COARSE_TRIAL_CHILDREN = 2
 COARSE_TRIAL_CHILD_RSS = 120 * 2**20
 PARTITION_BYTES_PER_NODE = {"coarse-refine": 53, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
