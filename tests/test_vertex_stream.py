@@ -116,6 +116,24 @@ def test_multiset_matches_scipy_csr(tmp_path):
             np.testing.assert_array_equal(got, want)
 
 
+def test_buckets_grow_past_their_bound_with_the_same_lists(tmp_path, monkeypatch):
+    """Every bucket's spill files stay open through the spill pass: with more buckets than MAX_BUCKETS
+    the buckets grow instead, and the lists are the same."""
+    from graphstream.partition import vertex_stream as V
+    rng = np.random.default_rng(3)
+    n, m = 300, 2000
+    src, dst = _random_graph(rng, n, m)
+    store = _store(tmp_path / "g.zarr", src, dst, n)
+    cuts = []
+    real = V.cut_ranges
+    monkeypatch.setattr(V, "cut_ranges", lambda offsets, entries: cuts.append(real(offsets, entries)) or cuts[-1])
+    monkeypatch.setattr(V, "MAX_BUCKETS", 5)
+    vs = build_vertex_stream(store, tmp_path / "vs", bucket_entries=1)
+    # greedy cuts: two neighbouring buckets hold more than one bucket's share, so at most 2 x 5 + 1
+    assert 1 < len(cuts[-1]) <= 2 * 5 + 1 < len(real(vs.offsets, 1))
+    np.testing.assert_array_equal(_read_all(vs, 1 << 22)[1], _reference(src, dst, n)[1])
+
+
 def test_isolated_and_empty(tmp_path):
     store = _store(tmp_path / "g.zarr", [0, 0], [5, 5], 9)
     vs = build_vertex_stream(store, tmp_path / "vs", bucket_entries=1)

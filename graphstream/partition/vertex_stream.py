@@ -60,7 +60,17 @@ from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, degree_pass
 from ..store.degrees import check_edge_ids
 
-DEFAULT_BUCKET_ENTRIES = 1 << 24   # 64 MiB of int32 neighbours per bucket buffer (two: one sorted, one written)
+# 16 MiB of int32 neighbours per bucket buffer (two: one sorted, one written). 2^22 rather than 2^24
+# (2026-11-29): a bucket's counting sort scatters into a buffer that mostly stays in cache, and the
+# buffers held a fifth of the partition's peak. The build alone, one process a setting, two runs each:
+# R-MAT s21 peak 437 -> 334-346 MiB, 1.98-2.36 -> 1.62-2.10 s; s22 498 -> 372 MiB, 4.25 -> 4.07 s;
+# s20 385-389 -> 297 MiB, 0.95-1.43 -> 0.84-1.12 s; s18 (one bucket before: no spill files) 0.18-0.30
+# -> 0.25-0.26 s, the same lists whatever the buckets.
+DEFAULT_BUCKET_ENTRIES = 1 << 22
+# A bucket's two spill files stay open through the spill pass: past this many buckets' share of the
+# entries the buckets grow instead (R-MAT s26's 2.1G entries: buckets of 2^24, as before 2026-11-29;
+# greedy cuts give at most 2 x 128 + 1 buckets, 514 files), under the usual limit of 1024 open files.
+MAX_BUCKETS = 128
 DEFAULT_BLOCK_ENTRIES = 1 << 22    # neighbours per block when reading (16 MiB of int32)
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)   # Linux: the pages read in when mapped
 META = "vertex_stream.json"
@@ -251,7 +261,7 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     data_offset = _npy_data_offset(neigh_path)
 
     # 2. node ranges whose lists fit one bucket buffer.
-    buckets = cut_ranges(offsets, bucket_entries)
+    buckets = cut_ranges(offsets, max(bucket_entries, -(-total // MAX_BUCKETS)))
     with open(neigh_path, "r+b") as out:
         edges = _edge_batches(store, batch_size, new_id)
         if len(buckets) <= 1:   # none: a graph without nodes
