@@ -526,6 +526,9 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
     assert [t["solver"] for t in ahead.metrics["coarse_trials"]] == ["metis", "kaminpar", "metis"]
     assert ahead.metrics["coarse_trials"] == alone.metrics["coarse_trials"]
     assert not (tmp_path / "w2" / "coarse_trials").exists()
+    # the children's own peak, reported beside this process's (a Python process holds 10 MB at least)
+    assert alone.metrics["coarse_trial_children_peak_rss_bytes"] == 0
+    assert ahead.metrics["coarse_trial_children_peak_rss_bytes"] > 10 << 20
 
 
 @pytest.mark.parametrize("threads,bound", [(1, None), (2, None), (2, 100 * 8)])

@@ -359,6 +359,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                 trial[isolated] = pack_least_loaded(np.ones(len(isolated), dtype=np.int64), tsize)
                 solved.append(tries[i])
                 del trial, cpart
+        children_peak = solve_attempt.children_peak_rss_bytes
         # the objective of each (of the one, too: the refinement starts from its count)
         counts = replicas(vs, trial_parts[:, :len(solved)], k, cfg.block_entries)
         trials = [{"solver": a.solver.solver, "seed": a.seed, "undirected_halo_rf": int(r) / n}
@@ -407,6 +408,9 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         "passes": passes,
         "vertex_stream_passes": passes_vs,
         "peak_rss_bytes": peak_rss_bytes(),
+        # this process's peak leaves out the children solving the later coarse trials beside it in step 4:
+        # the largest of theirs (0: none ran; at most usable cores - 1 run at once)
+        "coarse_trial_children_peak_rss_bytes": children_peak,
         "num_clusters": int(num_clusters),
         "coarse_edges": int(num_coarse_edges),
         "coarse_edges_dropped_weight": int(dropped),

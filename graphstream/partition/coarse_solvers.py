@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .._report import log
-from .._resources import usable_cores
+from .._resources import peak_rss_bytes, usable_cores
 
 # Solver graphs with fewer nodes are solved here only: a child's start (0.14 s: the interpreter, numpy,
 # pymetis; 0.31 s while it imported zarr too, before 2026-11-29) would cost more than the calls it takes
@@ -233,6 +233,8 @@ class SolvedAhead:
         self.attempts, self.graph, self.work = attempts, graph, work
         self.children: list[tuple[subprocess.Popen, list[int], Path]] = []
         self.owner_of: dict[int, int] = {}
+        # the largest peak RSS a child reported (set on leaving): the partition's own peak leaves them out
+        self.children_peak_rss_bytes = 0
         if ahead and processes >= 1:
             try:
                 self._start(list(ahead), processes)
@@ -305,13 +307,18 @@ class SolvedAhead:
         return self
 
     def __exit__(self, *exc) -> None:
-        for proc, mine, _ in self.children:
+        for i, (proc, mine, _) in enumerate(self.children):
             done = all(_part_path(self.work, a).exists() for a in mine)
             try:
                 proc.wait(timeout=5 if done else 0)   # a child whose parts are all written is exiting
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            try:   # written by a child that finished its attempts (a killed one has none)
+                peak = int(_peak_path(self.work / f"coarse-job-{i}.json").read_text())
+                self.children_peak_rss_bytes = max(self.children_peak_rss_bytes, peak)
+            except (OSError, ValueError):
+                pass
         if self.children or self.work.exists():
             shutil.rmtree(self.work, ignore_errors=True)
 
@@ -331,6 +338,10 @@ def _part_path(work: Path, attempt: int) -> Path:
     return work / f"coarse-part-{attempt}.npy"
 
 
+def _peak_path(job: Path) -> Path:
+    return job.with_suffix(".peak")
+
+
 def _child(job_path: str) -> None:
     """A child: solve the job's attempts in order, each written complete before it is visible."""
     job = json.loads(Path(job_path).read_text())
@@ -342,6 +353,7 @@ def _child(job_path: str) -> None:
         tmp = out / f".coarse-part-{a['index']}.tmp.npy"
         np.save(tmp, parts)
         os.replace(tmp, _part_path(out, a["index"]))
+    _peak_path(Path(job_path)).write_text(str(peak_rss_bytes()))
 
 
 if __name__ == "__main__":
