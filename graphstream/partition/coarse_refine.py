@@ -133,7 +133,8 @@ class CoarseRefineParams:
         lose their edges to the bound (s22, k = 8: 467,450 of 544,331), and METIS's memory follows its
         nodes: "packed" against "solved", R-MAT s20/s21 k = 8/16/32 seeds 0-4 and s22 k = 8/32 seeds 0-1,
         29 runs: -0.03% RF on average (-4.8% to +7.8%), 0.97-1.03x the time; the shared graphs the same
-        plans; R-MAT s22, k = 8: the peak of this process and its trial child together 785 -> 604 MiB.
+        plans; R-MAT s22, k = 8 / 32: the peak of this process and its trial child together 640-643 ->
+        504-508 / 553-559 MiB (docs/partition-quality.md, "The solver on the linked clusters").
     coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
         lowest replication factor is refined (all of them judged in one stream pass) (step 4).
