@@ -132,8 +132,9 @@ class CoarseRefineParams:
         (the solver's graph holds every cluster, as before 2026-11-29) (step 4). On R-MAT most clusters
         lose their edges to the bound (s22, k = 8: 467,450 of 544,331), and METIS's memory follows its
         nodes: "packed" against "solved", R-MAT s20/s21 k = 8/16/32 seeds 0-4 and s22 k = 8/32 seeds 0-1,
-        29 runs: -0.03% RF on average (-4.8% to +7.8%), 0.97-1.03x the time; the shared graphs the same
-        plans; R-MAT s22, k = 8 / 32: the peak of this process and its trial child together 640-643 ->
+        29 runs: -0.03% RF on average (-4.8% to +7.8%), 0.97-1.03x the time; facebook and web-NotreDame
+        the same plans, Cora k = 4 -0.1% to -0.3%, Citeseer k = 4 / 8 +0.1% to +0.6% (seeds 0-2, still at
+        or below METIS); R-MAT s22, k = 8 / 32: the peak of this process and its trial child together 640-643 ->
         504-508 / 553-559 MiB (docs/partition-quality.md, "The solver on the linked clusters").
     coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
