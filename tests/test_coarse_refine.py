@@ -309,12 +309,18 @@ def test_unlinked_clusters_packed_onto_the_least_loaded_parts_after_the_solver(k
     """The linked clusters keep the solver's parts; the others, heaviest first, each go to the least
     loaded part (ties to the lowest), against a direct loop; under the loosened balance the result is
     within one unlinked cluster of the cap."""
-    from graphstream.partition.coarse_solvers import linked_balance, partition_coarse, place_unlinked
+    from graphstream.partition.coarse_solvers import (
+        linked_balance,
+        partition_coarse,
+        place_unlinked,
+        unlinked_heaviest_first,
+    )
     g = _random_coarse_graph(n=400, m=300, seed=k)
     sub, ids = g.linked()
     b = linked_balance(1.05, g.csizes, ids, k)
     assert 1.05 < b <= k
-    got = place_unlinked(partition_coarse(sub.xadj, sub.adjncy, sub.ew, sub.csizes, k, 0, b), ids, g.csizes, k)
+    got = place_unlinked(partition_coarse(sub.xadj, sub.adjncy, sub.ew, sub.csizes, k, 0, b), ids,
+                         unlinked_heaviest_first(ids, g.csizes), g.csizes, k)
     solver = partition_coarse(sub.xadj, sub.adjncy, sub.ew, sub.csizes, k, 0, b)
     assert np.array_equal(got[ids], solver)
     loads = np.bincount(solver, weights=sub.csizes, minlength=k).astype(np.int64)

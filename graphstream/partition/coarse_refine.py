@@ -92,6 +92,7 @@ from .coarse_solvers import (
     make_solvers,
     place_unlinked,
     solved_ahead,
+    unlinked_heaviest_first,
 )
 from .plan import MAX_PARTS, PartitionPlan
 from .vertex_stream import DEFAULT_BLOCK_ENTRIES, DEFAULT_BUCKET_ENTRIES, VertexStream, build_vertex_stream
@@ -323,10 +324,12 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # parts and no single move can spread them (R-MAT s20, k = 32: edge balance stuck at 7).
         weigh = K.ENTRIES if cfg.edge_balance else K.NODES
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
-        solver_graph, linked = graph.linked() if cfg.unlinked_clusters == "packed" else (graph, None)
+        solver_graph, linked, unlinked = graph, None, None
         solver_balance = cfg.edge_balance or balance
-        if linked is not None:
+        if cfg.unlinked_clusters == "packed":
+            solver_graph, linked = graph.linked()
             solver_balance = linked_balance(solver_balance, graph.csizes, linked, k)
+            unlinked = unlinked_heaviest_first(linked, graph.csizes)
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, solver_graph, k, solver_balance, work)
         tries = attempts(solvers, seed, cfg.coarse_trials)
         # the solver's graph keeps the clusters' ids; past the moves' table bound the clusters with the
@@ -345,7 +348,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         with solved_ahead(tries, solver_graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
             for i, cpart in distinct_solutions(solve_attempt, cfg.coarse_trials):
                 if linked is not None:
-                    cpart = place_unlinked(cpart, linked, graph.csizes, k)
+                    cpart = place_unlinked(cpart, linked, unlinked, graph.csizes, k)
                 if renumbered is not None:
                     cpart = cpart[heavy_order]
                 if cfg.cluster_passes:
@@ -370,7 +373,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         owner = trial_parts[:, best].astype(np.int32)
         objective_before = int(counts[best]) / n
         del trial_parts, counts
-        del xadj, adjncy, eweights, graph, solver_graph, linked, cl, isolated
+        del xadj, adjncy, eweights, graph, solver_graph, linked, unlinked, cl, isolated
         watch.lap("metis")
 
         # 5. refinement for the replication factor under the hard cap

@@ -93,22 +93,27 @@ def linked_balance(balance: float, weights: np.ndarray, linked: np.ndarray, k: i
     return min(float(k), balance * total / linked_total)
 
 
-def place_unlinked(linked_parts: np.ndarray, linked: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
-    """Every cluster's part: the linked clusters' from the solver, the others packed heaviest first onto the
-    least loaded part (least-loaded packing on the loads the linked clusters make). Measured against
-    the solver placing them (METIS seeing every cluster): docs/partition-quality.md, "The solver on the
-    linked clusters"."""
-    from ..kernels.packing import pack_least_loaded  # here: a trial child never places, nor loads numba
-    parts = np.empty(len(weights), dtype=np.int32)
-    parts[linked] = linked_parts
-    if len(linked) == len(weights):
-        return parts
+def unlinked_heaviest_first(linked: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The clusters not in ``linked``, heaviest first (ties by id): the order :func:`place_unlinked` packs
+    them in, the same for every trial."""
     rest = np.ones(len(weights), dtype=bool)
     rest[linked] = False
     rest = np.flatnonzero(rest)
-    rest = rest[np.argsort(-weights[rest], kind="stable")]
-    loads = np.bincount(linked_parts, weights=weights[linked], minlength=k).astype(np.int64)
-    parts[rest] = pack_least_loaded(np.asarray(weights[rest], dtype=np.int64), loads)
+    return rest[np.argsort(-weights[rest], kind="stable")]
+
+
+def place_unlinked(linked_parts: np.ndarray, linked: np.ndarray, unlinked: np.ndarray, weights: np.ndarray,
+                   k: int) -> np.ndarray:
+    """Every cluster's part: the linked clusters' from the solver, the ``unlinked`` ones (in that order:
+    :func:`unlinked_heaviest_first`) each onto the least loaded part (least-loaded packing on the loads the
+    linked clusters make). Measured against the solver placing them (METIS seeing every cluster):
+    docs/partition-quality.md, "The solver on the linked clusters"."""
+    from ..kernels.packing import pack_least_loaded  # here: a trial child never places, nor loads numba
+    parts = np.empty(len(weights), dtype=np.int32)
+    parts[linked] = linked_parts
+    if len(unlinked):
+        loads = np.bincount(linked_parts, weights=weights[linked], minlength=k).astype(np.int64)
+        parts[unlinked] = pack_least_loaded(np.asarray(weights[unlinked], dtype=np.int64), loads)
     return parts
 
 
