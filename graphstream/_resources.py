@@ -30,6 +30,19 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
+def lower_thread_priority(niceness: int = 10) -> None:
+    """This thread's scheduling priority lowered by ``niceness`` (Linux: a thread's own nice value; a
+    no-op elsewhere, where setpriority would name a process). For helper threads feeding a chain of
+    work that no thread can share: when the threads outnumber the cores, the chain keeps a core."""
+    if sys.platform.startswith("linux"):
+        import threading
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness))
+        except OSError:   # not allowed here: the threads keep the priority they had
+            pass
+
+
 @dataclass
 class Stopwatch:
     """Wall-clock seconds since creation; ``lap(name)`` records named phases.

@@ -6,7 +6,9 @@ graph in memory).
 """
 from __future__ import annotations
 
+import os
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -174,25 +176,40 @@ def test_isolated_nodes_and_bounded_coarse_graph(tmp_path):
     assert plan.metrics["replication_factor"] == pytest.approx(rf_by_sets(src, dst, plan.owner, n), abs=1e-12)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(1, 5), min_size=0, max_size=300), st.integers(1, 300), st.booleans())
-def test_keep_heaviest_matches_a_stable_sort(small, m, heavy):
-    """The coarse graph's bound keeps the m heaviest entries, ties to the lowest index, order kept;
-    weights past the histogram (>= 2^16) take the sorting path."""
-    from graphstream.partition._coarse_kernels import keep_heaviest
-    weights = np.array(small, dtype=np.int64)
-    if heavy:
-        weights[::3] += 1 << 16
-        weights[::7] = 1 << 16
-    keys = np.arange(len(weights), dtype=np.int64) * 10
-    order = np.argsort(-weights, kind="stable")            # heaviest first, ties by index
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.integers(1, 5)), max_size=300),
+       st.lists(st.tuples(st.integers(0, 400), st.integers(1, 5)), max_size=300), st.integers(1, 300), st.booleans())
+def test_merge_heaviest_matches_a_merge_and_a_stable_sort(a, b, m, heavy):
+    """The coarse graph's bound: two key-sorted runs summed, then their m heaviest entries kept, ties
+    to the lowest key, order kept; weights past the histogram (>= 2^16) take the sorting path."""
+    from graphstream.partition._coarse_kernels import merge_heaviest
+
+    def run(pairs):   # distinct keys, sorted, counts summed
+        keys = np.array([k for k, _ in pairs], dtype=np.int64)
+        counts = np.array([c for _, c in pairs], dtype=np.int64)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        summed = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(summed, inv, counts)
+        if heavy:
+            summed[::3] += 1 << 16
+            summed[::7] = 1 << 16
+        return uniq * 10, summed
+
+    ak, ac = run(a)
+    bk, bc = run(b)
+    merged = {}
+    for key, c in zip(np.concatenate([ak, bk]).tolist(), np.concatenate([ac, bc]).tolist(), strict=True):
+        merged[key] = merged.get(key, 0) + c
+    keys = np.array(sorted(merged), dtype=np.int64)
+    weights = np.array([merged[key] for key in sorted(merged)], dtype=np.int64)
+    order = np.argsort(-weights, kind="stable")            # heaviest first, ties by key
     keep = np.sort(order[:m])
-    want_keys, want_weights = keys[keep], weights[keep]
-    want_dropped = int(weights.sum() - want_weights.sum())
-    kept, dropped = keep_heaviest(keys, weights, m)
-    assert kept == len(want_keys)
-    assert np.array_equal(keys[:kept], want_keys) and np.array_equal(weights[:kept], want_weights)
-    assert dropped == want_dropped
+    out_k = np.full(len(ak) + len(bk), -1, dtype=np.int64)
+    out_c = np.full(len(ak) + len(bk), -1, dtype=np.int64)
+    kept, dropped = merge_heaviest(ak, ac, bk, bc, m, out_k, out_c)
+    assert kept == len(keep)
+    assert np.array_equal(out_k[:kept], keys[keep]) and np.array_equal(out_c[:kept], weights[keep])
+    assert dropped == int(weights.sum() - weights[keep].sum())
 
 
 def test_trials_are_distinct_coarse_partitions():
@@ -664,9 +681,9 @@ def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, lanes,
 
 @pytest.mark.parametrize("halo", [False, True])
 def test_coarse_graph_is_the_same_whatever_the_threads_making_keys(tmp_path, halo):
-    """Step 3's key-making lanes (block i in lane i mod lanes) merge in block order: the same bounded
+    """Step 3's key-making threads (several blocks ahead) merge in block order: the same bounded
     table, dropped weight included, for 1, 2 and 3 lanes, and the same as a plain count when nothing
-    is dropped."""
+    is dropped (halo: a pair's weight is the nodes of each cluster with a neighbour in the other)."""
     from graphstream.partition.vertex_stream import build_vertex_stream
 
     rng = np.random.default_rng(11)
@@ -684,9 +701,41 @@ def test_coarse_graph_is_the_same_whatever_the_threads_making_keys(tmp_path, hal
     assert results[0][2] > 0 and len(results[0][0]) == 700
     keys, weights, dropped = coarse_refine.coarse_edges(vs, cl, num_clusters, 1 << 20, 1 << 9, halo=halo, lanes=2)
     assert dropped == 0
-    if not halo:   # every inter-cluster edge once, from its endpoint in the smaller cluster
-        cu, cv = cl[np.concatenate([src, dst])], cl[np.concatenate([dst, src])]
+    cu, cv = cl[np.concatenate([src, dst])], cl[np.concatenate([dst, src])]
+    if halo:   # each node once per neighbouring cluster: distinct (node, cluster) pairs
+        node = np.concatenate([src, dst])
+        seen = np.unique(node * num_clusters + cv)
+        u, c = seen // num_clusters, seen % num_clusters
+        a, b = cl[u].astype(np.int64), c
+        keep = a != b
+        pairs = np.minimum(a, b)[keep] * num_clusters + np.maximum(a, b)[keep]
+    else:   # every inter-cluster edge once, from its endpoint in the smaller cluster
         keep = cu < cv
-        want_keys, want_weights = np.unique(cu[keep].astype(np.int64) * num_clusters + cv[keep], return_counts=True)
-        np.testing.assert_array_equal(keys, want_keys)
-        np.testing.assert_array_equal(weights, want_weights)
+        pairs = cu[keep].astype(np.int64) * num_clusters + cv[keep]
+    want_keys, want_weights = np.unique(pairs, return_counts=True)
+    np.testing.assert_array_equal(keys, want_keys)
+    np.testing.assert_array_equal(weights, want_weights)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+def test_helper_threads_run_below_the_thread_they_feed():
+    """Step 3's key-making threads lower their own priority, not the process's: the merging thread
+    keeps a core when the threads outnumber the cores (graphstream._resources.lower_thread_priority)."""
+    import threading
+
+    from graphstream._resources import lower_thread_priority
+
+    main_before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = {}
+
+    def helper():
+        tid = threading.get_native_id()
+        seen["before"] = os.getpriority(os.PRIO_PROCESS, tid)
+        lower_thread_priority(5)
+        seen["after"] = os.getpriority(os.PRIO_PROCESS, tid)
+
+    t = threading.Thread(target=helper)
+    t.start()
+    t.join()
+    assert seen["after"] == min(19, seen["before"] + 5)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before

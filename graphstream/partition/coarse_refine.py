@@ -63,8 +63,10 @@ one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 from __future__ import annotations
 
 import os
+import threading
+from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,10 +77,10 @@ import numpy as np
 
 from .._atomic import scratch_dir
 from .._report import log, phase_logger
-from .._resources import Stopwatch, peak_rss_bytes, usable_cores
+from .._resources import Stopwatch, lower_thread_priority, peak_rss_bytes, usable_cores
 from ..errors import ParameterError
 from ..estimate import MAX_CLUSTER_PART_ENTRIES
-from ..kernels.merge import collapse_sorted, merge_sorted, radix_sort
+from ..kernels.merge import collapse_sorted, radix_sort
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
@@ -464,58 +466,70 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
     Each block's keys are sorted and run-length reduced, then merged into the
     running table; when the table outgrows ``max_edges`` the lightest edges
     are dropped (their weight is returned, so callers can report it). The
-    blocks' keys are made and sorted in ``lanes`` threads (default: the numba
-    threads, at most COARSE_KEY_LANES; block i in lane i mod lanes, each with
-    its own reader and scratch) while this one merges
-    (the kernels release the GIL; the blocks still merge in order, so the
-    table is the same whatever the lanes): R-MAT s21, k = 32, one lane ahead
-    of the merge 2.5 -> 1.7 s.
+    blocks' keys are made and sorted by ``lanes`` threads (default: the numba
+    threads, at most COARSE_KEY_LANES), up to two blocks a thread ahead, while
+    this one merges them in block order, so the table is the same whatever the
+    lanes (the kernels release the GIL). The merges are a chain no thread can
+    share, so the lanes run at a lower priority (``lower_thread_priority``):
+    on 2 cores, three busy threads left the chain two thirds of a core.
+    R-MAT s21, k = 8: one lane ahead of the merge 2.5 -> 1.7 s (k = 32);
+    the lanes ahead and below the merge 1.4 -> 1.1 s.
     """
-    keys = np.empty(0, dtype=np.int64)
-    weights = np.empty(0, dtype=np.int64)
+    # the table (keys, weights: its first `size` entries) is merged with each block's run into the spare
+    # buffers, which then hold the table: two pairs of buffers for the whole step, not two arrays a block
+    table = spare = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    size = 0
     dropped = 0
     bounds = vs.block_bounds(block_entries)
     lanes = max(1, min(lanes or min(COARSE_KEY_LANES, numba.get_num_threads()), len(bounds)))
-    runs = [_sorted_block_runs(vs, cl, num_clusters, bounds[t::lanes], halo) for t in range(lanes)]
-    with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="graphstream-coarse") as pool:
-        ahead = [pool.submit(next, r, None) for r in runs]
+    make_run = _BlockRuns(vs, cl, num_clusters, halo)
+    with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="graphstream-coarse",
+                            initializer=lower_thread_priority) as pool:
+        pending = deque(pool.submit(make_run, a, b) for a, b in bounds[:2 * lanes])
+        later = iter(bounds[2 * lanes:])
         try:
-            i = 0
-            while (run := ahead[i % lanes].result()) is not None:
-                ahead[i % lanes] = pool.submit(next, runs[i % lanes], None)
-                i += 1
+            while pending:
+                run = pending.popleft().result()
+                if (nxt := next(later, None)) is not None:
+                    pending.append(pool.submit(make_run, *nxt))
                 if not len(run[0]):
                     continue
-                keys, weights = merge_sorted(keys, weights, *run)
-                if len(keys) > max_edges:
-                    kept, lost = K.keep_heaviest(keys, weights, max_edges)
-                    dropped += int(lost)
-                    keys, weights = keys[:kept], weights[:kept]
+                if len(spare[0]) < size + len(run[0]):
+                    spare = tuple(np.empty(size + len(run[0]), dtype=np.int64) for _ in range(2))
+                size, lost = K.merge_heaviest(table[0][:size], table[1][:size], *run, max_edges, *spare)
+                dropped += int(lost)
+                table, spare = spare, table
         finally:
-            wait(ahead)   # a generator is closed only when no thread is running it
-            for r in runs:
-                r.close()
-    return keys, weights, dropped
+            for future in pending:
+                future.cancel()
+    return table[0][:size], table[1][:size], dropped
 
 
-def _sorted_block_runs(vs: VertexStream, cl: np.ndarray, num_clusters: int, bounds: list[tuple[int, int]],
-                       halo: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The inter-cluster pair keys of each block of ``bounds``, sorted, with their counts (empty arrays
-    for a block without any)."""
-    buf = np.empty(0, dtype=np.int64)
-    scratch = buf
-    key_bits = max(1, (int(num_clusters) ** 2 - 1).bit_length())   # pair keys cu * C + cv < C^2
-    stamp = np.zeros(num_clusters if halo else 0, dtype=np.int64)
-    for blk in vs.ranges(bounds):
-        if len(buf) < len(blk.neighbours):
-            buf = np.empty(len(blk.neighbours), dtype=np.int64)
-            scratch = np.empty(len(blk.neighbours), dtype=np.int64)
-        if halo:
-            m = K.coarse_halo_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, stamp, buf)
+class _BlockRuns:
+    """The inter-cluster pair keys of a block, sorted, with their counts (empty arrays for a block without
+    any); called by several threads at once, each with scratch of its own."""
+
+    def __init__(self, vs: VertexStream, cl: np.ndarray, num_clusters: int, halo: bool) -> None:
+        self.vs, self.cl, self.num_clusters, self.halo = vs, cl, num_clusters, halo
+        self.key_bits = max(1, (int(num_clusters) ** 2 - 1).bit_length())   # pair keys cu * C + cv < C^2
+        self.scratch = threading.local()
+
+    def __call__(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        blk = next(iter(self.vs.ranges([(a, b)], prefetch=0)))
+        mine = self.scratch
+        if not hasattr(mine, "stamp"):
+            mine.stamp = np.zeros(self.num_clusters if self.halo else 0, dtype=np.int64)
+            mine.buf = mine.sorting = np.empty(0, dtype=np.int64)
+        if len(mine.buf) < len(blk.neighbours):
+            mine.buf = np.empty(len(blk.neighbours), dtype=np.int64)
+            mine.sorting = np.empty(len(blk.neighbours), dtype=np.int64)
+        if self.halo:
+            m = K.coarse_halo_keys_block(blk.first, blk.offsets, blk.neighbours, self.cl, self.num_clusters,
+                                         mine.stamp, mine.buf)
         else:
-            m = K.coarse_keys_block(blk.first, blk.offsets, blk.neighbours, cl, num_clusters, buf)
-        radix_sort(buf[:m], scratch, key_bits)
-        yield collapse_sorted(buf[:m])   # new arrays: buf is refilled while the caller merges them
+            m = K.coarse_keys_block(blk.first, blk.offsets, blk.neighbours, self.cl, self.num_clusters, mine.buf)
+        radix_sort(mine.buf[:m], mine.sorting, self.key_bits)
+        return collapse_sorted(mine.buf[:m])   # new arrays: buf is refilled while the caller merges them
 
 
 # -- step 4 ---------------------------------------------------------------------------------------
