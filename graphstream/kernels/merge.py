@@ -59,8 +59,10 @@ def radix_sort(keys, scratch, key_bits):
 
 
 @njit(cache=True, nogil=True)
-def merge_counts(ak, ac, bk, bc, sign, out_k, out_c):
-    """out = a + sign * b over sorted keys; keys whose count drops to 0 vanish."""
+def merge_counts(ak, ac, bk, bc, sign, out_k, out_c, hist=None):
+    """out = a + sign * b over sorted keys; keys whose count drops to 0 vanish. With ``hist``, each
+    count written is also counted there (``hist[min(c, len(hist) - 1)] += 1``, counts above 0): a
+    cut to the heaviest keys then needs no pass of its own over the weights."""
     i = 0
     j = 0
     m = 0
@@ -84,6 +86,8 @@ def merge_counts(ak, ac, bk, bc, sign, out_k, out_c):
             out_k[m] = k
             out_c[m] = c
             m += 1
+            if hist is not None:
+                hist[min(c, hist.shape[0] - 1)] += 1
     return m
 
 

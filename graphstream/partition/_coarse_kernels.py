@@ -30,6 +30,7 @@ from numba import njit, prange
 from ..estimate import MAX_HUB_CELLS, MAX_HUBS, counter_bytes, counter_word_bytes
 from ..kernels.bitsets import clear_bit, has_bit, popcount64, set_bit
 from ..kernels.hashing import hash_node
+from ..kernels.merge import merge_counts
 from ..kernels.pairs import pair_key, pairs_to_csr
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 
@@ -273,32 +274,12 @@ def merge_heaviest(ak, ac, bk, bc, m, out_k, out_c):
     then cut to its ``m`` heaviest entries, key order kept, ties to the lowest key; returns (entries
     kept, weight dropped).
 
-    Step 3's running table takes one such merge a block, a chain no thread can share. The weights'
-    histogram is counted as the merge writes them (the cut then costs one pass over the table, not two),
-    and the merge picks its side by conditional moves, not branches: the side is a coin flip (R-MAT s21:
-    the merge and the cut 3.1 + 1.6 ms a block, 256 blocks).
+    Step 3's running table takes one such merge a block, a chain no thread can share: the weights'
+    histogram is counted as the merge writes them (``merge_counts``), so the cut costs one pass over the
+    table, not two (R-MAT s21: the merge and the cut 3.1 + 1.6 ms a block, 256 blocks).
     """
     hist = np.zeros(_WEIGHT_BINS + 1, dtype=np.int64)
-    na, nb = ak.shape[0], bk.shape[0]
-    i = j = n = 0
-    while i < na and j < nb:
-        ka, kb = ak[i], bk[j]
-        take_a, take_b = ka <= kb, kb <= ka   # both: the same key, counts summed
-        w = (ac[i] if take_a else 0) + (bc[j] if take_b else 0)
-        out_k[n] = ka if take_a else kb
-        out_c[n] = w
-        hist[min(w, _WEIGHT_BINS)] += 1
-        n += 1
-        i += take_a
-        j += take_b
-    for t in range(i, na):
-        out_k[n], out_c[n] = ak[t], ac[t]
-        hist[min(ac[t], _WEIGHT_BINS)] += 1
-        n += 1
-    for t in range(j, nb):
-        out_k[n], out_c[n] = bk[t], bc[t]
-        hist[min(bc[t], _WEIGHT_BINS)] += 1
-        n += 1
+    n = merge_counts(ak, ac, bk, bc, np.int64(1), out_k, out_c, hist)
     if n <= m:
         return n, 0
     # the m-th heaviest weight from the histogram (a sort of the few weights past it only when the

@@ -472,8 +472,8 @@ def coarse_edges(vs: VertexStream, cl: np.ndarray, num_clusters: int, max_edges:
     lanes (the kernels release the GIL). The merges are a chain no thread can
     share, so the lanes run at a lower priority (``lower_thread_priority``):
     on 2 cores, three busy threads left the chain two thirds of a core.
-    R-MAT s21, k = 8: one lane ahead of the merge 2.5 -> 1.7 s (k = 32);
-    the lanes ahead and below the merge 1.4 -> 1.1 s.
+    R-MAT s21: one lane ahead of the merge 2.5 -> 1.7 s (k = 32); the lanes
+    two blocks ahead and below the merge 1.43-1.48 -> 1.07-1.10 s (k = 8).
     """
     # the table (keys, weights: its first `size` entries) is merged with each block's run into the spare
     # buffers, which then hold the table: two pairs of buffers for the whole step, not two arrays a block
