@@ -6,6 +6,7 @@ graph in memory).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import sys
@@ -584,13 +585,18 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
         kernel = K.cluster_part_moved
         monkeypatch.setattr(K, "cluster_part_moved", lambda *a: changes.append(kernel(*a)))
         moves = coarse_refine.cluster_refine(vs, cl, by_change, csizes, k, cap, 6, 1 << 10)
+        # the threads asked again every block (as while trial children exit), one and two in turn
+        switching, asked = start.copy(), itertools.count()
+        assert coarse_refine.cluster_refine(vs, cl, switching, csizes, k, cap, 6, 1 << 10,
+                                            cores=lambda: 1 + next(asked) % 2) == moves
         monkeypatch.setattr(K, "moved_entries", lambda *a: vs.num_entries)   # every pass a recount
         recounted = start.copy()
         assert coarse_refine.cluster_refine(vs, cl, recounted, csizes, k, cap, 6, 1 << 10) == moves
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     assert moves[0] > 0 and moves[1] > 2 and changes   # passes after the first ran, some by change
-    assert np.array_equal(by_change, recounted)
+    assert np.array_equal(by_change, recounted) and np.array_equal(switching, recounted)
+    assert next(asked) > 2 * moves[1]   # more than once a pass: every block, and the gains
     if bound is not None:   # 100 rows of the 415 clusters: the others kept their parts
         assert np.array_equal(by_change[100:], start[100:]) and not np.array_equal(by_change[:100], start[:100])
 

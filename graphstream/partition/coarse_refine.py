@@ -65,7 +65,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -355,11 +355,11 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                     cpart = cpart[heavy_order]
                 if cfg.cluster_passes:
                     # the children solving the later trials hold a core each: the moves leave them theirs
-                    # (R-MAT s21, k = 8, on 2 cores: step 4 2.72-2.78 s with two threads against the
-                    # child, 2.20-2.29 s with one; the same moves whatever the threads)
-                    with _threads(usable_cores() - solve_attempt.running()):
-                        cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
-                                                                cfg.cluster_passes, cfg.block_entries)[1]
+                    # while they run (R-MAT s21, k = 8, on 2 cores: step 4 2.72-2.78 s with two threads
+                    # against the child, 2.20-2.29 s with one; the same moves whatever the threads)
+                    cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
+                                                            cfg.cluster_passes, cfg.block_entries,
+                                                            cores=lambda: usable_cores() - solve_attempt.running())[1]
                 trial = trial_parts[:, len(solved)]
                 K.project_parts(cl, cpart, trial)
                 tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
@@ -535,15 +535,22 @@ class _BlockRuns:
 # -- step 4 ---------------------------------------------------------------------------------------
 
 def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: np.ndarray, k: int, cap: int,
-                   passes: int, block_entries: int) -> tuple[int, int]:
+                   passes: int, block_entries: int, cores: Callable[[], int] | None = None) -> tuple[int, int]:
     """Whole clusters moved to the part holding most of their neighbours on the full graph (the coarse
     graph the solver saw may have lost edges), up to ``passes`` stream passes, a part's sum of
     ``csizes`` (the clusters' nodes, or entries) kept under ``cap``; returns the moves and the passes
     run. Only the clusters numbered below ``MAX_CLUSTER_PART_ENTRIES // k`` move (all of them up to
-    that many; past it :func:`heaviest_first` numbers the clusters with the most entries first)."""
+    that many; past it :func:`heaviest_first` numbers the clusters with the most entries first).
+
+    ``cores``: the threads the kernels may take, asked again every block (None: numba's). The children
+    solving the later trials hold a core each until they exit, which on a large graph is early in the
+    first trial's passes (R-MAT s24, k = 16: the children done after 1 s of its 9.6 s of passes on one
+    thread). The moves are the same whatever the threads."""
     rows = _cluster_rows(len(csizes), k)
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
     conn = np.zeros((rows, k), dtype=np.int32)   # one table, its rows split between the threads
+    if cores is None:
+        cores = numba.get_num_threads
     lanes = K.thread_lanes()
     # Every lane reads every moved list (the rows a change goes to are the neighbours'), where a recount
     # reads each list once in all, so with more lanes than two the change must be smaller still (a bound
@@ -569,11 +576,15 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
             K.project_parts(cl, cpart, node_part)
             conn[:] = 0
         for blk in vs.blocks(block_entries):
-            if recount:
-                K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn, lanes)
-            else:
-                K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, conn, lanes)
-        K.cluster_gains(conn, cpart, gain)
+            with _threads(cores()):
+                if recount:
+                    K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn,
+                                           K.thread_lanes())
+                else:
+                    K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, conn,
+                                         K.thread_lanes())
+        with _threads(cores()):
+            K.cluster_gains(conn, cpart, gain)
         done += 1
         order = np.flatnonzero(gain > 0)
         order = order[np.argsort(-gain[order], kind="stable")]   # gain, then cluster id
