@@ -276,10 +276,19 @@ def memory(args, work: Path) -> dict:
             "phase_seconds": m["phase_seconds"]}
 
 
+def _machine() -> str:
+    """The cores, CPU, memory, kernel and Python the figures were measured on (the line the distributed
+    benchmark writes)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_distributed import _machine as machine
+    return machine()
+
+
 def write_doc(res: dict, doc: Path, plot: Path, command: str) -> None:
     algos = ["coarse-refine", "metis", "2ps-l-ref", "2ps-l", "spring", "hdrf", "dbh", "hash"]
     lines = ["# Partition quality, side by side", "",
-             f"Measured {res['date']} on this machine with:", "", "```", command, "```", "",
+             f"Measured {res['date']} on {res.get('machine', 'this machine')}, with:", "", "```", command, "```",
+             "",
              "GNN replication factor (owned nodes + full 1-hop halo, summed over parts, / num_nodes; "
              "computed the same way for every column) and, in brackets, node balance (max/mean owned). "
              "Graphs undirected, self-loops and duplicate pairs dropped. `metis`: pymetis on the whole graph "
@@ -391,7 +400,8 @@ def main(argv=None) -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     res = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-           "command": " ".join([Path(sys.executable).name, *sys.argv]), "balance": args.balance}
+           "command": " ".join([Path(sys.executable).name, *sys.argv]), "balance": args.balance,
+           "machine": _machine()}
     t = time.perf_counter()
     res["quality"] = quality(args, work)
     if args.rmat_scale and args.twops_bin:
