@@ -347,6 +347,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         solved = []   # each trial's attempt
         cluster_stream_passes = 0
         # the later trials are solved in child processes while this one moves the first one's clusters
+        cores = usable_cores()   # once: a file read (the cgroup's quota), where the children's count is asked a block
         with solved_ahead(tries, solver_graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
             for i, cpart in distinct_solutions(solve_attempt, cfg.coarse_trials):
                 if linked is not None:
@@ -359,7 +360,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                     # against the child, 2.20-2.29 s with one; the same moves whatever the threads)
                     cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
                                                             cfg.cluster_passes, cfg.block_entries,
-                                                            cores=lambda: usable_cores() - solve_attempt.running())[1]
+                                                            cores=lambda: cores - solve_attempt.running())[1]
                 trial = trial_parts[:, len(solved)]
                 K.project_parts(cl, cpart, trial)
                 tsize = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
