@@ -392,6 +392,80 @@ def test_disk_full_on_a_small_tmpfs(tmp_path, big_store, name, args):
     assert len(lines) == 2 and reason in lines[0], proc.stderr
 
 
+RECORD = np.dtype([("node", np.int32), ("part", np.int16), ("delta", np.int32), ("kind", np.int8)])
+NPY_CASES = {
+    "int64": np.arange(1000),
+    "2-D float32": np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4),
+    "0-d": np.array(7),
+    "empty": np.zeros(0, dtype=np.int8),
+    "records": np.array([(1, 2, -3, 4), (5, 6, 7, 0)], dtype=RECORD),
+    "Fortran order": np.asfortranarray(np.arange(12).reshape(3, 4)),
+    "strided": np.arange(24).reshape(4, 6)[:, ::2],
+    "objects": np.array(["a", None], dtype=object),
+    "header past 64 KiB": np.zeros(2, dtype=[(f"f{i}_{'x' * 200}", np.int8) for i in range(400)]),
+}
+
+
+@pytest.mark.parametrize("name", list(NPY_CASES))
+def test_save_npy_writes_the_bytes_numpy_would(tmp_path, name):
+    """Shards and node data are written from the array's buffer, not through np.save's copies: the file
+    must still be np.save's, byte for byte, whatever the array."""
+    import io
+    import warnings
+
+    array = NPY_CASES[name]
+    expected = io.BytesIO()
+    with warnings.catch_warnings():   # numpy warns that a 2.0 header needs numpy >= 1.9
+        warnings.simplefilter("ignore", UserWarning)
+        np.save(expected, array, allow_pickle=True)
+    _atomic.save_npy(tmp_path / "a.npy", array)
+    assert (tmp_path / "a.npy").read_bytes() == expected.getvalue()
+
+
+def test_save_npy_of_blocks_is_their_concatenation(tmp_path):
+    import io
+
+    blocks = [np.arange(5, dtype=np.int32), np.zeros(0, dtype=np.int32), np.arange(3, dtype=np.int32)[::-1]]
+    expected = io.BytesIO()
+    np.save(expected, np.concatenate(blocks))
+    _atomic.save_npy(tmp_path / "b.npy", blocks)
+    assert (tmp_path / "b.npy").read_bytes() == expected.getvalue()
+    with pytest.raises(ValueError, match="one dtype"):
+        _atomic.save_npy(tmp_path / "c.npy", [np.arange(2, dtype=np.int32), np.arange(2, dtype=np.int64)])
+
+
+def test_save_npy_on_a_full_disk_raises_enospc(tmp_path, monkeypatch):
+    """A short write on a full disk is an OSError with errno ENOSPC (the CLI's "disk full", exit 2),
+    not numpy's errno-less one."""
+    import builtins
+
+    real_open = builtins.open
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            if len(memoryview(data)) > 256:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    monkeypatch.setattr(_atomic, "open", lambda *a, **kw: Full(real_open(*a, **kw)), raising=False)
+    for array in (np.arange(10_000), np.asfortranarray(np.ones((100, 100)))):
+        with pytest.raises(OSError) as err:
+            _atomic.save_npy(tmp_path / "full.npy", array)
+        assert err.value.errno == errno.ENOSPC
+
+
 # -- item 9: one run per output ---------------------------------------------------------------------
 
 def test_second_run_on_a_locked_output_fails_naming_the_holder(tmp_path, capsys):
