@@ -157,7 +157,7 @@ def one_malloc_arena(env: MutableMapping[str, str]) -> str:
     8 a core), and memory freed in one arena is not reused by another. The numba kernels' threads and
     zarr's decompression threads allocate chunk after chunk, so a command's RSS grew past its live data:
     ``graphstream partition`` of R-MAT s22 at k = 32 peaked at 728-743 MiB, 608-625 MiB with one arena,
-    in 90.7-100.5 s against 94.8-102.4 s (alternating, docs/partition-quality.md, "One malloc arena").
+    in 90.7-100.5 s against 94.8-102.4 s (alternating, docs/partition-experiments.md, "One malloc arena").
     ``tools/bench_partition_speed.py`` has measured its children with one arena all along."""
     value = env.setdefault("MALLOC_ARENA_MAX", "1")
     if sys.platform.startswith("linux"):

@@ -17,7 +17,7 @@ of those changes and its seconds (all phases) against the baseline's.
 
 Why many seeds: on R-MAT the final RF of one run moves by 2-8% with any
 perturbation of the path to it (a solver seed, one label-propagation sweep
-more or less; docs/partition-quality.md, "Variants judged over seeds"), so
+more or less; docs/partition-experiments.md, "Variants judged over seeds"), so
 a variant is judged by its mean change over graphs and seeds, and one run's
 change of a few percent is noise.
 """

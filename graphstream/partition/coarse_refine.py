@@ -138,7 +138,7 @@ class CoarseRefineParams:
         29 runs: -0.03% RF on average (-4.8% to +7.8%), 0.97-1.03x the time; facebook and web-NotreDame
         the same plans, Cora k = 4 -0.1% to -0.3%, Citeseer k = 4 / 8 +0.1% to +0.6% (seeds 0-2, still at
         or below METIS); R-MAT s22, k = 8 / 32: the peak of this process and its trial child together 640-643 ->
-        504-508 / 553-559 MiB (docs/partition-quality.md, "The solver on the linked clusters").
+        504-508 / 553-559 MiB (docs/partition-experiments.md, "The solver on the linked clusters").
     coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
         lowest replication factor is refined (all of them judged in one stream pass) (step 4).
@@ -160,7 +160,7 @@ class CoarseRefineParams:
         stream, so the rounds meet them first and their rows share cache lines) or "id" (the
         store's). With loose_balance 1.5, against "id" at 3.0: R-MAT s20 k = 8 / 32, three seeds,
         -2.3% to -14.3% RF; s21 k = 8 / 32, two seeds, -0.1% to -9.0%; the shared graphs -1.9% to +1.4%
-        (docs/partition-quality.md, "The hubs first").
+        (docs/partition-experiments.md, "The hubs first").
     shed_degree_factor: the rebalancing after the loose phase (without an edge balance) sheds nodes of
         degree at most this multiple of the mean only (0: any node): a hub's shed costs many replicas and
         its list is long. 4 against 0: R-MAT s21, k = 32, the rebalancing 3.9 -> 1.8-2.1 s; R-MAT s20/s21

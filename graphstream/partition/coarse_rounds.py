@@ -254,7 +254,7 @@ def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, se
 
     After the first sweep the nodes of degree above ``hub_degree`` (0: none) keep their label: the hubs
     hold most of the entries (R-MAT s21: the nodes above 16 x the mean degree, 1.3% of them, 61% of the
-    entries), so the later sweeps scan the light nodes' lists only (docs/partition-quality.md, "Hubs
+    entries), so the later sweeps scan the light nodes' lists only (docs/partition-experiments.md, "Hubs
     that keep their label, and one loose sweep")."""
     vs = rounds.vs
     n = vs.num_nodes

@@ -107,7 +107,7 @@ def place_unlinked(linked_parts: np.ndarray, linked: np.ndarray, unlinked: np.nd
     """Every cluster's part: the linked clusters' from the solver, the ``unlinked`` ones (in that order:
     :func:`unlinked_heaviest_first`) each onto the least loaded part (least-loaded packing on the loads the
     linked clusters make). Measured against the solver placing them (METIS seeing every cluster):
-    docs/partition-quality.md, "The solver on the linked clusters"."""
+    docs/partition-experiments.md, "The solver on the linked clusters"."""
     from ..kernels.packing import pack_least_loaded  # here: a trial child never places, nor loads numba
     parts = np.empty(len(weights), dtype=np.int32)
     parts[linked] = linked_parts
@@ -121,7 +121,7 @@ SOLVERS = ("auto", "metis", "kaminpar", "metis+kaminpar")
 # "auto": KaMinPar from this many parts, METIS below. Against METIS alone (three trials each, the final
 # replication factor): k = 16 and 32 on R-MAT s20/s21 and the shared graphs -3.5% to +0.3% (9 of 10 runs
 # lower), with step 4 17-29% shorter on R-MAT; k = 8 -0.7% to +6.0% (R-MAT: +1.5% to +6.0%)
-# (docs/partition-quality.md, "KaMinPar on the coarse graph from k = 16").
+# (docs/partition-experiments.md, "KaMinPar on the coarse graph from k = 16").
 AUTO_KAMINPAR_MIN_K = 16
 
 

@@ -198,7 +198,7 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
     A node's list holds every stored edge's other end, a self-loop twice and duplicates as stored, so
     a part's edges (those with an owned endpoint) are its nodes' entries that leave it plus half those
     that stay: the store's count exactly. R-MAT s21, k = 32: 0.35-0.38 s against 1.50-1.59 s for the
-    store's pass (docs/partition-quality.md, "The closing figures from the vertex stream"). Directed, a
+    store's pass (docs/partition-experiments.md, "The closing figures from the vertex stream"). Directed, a
     part holds the in-edges of its inner nodes, so a node is in the halo of its out-neighbours' parts:
     those come first in its list (``VertexStream.out_degree``), and only they mark its parts.
 
