@@ -134,9 +134,10 @@ def format_bytes(n: float) -> str:
 
 
 def format_count(n: float) -> str:
-    """3 significant digits with K/M/G: ``12.3M``; plain below 10 000 (``4300``)."""
+    """3 significant digits with K/M/G: ``12.3M``; plain below 10 000 (``4300``, ``6180``, ``12.5``)."""
     if abs(n) < 10_000:
-        return f"{n:.0f}" if float(n).is_integer() else f"{n:.3g}"
+        # not ``.3g`` from 1000 on: it writes 6180.4 as 6.18e+03
+        return f"{n:.0f}" if float(n).is_integer() or abs(n) >= 100 else f"{n:.3g}"
     for suffix, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.3g}{suffix}" if n / scale < 1000 else f"{n / scale:.0f}{suffix}"

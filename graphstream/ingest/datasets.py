@@ -350,7 +350,8 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
         raise ParameterError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
     root = Path(root)
     if not root.is_dir():
-        raise InputNotFoundError(f"{root}: dataset root not found (pass --root, e.g. ../shared/datasets)")
+        raise InputNotFoundError(f"{root}: dataset root not found (pass --root DIR, the folder that holds "
+                                  f"planetoid/, musae-facebook/ and musae-twitch/)")
     twitch_like = name in TWITCH_CODES
     if twitch_like:
         ds, feats = twitch(name, root, seed, target)
