@@ -354,12 +354,33 @@ def test_checkpoint_on_a_full_disk_exits_2_and_keeps_the_old_one(parts_dir, tmp_
             fh.truncate(10)
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(torch, "save", full_disk)
-    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--epochs", "1", "--hidden", "4", "--threads", "1")
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--overwrite", "--epochs", "1", "--hidden", "4",
+                          "--threads", "1")
     assert code == 2
     line = one_line_error(err)
     assert str(ck) in line and "space" in line
     assert ck.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "c.pt.best"]
+
+
+def test_an_existing_checkpoint_is_not_replaced_without_overwrite(parts_dir, tmp_path, capsys):
+    """A checkpoint can hold hours of training: a second run on its path is refused (exit 2, one line, the
+    file unchanged) unless it resumes the run or --overwrite asks for a new one."""
+    ck = tmp_path / "c.pt"
+    args = ("--checkpoint", ck, "--epochs", "1", "--hidden", "4", "--threads", "1")
+    assert train_cli(capsys, parts_dir, *args)[0] == 0
+    before = ck.read_bytes()
+    code, err = train_cli(capsys, parts_dir, *args)
+    line = one_line_error(err)
+    assert code == 2 and str(ck) in line and "--overwrite" in line and "--resume" in line
+    assert ck.read_bytes() == before
+    (tmp_path / "c.pt").unlink()   # the best weights alone are a run's too
+    code, err = train_cli(capsys, parts_dir, *args)
+    assert code == 2 and "c.pt.best exists" in one_line_error(err)
+    assert train_cli(capsys, parts_dir, *args, "--overwrite")[0] == 0
+    assert ck.exists() and (tmp_path / "c.pt.best").exists()
+    code, err = train_cli(capsys, parts_dir, *args, "--overwrite", "--resume")
+    assert code == 2 and "give one of them" in one_line_error(err)
 
 
 def test_disk_full_in_the_library_is_disk_full_error(tmp_path, monkeypatch):

@@ -91,6 +91,9 @@ def configure(p) -> None:
                         "so); PATH must lie outside PARTS")
     p.add_argument("--resume", action="store_true",
                    help="continue the run saved in --checkpoint PATH (same parts, workers and --sync-every)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run over an existing --checkpoint PATH (without it, or --resume, an existing "
+                        "checkpoint is refused)")
     add_threads(p, "torch CPU threads per worker (default: CPU cores / workers)")
     p.add_argument("--master-addr", default=None, metavar="ADDR",
                    help="address of worker 0's host that every worker reaches, needed for workers on several "
@@ -142,7 +145,7 @@ def run(args) -> dict:
                          sync_every=args.sync_every, mini_batch=args.mini_batch, fanouts=fanouts,
                          batch_size=args.batch_size, lr=args.lr, dropout=args.dropout,
                          weight_decay=args.weight_decay, seed=args.seed, device=args.device,
-                         checkpoint=args.checkpoint, resume=args.resume, metric=args.metric,
+                         checkpoint=args.checkpoint, resume=args.resume, overwrite=args.overwrite, metric=args.metric,
                          proximal=args.proximal, class_weight=args.class_weight,
                          drift_correction=_default(args.drift_correction, True),
                          average_optimizer_state=_default(args.average_optimizer_state, True))

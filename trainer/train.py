@@ -40,7 +40,7 @@ import torch
 from torch.nn import functional as F
 
 from graphstream._report import log
-from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError
+from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, OutputExistsError, ParameterError
 
 from .averaging import WeightedAverager, flat_gradients, flat_parameters, load_flat_, unflatten_like
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
@@ -126,6 +126,7 @@ class TrainConfig:
     device: str = "cpu"
     checkpoint: str | None = None
     resume: bool = False
+    overwrite: bool = False        # a new run over an existing checkpoint (else refused, as every output is)
     record_weights: bool = False   # return every round's local and averaged weights (tests)
     metric: str | None = None      # model selection metric (trainer.metrics.METRICS); None: fits the labels
     average_optimizer_state: bool = True    # average the parts' Adam moments with the weights at every sync
@@ -149,6 +150,8 @@ class TrainConfig:
             raise ParameterError(f"--fanout has {len(self.fanouts)} values, the model has {self.num_layers} layers")
         if self.resume and not self.checkpoint:
             raise ParameterError("--resume needs --checkpoint PATH")
+        if self.resume and self.overwrite:
+            raise ParameterError("--resume continues the checkpoint and --overwrite replaces it: give one of them")
         if self.class_weight not in CLASS_WEIGHTS:
             raise ParameterError(f"--class-weight {self.class_weight}: expected one of {', '.join(CLASS_WEIGHTS)}")
         if self.metric is not None and self.metric not in METRICS:
@@ -576,15 +579,22 @@ def _evaluation_notes(sets: list[str], metric: str = "accuracy", single_class: l
     return out
 
 
-def _check_checkpoint_path(path: str, parts_dir) -> None:
+def _check_checkpoint_path(path: str, parts_dir, resume: bool = False, overwrite: bool = False) -> None:
     """``--checkpoint`` must be a file path in an existing folder, apart from the parts it trains on
-    (a checkpoint written into the dataset folder would change the data under the run)."""
+    (a checkpoint written into the dataset folder would change the data under the run), and a run's
+    checkpoint is not replaced by a new run unless asked (``--overwrite``), as no output is: it can hold
+    hours of training."""
     from graphstream._atomic import check_outputs_apart
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"--checkpoint {path}: is a folder, expected a file path")
     if not p.parent.is_dir():
         raise ParameterError(f"--checkpoint {path}: folder {p.parent} does not exist")
+    if not (resume or overwrite):
+        for existing in (p, Path(f"{path}.best")):
+            if existing.exists():
+                raise OutputExistsError(f"--checkpoint {path}: {existing} exists (pass --resume to continue that "
+                                        "run, or --overwrite to start a new one over it)")
     if parts_dir is not None:
         check_outputs_apart({"--checkpoint": path, "--checkpoint (best weights)": f"{path}.best"},
                             {"parts": parts_dir})
@@ -605,7 +615,8 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
     integer("workers", workers)
     check_threads(threads)
     if config.checkpoint:
-        _check_checkpoint_path(config.checkpoint, None if isinstance(source, PartSet) else source)
+        _check_checkpoint_path(config.checkpoint, None if isinstance(source, PartSet) else source,
+                               config.resume, config.overwrite)
     device = resolve_device(config.device)
     parts = source if isinstance(source, PartSet) else open_parts(source)
     resolve_metric(config.metric, parts.num_classes)   # refused here, before any worker starts
