@@ -286,7 +286,7 @@ def compare(args, work: Path) -> dict:
         if name.startswith("rmat"):
             path = ensure_store(work, int(name[4:]), 16)
         else:
-            shared = shared or _shared_graphs(work)
+            shared = shared or _shared_graphs(work, args.datasets)
             path = shared[name].path
         store = open_store(path)
         # the machine's speed in the same run: the same VM kind has run every solver 1.6-3x faster or slower
@@ -438,16 +438,20 @@ def ensure_store(work: Path, scale: int, edge_factor: int) -> str:
     return str(path)
 
 
-def _shared_graphs(work: Path) -> dict:
+DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"   # ../shared/datasets
+
+
+def _shared_graphs(work: Path, root: Path | None = None) -> dict:
     """Stores of the shared real graphs: Cora, Citeseer, MUSAE facebook, web-NotreDame (undirected,
-    self-loops and duplicate pairs dropped, file order kept)."""
+    self-loops and duplicate pairs dropped, file order kept), made in ``work`` from the files in ``root``
+    (default: ../shared/datasets beside the checkout) unless ``work`` has them already."""
     import gzip
     import pickle
 
     import numpy as np
 
     from graphstream.store import GraphWriter, open_store
-    root = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+    root = Path(root) if root is not None else DATASETS
     out = {}
 
     def store(name, load):
@@ -457,6 +461,8 @@ def _shared_graphs(work: Path) -> dict:
             return
         except Exception:
             pass
+        if not root.is_dir():   # a checkout without ../shared (a git worktree elsewhere, say)
+            raise SystemExit(f"bench_partition_speed: the shared datasets are not at {root} (pass --datasets DIR)")
         src, dst = load()
         a, b = np.minimum(src, dst), np.maximum(src, dst)
         keep = a != b
@@ -487,12 +493,12 @@ def _shared_graphs(work: Path) -> dict:
     return out
 
 
-def tau_scan(work: Path) -> dict:
+def tau_scan(work: Path, root: Path | None = None) -> dict:
     """SPRING's replication factor for tau = f * |E| / k over the shared graphs, k in 4..32."""
     from graphstream.partition import partition
     factors = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
     table = {}
-    for name, store in _shared_graphs(work).items():
+    for name, store in _shared_graphs(work, root).items():
         for f in factors:
             for k in (4, 8, 16, 32):
                 m = partition(store, k, "spring", tau_factor=f).metrics
@@ -570,6 +576,9 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=32)
     ap.add_argument("--algos", default="spring,2ps-l,hdrf,dbh,hash,hash-edge")
     ap.add_argument("--work", default="/tmp/graphstream-bench-partition")
+    ap.add_argument("--datasets", type=Path, default=None,
+                    help="the shared datasets folder, for the shared graphs' stores (default ../shared/datasets "
+                         "beside the checkout)")
     ap.add_argument("--tau-scan", action="store_true",
                     help="instead: SPRING replication factor vs tau on the shared real graphs")
     ap.add_argument("--no-metrics", action="store_true", help="skip the quality-metric passes")
@@ -603,7 +612,7 @@ def main() -> None:
         print(json.dumps(compare(args, work), indent=1))
         return
     if args.tau_scan:
-        print(json.dumps(tau_scan(work), indent=1))
+        print(json.dumps(tau_scan(work, args.datasets), indent=1))
         return
     t = time.perf_counter()
     store_path = ensure_store(work, args.scale, args.edge_factor)

@@ -50,11 +50,11 @@ def parse_variant(text: str) -> dict:
     return params
 
 
-def open_graph(name: str, work: Path, shared: dict | None):
+def open_graph(name: str, work: Path, shared: dict | None, datasets: Path | None = None):
     from graphstream.store import open_store
     if name.startswith("rmat"):
         return open_store(ensure_store(work, int(name.removeprefix("rmat")), 16)), shared
-    shared = shared or _shared_graphs(work)
+    shared = shared or _shared_graphs(work, datasets)
     if name not in shared:
         raise SystemExit(f"bench_rf_variants: unknown graph {name!r} (rmatS or one of {sorted(shared)})")
     return shared[name], shared
@@ -67,6 +67,8 @@ def main() -> None:
     ap.add_argument("--variant", action="append", required=True,
                     help="space-separated name=value fields (repeat; the first is the baseline)")
     ap.add_argument("--work", default="/tmp/exp", help="folder of the graph stores")
+    ap.add_argument("--datasets", type=Path, default=None,
+                    help="the shared datasets folder (default ../shared/datasets beside the checkout)")
     args = ap.parse_args()
 
     from graphstream.partition import coarse_refine
@@ -89,7 +91,7 @@ def main() -> None:
     shared = None
     runs = []
     for graph, k in specs:
-        store, shared = open_graph(graph, work, shared)
+        store, shared = open_graph(graph, work, shared, args.datasets)
         for seed in seeds:
             for text, params in variants:
                 plan = coarse_refine.run(store, k, seed=seed, **params)
