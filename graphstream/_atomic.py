@@ -57,11 +57,13 @@ def _is_url(path: PathLike) -> bool:
 
 # -- refusals -------------------------------------------------------------------------------------
 
-def check_output(path: PathLike, overwrite: bool) -> Path:
-    """Refuse an existing output unless ``overwrite``; return the path."""
+def check_output(path: PathLike, overwrite: bool, *, alternative: str = "") -> Path:
+    """Refuse an existing output unless ``overwrite``; return the path. ``alternative``: another way out
+    the refusal names (``"--resume to continue that run"``)."""
     path = Path(path)
     if (path.exists() or path.is_symlink()) and not overwrite:
-        raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it)")
+        other = f", or {alternative}" if alternative else ""
+        raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it{other})")
     if not path.parent.exists():
         raise OutputExistsError(f"{path}: parent folder {path.parent} does not exist")
     return path

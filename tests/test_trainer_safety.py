@@ -376,7 +376,7 @@ def test_an_existing_checkpoint_is_not_replaced_without_overwrite(parts_dir, tmp
     assert ck.read_bytes() == before
     (tmp_path / "c.pt").unlink()   # the best weights alone are a run's too
     code, err = train_cli(capsys, parts_dir, *args)
-    assert code == 2 and "c.pt.best exists" in one_line_error(err)
+    assert code == 2 and "c.pt.best: output exists" in one_line_error(err)
     assert train_cli(capsys, parts_dir, *args, "--overwrite")[0] == 0
     assert ck.exists() and (tmp_path / "c.pt.best").exists()
     code, err = train_cli(capsys, parts_dir, *args, "--overwrite", "--resume")

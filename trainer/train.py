@@ -40,7 +40,7 @@ import torch
 from torch.nn import functional as F
 
 from graphstream._report import log
-from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, OutputExistsError, ParameterError
+from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError
 
 from .averaging import WeightedAverager, flat_gradients, flat_parameters, load_flat_, unflatten_like
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
@@ -584,20 +584,18 @@ def _check_checkpoint_path(path: str, parts_dir, resume: bool = False, overwrite
     (a checkpoint written into the dataset folder would change the data under the run), and a run's
     checkpoint is not replaced by a new run unless asked (``--overwrite``), as no output is: it can hold
     hours of training."""
-    from graphstream._atomic import check_outputs_apart
+    from graphstream._atomic import check_output, check_outputs_apart
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"--checkpoint {path}: is a folder, expected a file path")
     if not p.parent.is_dir():
         raise ParameterError(f"--checkpoint {path}: folder {p.parent} does not exist")
-    if not (resume or overwrite):
-        for existing in (p, Path(f"{path}.best")):
-            if existing.exists():
-                raise OutputExistsError(f"--checkpoint {path}: {existing} exists (pass --resume to continue that "
-                                        "run, or --overwrite to start a new one over it)")
     if parts_dir is not None:
         check_outputs_apart({"--checkpoint": path, "--checkpoint (best weights)": f"{path}.best"},
                             {"parts": parts_dir})
+    if not resume:   # after the check above: a PATH.best that is the parts is named as such, not as existing
+        for output in (path, f"{path}.best"):
+            check_output(output, overwrite, alternative="--resume to continue that run")
 
 
 def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: bool = False,
