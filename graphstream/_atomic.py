@@ -85,26 +85,41 @@ def _relation(out: Path, inp: Path) -> str | None:
     return None
 
 
-def check_outputs_apart(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None]) -> None:
-    """Refuse (:class:`ParameterError`) an output that is, contains or lies inside an input.
+def check_outputs_apart(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None],
+                        scratch: Mapping[str, PathLike | None] | None = None) -> None:
+    """Refuse (:class:`ParameterError`) an output that is, contains or lies inside an input, and a
+    scratch folder (written into, never replaced: ``--work-dir``) that is or lies inside an input
+    (one that holds inputs is fine: its files have their own names) or overlaps an output at all
+    (an output replaced with ``--overwrite`` would take the scratch files with it, and an output
+    inside it could take a scratch file's name).
 
     Keys name the values in the message (``{"--out": "d"}``, ``{"input store": "d/graph.zarr"}``);
     None values are skipped. Paths are compared resolved (symlinks followed); URLs only as
     written. Touches nothing.
     """
+    def overlap(out_name: str, out: PathLike, in_name: str, inp: PathLike, allowed: tuple[str, ...]) -> None:
+        if _is_url(out) or _is_url(inp):
+            relation = "is" if str(out).rstrip("/") == str(inp).rstrip("/") else None
+        else:
+            relation = _relation(Path(out).resolve(), Path(inp).resolve())
+        if relation is not None and relation not in allowed:
+            choose = "an output outside every input" if out_name in outputs else \
+                "a scratch folder apart from every output and outside every input"
+            raise ParameterError(f"{out_name} {out} {relation} the {in_name} {inp}: choose {choose}")
+
     for out_name, out in outputs.items():
-        if out is None:
+        for in_name, inp in inputs.items():
+            if out is not None and inp is not None:
+                overlap(out_name, out, in_name, inp, ())
+    for name, folder in (scratch or {}).items():
+        if folder is None:
             continue
         for in_name, inp in inputs.items():
-            if inp is None:
-                continue
-            if _is_url(out) or _is_url(inp):
-                relation = "is" if str(out).rstrip("/") == str(inp).rstrip("/") else None
-            else:
-                relation = _relation(Path(out).resolve(), Path(inp).resolve())
-            if relation is not None:
-                raise ParameterError(f"{out_name} {out} {relation} the {in_name} {inp}: "
-                                     "choose an output outside every input")
+            if inp is not None:
+                overlap(name, folder, in_name, inp, ("contains",))
+        for out_name, out in outputs.items():
+            if out is not None:
+                overlap(name, folder, f"output {out_name}", out, ())
 
 
 # -- lock ------------------------------------------------------------------------------------------
@@ -257,6 +272,20 @@ def remove_path(path: PathLike) -> None:
             shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+def discard_output(final: PathLike) -> bool:
+    """Remove a complete output whole (whether it was there): under its lock, renamed to a ``.NAME.tmp-``
+    sibling first, so that a crash leaves a leftover the next run on NAME clears, never a half-removed
+    output that looks whole."""
+    final = Path(final)
+    with output_lock(final):
+        if not (final.exists() or final.is_symlink()):
+            return False
+        doomed = final.with_name(f".{final.name}.tmp-discard-{uuid.uuid4().hex[:8]}")
+        os.replace(final, doomed)
+        remove_path(doomed)
+        return True
 
 
 def disk_full(exc: BaseException, where: PathLike | None = None) -> bool:
@@ -445,11 +474,12 @@ def _written_atomically(output: AtomicOutput) -> Iterator[Path]:
 
 @contextmanager
 def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None],
-                  overwrite: bool) -> Iterator[None]:
-    """What a command does first: refuse outputs that overlap inputs, take each output's lock for
-    the whole run (a second run fails at once, not after the long part), clear the leftovers of
-    killed runs and refuse existing outputs without ``overwrite``."""
-    check_outputs_apart(outputs, inputs)
+                  overwrite: bool, scratch: Mapping[str, PathLike | None] | None = None) -> Iterator[None]:
+    """What a command does first: refuse outputs that overlap inputs (and scratch folders that would
+    write into one: :func:`check_outputs_apart`), take each output's lock for the whole run (a second
+    run fails at once, not after the long part), clear the leftovers of killed runs and refuse
+    existing outputs without ``overwrite``."""
+    check_outputs_apart(outputs, inputs, scratch)
     with ExitStack() as stack:
         for out in outputs.values():
             if out is None or _is_url(out):

@@ -204,6 +204,10 @@ def test_cli_partition_on_snapshot_store(college, tmp_path, capsys):
     assert res["algorithm"] == "pgc" and res["num_parts"] == 2 and res["balance_lambda"] >= 1.0
     assert cli_main(["partition", str(college), "-k", "2", "--algo", "hdrf"]) == 2
     assert cli_main(["partition", str(college), "-k", "0", "--algo", "pgc"]) == 2
+    capsys.readouterr()
+    # without --algo a snapshot store gets its own default, pgc (as --help says), not coarse-refine
+    assert cli_main(["partition", str(college), "-k", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["algorithm"] == "pgc"
     with pytest.raises(ParameterError):
         partition_snapshot_store(str(college), PGCConfig(num_parts=None, seed=0), algo="pgc")
     with pytest.raises(GraphStreamError):

@@ -135,12 +135,40 @@ def test_partition_out_over_its_inputs_refused(tmp_path, capsys):
     write_store(d / "graph.zarr")
     write_nodes(d, 200)
     before = tree_hash(d)
-    for extra in (["--out", d, "--nodes", d], ["--out", d / "graph.zarr"], ["--out", d / "graph.zarr" / "p"],
-                  ["--out", tmp_path / "w", "--work-dir", tmp_path / "w" / "scratch"]):
+    for extra in (["--out", d, "--nodes", d], ["--out", d / "graph.zarr"], ["--out", d / "graph.zarr" / "p"]):
         rc, err = cli("partition", d / "graph.zarr", "-k", 4, *extra, "--overwrite", capsys=capsys)
         assert rc == 2 and "choose an output outside every input" in err and len(err.strip().splitlines()) == 1
         assert tree_hash(d) == before
     assert hidden_siblings(d) == []
+
+
+def test_partition_work_dir_in_an_input_or_output_refused(tmp_path, capsys):
+    """--work-dir is written into (the vertex stream, an edge partitioner's part[e] as edge_parts.zarr):
+    the input store itself, a folder inside it or the --nodes folder would be changed by the run, and an
+    --out over it (or inside it) would be replaced with it. A work dir that holds the inputs is fine."""
+    d = tmp_path / "d"
+    d.mkdir()
+    write_store(d / "graph.zarr")
+    write_nodes(d, 200)
+    before, store_before = tree_hash(d), tree_hash(d / "graph.zarr")
+    cases = [(["--work-dir", d / "graph.zarr"], "is the input store"),
+             (["--work-dir", d / "graph.zarr" / "scratch"], "lies inside the input store"),
+             (["--algo", "hdrf", "--work-dir", d / "graph.zarr"], "is the input store"),
+             (["--out", tmp_path / "w", "--nodes", d, "--work-dir", d], "is the --nodes folder"),
+             (["--out", tmp_path / "w", "--work-dir", tmp_path / "w" / "scratch"], "lies inside the output --out"),
+             (["--out", tmp_path / "w", "--work-dir", tmp_path / "w"], "is the output --out"),
+             (["--out", tmp_path / "w" / "p", "--work-dir", tmp_path / "w"], "contains the output --out")]
+    for extra, words in cases:
+        rc, err = cli("partition", d / "graph.zarr", "-k", 4, *extra, capsys=capsys)
+        assert rc == 2 and words in err and "choose a scratch folder" in err, err
+        assert len(err.strip().splitlines()) == 1
+        assert tree_hash(d) == before
+    assert not (tmp_path / "w").exists()
+    # a work dir that holds the input store: accepted, the store untouched, the part[e] file kept there
+    rc, err = cli("partition", d / "graph.zarr", "-k", 4, "--algo", "hdrf", "--work-dir", d, capsys=capsys)
+    assert rc == 0, err
+    assert tree_hash(d / "graph.zarr") == store_before
+    assert (d / "edge_parts.zarr").exists()
 
 
 def test_ingest_over_its_source_refused(tmp_path, capsys):

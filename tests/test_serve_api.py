@@ -142,6 +142,21 @@ def test_generate_then_partition(service):
         assert report["replication_factor"] == pytest.approx(manifest["metrics"]["replication_factor"])
         png = alice.get(report["plots"]["sizes"]["png"])
         assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+        # a job's result names its paths as they were given, relative to the root
+        assert part["result"]["out"] == "p4" and gen["result"]["path"] == "g.zarr"
+
+        # an export step: --to is a format's name, not a path
+        export = wait(alice, submit(alice, "export", {"parts": "p4", "to": "pyg", "out": "p4-pyg"})["id"])
+        assert export["state"] == "succeeded", export
+        assert (server.root / "p4-pyg").is_dir()
+
+        # a dataset whose name needs quoting in a URL: its plots' addresses are quoted
+        odd = wait(alice, submit(alice, "partition", {"store": "g.zarr", "k": 2, "algo": "hash",
+                                                      "out": "odd?name#1"})["id"])
+        assert odd["state"] == "succeeded", odd
+        plots = alice.get("/api/datasets/odd%3Fname%231/report").json()["plots"]
+        assert plots["sizes"]["svg"] == "/api/datasets/odd%3Fname%231/plots/sizes.svg"
+        assert alice.get(plots["sizes"]["svg"]).status_code == 200
         assert alice.get("/api/datasets/g.zarr/report").status_code == 404   # a graph store has no report
         assert alice.get("/api/datasets/../x/report").status_code in (400, 404)
 
@@ -154,8 +169,9 @@ def test_visibility(service):
     server, tokens = service
     with server.client(tokens["alice"]) as alice, server.client(tokens["bob"]) as bob, \
             server.client(tokens["admin"]) as admin:
-        job = submit(alice, "info", {"store": "missing.zarr"})
-        mine = submit(bob, "info", {"store": "missing.zarr"})
+        (server.root / "broken.zarr").mkdir(exist_ok=True)   # there, so accepted; not a store, so the job fails
+        job = submit(alice, "info", {"store": "broken.zarr"})
+        mine = submit(bob, "info", {"store": "broken.zarr"})
         for path in (f"/api/jobs/{job['id']}", f"/api/jobs/{job['id']}/log"):
             r = bob.get(path)
             assert r.status_code == 404 and r.json()["detail"] == f"no job {job['id']}"
@@ -197,6 +213,19 @@ def test_paths_and_args_refused(service, tmp_path):
         r = alice.post("/api/jobs", content=b'{"kind": "info", "args": {"x": "' + b"a" * 300_000 + b'"}}',
                        headers={"Content-Type": "application/json"})
         assert r.status_code == 413
+        # streamed without a length (chunked): refused as it comes, not left to the JSON parser (a 400)
+        r = alice.post("/api/jobs", content=(b"a" * 65536 for _ in range(8)),
+                       headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and r.json()["detail"] == "request body over 262144 bytes"
+        chunked = alice.post("/api/jobs", content=iter([b'{"kind": "info", ', b'"args": {"store": "g.zarr"}}']),
+                             headers={"Content-Type": "application/json"})
+        assert chunked.status_code == 201, chunked.text   # a small chunked body still gets through whole
+        # arguments the CLI would refuse at once are refused at submission, with its message
+        assert refused("partition", {"store": "g.zarr", "k": 0, "out": "x"}, 422) == \
+            "graphstream partition: error: k must be in [1, 1024], got 0"
+        assert "not found" in refused("info", {"store": "missing.zarr"}, 400)
+        assert "is the graph store 'g.zarr'" in refused("partition", {"store": "g.zarr", "k": 2, "work_dir": "g.zarr"},
+                                                        400)
     assert not list(outside.iterdir())
 
 
@@ -273,3 +302,19 @@ def test_a_step_gets_its_share_of_the_machine(monkeypatch):
     assert "GRAPHSTREAM_SCHEDULER" not in env and env["GRAPHSTREAM_PROGRESS"] == "1"
     assert step_env({"max_running": 16})["NUMBA_NUM_THREADS"] == "1"
     assert step_env({})["NUMBA_NUM_THREADS"] == "8"       # a run adopted from a spec without the field
+
+
+def test_token_commands_take_db_alone(tmp_path):
+    """`token list | revoke` with --db and no --root (as serve takes them); a store that is not there is
+    named, not made empty."""
+    db = tmp_path / "state" / "jobs.sqlite"
+    graphstream("serve", "token", "create", "alice", "--db", str(db))
+    listed = json.loads(graphstream("serve", "token", "list", "--db", str(db), "--json").stdout)
+    assert [t["name"] for t in listed["tokens"]] == ["alice"]
+    graphstream("serve", "token", "revoke", "alice", "--db", str(db))
+    missing = graphstream("serve", "token", "list", "--db", str(tmp_path / "nope.sqlite"), check=False)
+    assert missing.returncode == 2 and "no job store here" in missing.stderr
+    assert not (tmp_path / "nope.sqlite").exists()
+    (tmp_path / "data").mkdir()
+    assert graphstream("serve", "token", "list", "--root", str(tmp_path / "data"), check=False).returncode == 2
+    assert not (tmp_path / "data" / ".graphstream").exists()

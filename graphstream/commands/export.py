@@ -22,11 +22,20 @@ def configure(p) -> None:
     p.set_defaults(run=run)
 
 
+def preflight(args) -> None:
+    """What is refused before anything is opened (the service checks a job's arguments with it too)."""
+    from ..errors import ParameterError
+    from ..export import TARGETS
+    if args.target not in TARGETS:
+        raise ParameterError(f"unknown export target {args.target!r}: expected one of {', '.join(TARGETS)}")
+
+
 def run(args) -> dict:
     from .._atomic import claim_outputs
     from ..cluster import cluster_report, open_client
     from ..export import export
 
+    preflight(args)
     cluster = cluster_config(args, "parts", "out")
     with claim_outputs({"OUT": args.out}, {"partitioned dataset": args.parts}, args.overwrite), \
             open_client(cluster) as client:

@@ -33,7 +33,7 @@ def configure(p) -> None:
     p.add_argument("store", help="graph store (.zarr), or snapshot store (graphstream snapshots)")
     p.add_argument("-k", "--parts", dest="k", type=int, default=None,
                    help=f"number of parts, 1..{MAX_PARTS} (or leave it out and give --gpus and --gpu-memory)")
-    p.add_argument("--algo", default=DEFAULT_ALGORITHM,
+    p.add_argument("--algo", default=None,
                    help=f"graph stores: {', '.join(ALGORITHMS)} (default {DEFAULT_ALGORITHM}); snapshot stores: "
                         "pgc (default), snapshot or sequence (see docs/partitioners.md, docs/dynamic.md)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
@@ -107,15 +107,41 @@ def _algo_params(args) -> dict:
     return {name: value for name, value in given.items() if value is not None}
 
 
+SNAPSHOT_ALGORITHMS = ("pgc", "snapshot", "sequence")   # graphstream.dynamic.partition's; pgc the default
+
+
+def preflight(args) -> None:
+    """What is refused before anything is opened (the service checks a job's arguments with it too): k's
+    range and the algorithm's name for the store's kind; ``args.algo`` left None becomes that kind's
+    default (pgc for a snapshot store, else coarse-refine)."""
+    from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, MAX_PARTS
+    snapshots = _is_snapshot_store(args.store)
+    if args.algo is None:
+        args.algo = "pgc" if snapshots else DEFAULT_ALGORITHM
+    if args.k is not None and not 1 <= args.k <= MAX_PARTS:
+        raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {args.k}")
+    if snapshots and args.algo not in SNAPSHOT_ALGORITHMS:
+        raise ParameterError(f"--algo {args.algo!r} does not apply to snapshot stores; "
+                             f"use one of {', '.join(SNAPSHOT_ALGORITHMS)}")
+    if not snapshots and args.algo in SNAPSHOT_ALGORITHMS:
+        raise StoreError(f"{args.store}: --algo {args.algo} needs a snapshot store (graphstream snapshots)")
+    if not snapshots and args.algo not in ALGORITHMS:
+        raise ParameterError(f"unknown algorithm {args.algo!r}; choose one of {', '.join(ALGORITHMS)}")
+
+
 def run(args) -> dict:
     from .._atomic import claim_outputs
     from ..cluster import cluster_report, open_client
 
+    preflight(args)
+
     cluster = cluster_config(args, "store", "out", "nodes", "work_dir")
     # Before anything is touched: --out apart from every input (--overwrite must not delete them),
-    # locked for the whole run, leftovers of killed runs cleared, refused if it exists.
-    inputs = {"input store": args.store, "--nodes folder": args.nodes, "--work-dir": args.work_dir}
-    with claim_outputs({"--out": args.out}, inputs, args.overwrite), open_client(cluster) as client:
+    # locked for the whole run, leftovers of killed runs cleared, refused if it exists; --work-dir
+    # (written into: the vertex stream, part[e]) neither in an input nor overlapping --out.
+    inputs = {"input store": args.store, "--nodes folder": args.nodes}
+    with claim_outputs({"--out": args.out}, inputs, args.overwrite, {"--work-dir": args.work_dir}), \
+            open_client(cluster) as client:
         result = _run(args, client)
         result.update(cluster_report(cluster, client))
     return result
@@ -138,8 +164,6 @@ def _run(args, client) -> dict:
 
     if _is_snapshot_store(args.store):
         return _snapshot_store(args, client)
-    if args.algo == "pgc":
-        raise StoreError(f"{args.store}: --algo pgc needs a snapshot store (graphstream snapshots)")
     store = open_store(args.store)
     _resources.check_node_state_fits(store.num_nodes, _resources.PARTITION_BYTES_PER_NODE, "partition", args.store)
     if args.nodes is not None:

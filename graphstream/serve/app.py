@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -183,7 +184,7 @@ def create_app(config: ServiceConfig, store: JobStore, dispatcher: Dispatcher) -
         """The partition report of a partitioned dataset, and the addresses of its plots."""
         found = _report_or_404(root, path)
         doc = found.to_dict()
-        doc["plots"] = {name: {fmt: f"/api/datasets/{path}/plots/{name}.{fmt}" for fmt in ("png", "svg")}
+        doc["plots"] = {name: {fmt: f"/api/datasets/{quote(path)}/plots/{name}.{fmt}" for fmt in ("png", "svg")}
                         for name in plot_names(found)}
         return doc
 
@@ -234,12 +235,12 @@ def _metrics(store: JobStore, dispatcher: Dispatcher, config: ServiceConfig) -> 
     return "\n".join(lines) + "\n"
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
-    """ASGI middleware: a request body over ``max_bytes`` is a 413, by Content-Length or as it streams."""
+    """ASGI middleware: a request body over ``max_bytes`` is a 413, by Content-Length or as it streams.
+
+    The body is read here whole (it is small: the limit) and handed on in one message, so that a
+    chunked body over the limit is refused before the app's parser sees it (raised from inside the
+    app's ``receive``, the parser's own error handling made it a 400)."""
 
     def __init__(self, app, max_bytes: int):
         self.app = app
@@ -251,21 +252,24 @@ class BodyLimit:
         length = dict(scope.get("headers", ())).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
             return await self._refuse(send)
+        chunks: list[bytes] = []
         seen = 0
-
-        async def limited():
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
+            if message["type"] != "http.request":   # the client left before sending it all
+                return None
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.max_bytes:
+                return await self._refuse(send)
+            if not message.get("more_body", False):
+                break
+        pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await self._refuse(send)
+        async def replay():
+            return pending.pop() if pending else await receive()
+
+        return await self.app(scope, replay, send)
 
     async def _refuse(self, send) -> None:
         body = json.dumps({"detail": f"request body over {self.max_bytes} bytes"}).encode()

@@ -81,11 +81,23 @@ def run(args) -> dict | None:
     return _serve(args)
 
 
+def _token_store_path(args) -> Path:
+    """The store a ``token`` command works on: ``--db`` alone will do (no root is needed to manage
+    tokens); only ``create`` makes a new store, the others name the missing one."""
+    db = getattr(args, "db", None)
+    if db is None:
+        _, path = _paths(args)
+    else:
+        path = Path(db).resolve()
+    if args.token_command != "create" and not path.is_file():
+        raise ParameterError(f"{path}: no job store here (give the --root or --db the service runs with)")
+    return path
+
+
 def _token(args) -> dict | None:
     from .jobs import JobStore
 
-    _, db = _paths(args)
-    store = JobStore(db)
+    store = JobStore(_token_store_path(args))
     if args.token_command == "create":
         token = store.create_token(args.name, admin=args.admin)
         if args.json:

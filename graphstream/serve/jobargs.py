@@ -11,11 +11,19 @@ required arguments fail here with the CLI's own one-line message.
 Paths: every argument that names a file or folder must be relative to the
 service root, free of ``..``, outside the service's own folder, and must
 resolve (symlinks followed) inside the root; an output must not be, contain
-or lie inside one of the step's inputs (``check_outputs_apart``). Which
-arguments are paths: every free string argument (no type, no choices) that
-is not in :data:`TEXT_ARGS`, so that a new path option is confined before
-anyone lists it. Defaults count too (``dataset --root`` defaults outside any
-root, so it must be given).
+or lie inside one of the step's inputs, nor a scratch folder (``work_dir``)
+be or lie inside one (``check_outputs_apart``, as the CLI checks them); and
+since the root is shared, no output or scratch folder may lie inside a graph
+store or dataset (another user's, perhaps), nor a scratch folder be one. An
+input must exist, or be (or lie inside) the output of an earlier step of the
+pipeline. Which arguments are paths: every free string argument (no type, no
+choices) that is not in :data:`TEXT_ARGS`, so that a new path option is
+confined before anyone lists it. Defaults count too (``dataset --root``
+defaults outside any root, so it must be given).
+
+Then the command's own ``preflight(args)``, where it has one (``partition``:
+k's range, the algorithm's name), the check the CLI runs before it opens
+anything: a job the CLI would refuse at once is a 422, not a failed job.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ from typing import Any
 from .._atomic import check_outputs_apart
 from ..commands.flags import json_flag, verbose_flag
 from ..errors import GraphStreamError
+from ..store.verify import detect_kind
 
 # The commands a job may run (graphstream.commands.<kind>), and the step list of a pipeline.
 KINDS = ("dataset", "export", "generate", "info", "ingest", "partition", "snapshots", "verify")
@@ -37,9 +46,11 @@ MAX_STEPS = 32
 # Set by the service, never by a job: where it runs (the service's cluster) and how it reports.
 RESERVED = frozenset({"help", "json", "verbose", "workers", "threads_per_worker", "scheduler"})
 # Free string arguments that are not paths.
-TEXT_ARGS = frozenset({"algo", "delimiter", "feature_dtype", "graph_name"})
-# Path arguments that a step writes (every other path argument is one of its inputs).
+TEXT_ARGS = frozenset({"algo", "delimiter", "feature_dtype", "graph_name", "target"})
+# Path arguments that a step writes whole (every other path argument is one of its inputs)...
 OUTPUT_ARGS = frozenset({"out", "out_dir", "html"})
+# ... and those it writes files into, which it neither makes whole nor removes.
+SCRATCH_ARGS = frozenset({"work_dir"})
 SERVICE_DIR = ".graphstream"   # the job store and job folders, under the root
 
 
@@ -53,13 +64,15 @@ class JobArgsError(GraphStreamError):
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One command of a job: ``graphstream KIND *argv`` (``cluster``: its parser takes ``--scheduler``)."""
+    """One command of a job: ``graphstream KIND *argv`` (``cluster``: its parser takes ``--scheduler``;
+    ``outputs``: the absolute paths it writes whole, which the runner claims: runner.py)."""
     kind: str
     argv: tuple[str, ...]
     cluster: bool
+    outputs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "argv": list(self.argv), "cluster": self.cluster}
+        return {"kind": self.kind, "argv": list(self.argv), "cluster": self.cluster, "outputs": list(self.outputs)}
 
 
 def job_steps(kind: str, args: Any, root: Path) -> list[Step]:
@@ -71,19 +84,21 @@ def job_steps(kind: str, args: Any, root: Path) -> list[Step]:
         raise JobArgsError('pipeline: args must be {"steps": [{"kind": ..., "args": {...}}, ...]} (at least one)')
     if len(args["steps"]) > MAX_STEPS:
         raise JobArgsError(f"pipeline: {len(args['steps'])} steps; at most {MAX_STEPS}")
-    steps = []
+    steps: list[Step] = []
     for i, entry in enumerate(args["steps"]):
         if not isinstance(entry, dict) or not set(entry) <= {"kind", "args"} or "kind" not in entry:
             raise JobArgsError(f'pipeline step {i + 1}: expected {{"kind": ..., "args": {{...}}}}, got {entry!r}')
         try:
-            steps.append(step(entry["kind"], entry.get("args", {}), root))
+            produced = tuple(Path(p) for s in steps for p in s.outputs)
+            steps.append(step(entry["kind"], entry.get("args", {}), root, produced))
         except JobArgsError as exc:
             raise JobArgsError(f"pipeline step {i + 1}: {exc}", exc.status) from None
     return steps
 
 
-def step(kind: Any, args: Any, root: Path) -> Step:
-    """One command's checked argv (see the module's docstring for the rules)."""
+def step(kind: Any, args: Any, root: Path, produced: tuple[Path, ...] = ()) -> Step:
+    """One command's checked argv (see the module's docstring for the rules); ``produced``: the outputs
+    of the pipeline's earlier steps (absolute), which need not exist yet."""
     if kind not in KINDS:
         raise JobArgsError(f"kind {kind!r}: expected one of {', '.join(KINDS + (PIPELINE,))}")
     if not isinstance(args, dict):
@@ -98,7 +113,8 @@ def step(kind: Any, args: Any, root: Path) -> Step:
         namespace = parser.parse_args([*argv, "--json"])
     except _ParseError as exc:
         raise JobArgsError(str(exc)) from None
-    resolved = _check_paths(leaf, namespace, Path(root).resolve(), kind)
+    root = Path(root).resolve()
+    resolved, outputs = _check_paths(leaf, namespace, root, kind, produced)
     # The checked paths, absolute: a command on a dask cluster hands them to workers whose working
     # folder is not the root (the child's is, for the paths the service did not rewrite: defaults).
     absolute = dict(args)
@@ -107,8 +123,25 @@ def step(kind: Any, args: Any, root: Path) -> Step:
             if key in absolute and action.dest in resolved:
                 full = resolved[action.dest]
                 absolute[key] = [str(p) for p in full] if isinstance(absolute[key], list) else str(full[0])
+    _preflight(kind, namespace, resolved, root)
     argv, _ = _argv(parser, absolute)
-    return Step(kind, tuple(argv), cluster=any(a.dest == "scheduler" for a in leaf._actions))
+    return Step(kind, tuple(argv), cluster=any(a.dest == "scheduler" for a in leaf._actions),
+                outputs=tuple(str(p) for p in outputs))
+
+
+def _preflight(kind: str, namespace: argparse.Namespace, resolved: dict[str, list[Path]], root: Path) -> None:
+    """The command's own first checks (``graphstream.commands.KIND.preflight``), on its arguments with the
+    paths resolved; refused with the CLI's message."""
+    check = getattr(importlib.import_module(f"graphstream.commands.{kind}"), "preflight", None)
+    if check is None:
+        return
+    args = argparse.Namespace(**vars(namespace))
+    for dest, paths in resolved.items():
+        setattr(args, dest, [str(p) for p in paths] if isinstance(getattr(args, dest), list) else str(paths[0]))
+    try:
+        check(args)
+    except GraphStreamError as exc:
+        raise JobArgsError(f"graphstream {kind}: error: {without_root(str(exc), root)}") from None
 
 
 # -- the command's parser --------------------------------------------------------------------------
@@ -215,10 +248,12 @@ def _is_path(action: argparse.Action) -> bool:
 
 
 def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace, root: Path,
-                 kind: str) -> dict[str, list[Path]]:
-    """Confine every path argument (:func:`confine`) and keep outputs apart from inputs; the resolved
-    paths by dest."""
+                 kind: str, produced: tuple[Path, ...] = ()) -> tuple[dict[str, list[Path]], list[Path]]:
+    """Confine every path argument (:func:`confine`), keep outputs and scratch folders apart from inputs
+    and out of the root's stores and datasets, and find every input (or an earlier step's output
+    holding it); the resolved paths by dest, and the outputs."""
     outputs: dict[str, Path] = {}
+    scratch: dict[str, Path] = {}
     inputs: dict[str, Path] = {}
     resolved: dict[str, list[Path]] = {}
     for action in parser._actions:
@@ -235,18 +270,42 @@ def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
             full = confine(root, str(word), where)
             resolved.setdefault(action.dest, []).append(full)
             key = name if len(words) == 1 else f"{name}[{i}]"
-            if action.dest in OUTPUT_ARGS:
+            if action.dest in OUTPUT_ARGS or action.dest in SCRATCH_ARGS:
                 if full == root:
                     raise JobArgsError(f"{where}: an output cannot be the service root itself", 400)
-                outputs[key] = full
+                # a scratch folder is written into: not a store's or dataset's own folder either
+                _outside_datasets(full, root, where, itself=action.dest in SCRATCH_ARGS)
+                (outputs if action.dest in OUTPUT_ARGS else scratch)[key] = full
             else:
+                if not full.exists() and not any(full == p or p in full.parents for p in produced):
+                    raise JobArgsError(f"{where}: not found under the service root", 400)
                 inputs[key] = full
     try:
-        check_outputs_apart(outputs, inputs)
+        check_outputs_apart(outputs, inputs, scratch)
     except GraphStreamError as exc:
         raise JobArgsError(f"{kind}: {without_root(str(exc), root)}", 400) from None
-    return resolved
+    return resolved, list(outputs.values())
 
+
+def _outside_datasets(full: Path, root: Path, where: str, itself: bool) -> None:
+    """Refuse a path inside a graph store, snapshot store or partitioned dataset under the root (or, with
+    ``itself``, one that is such a folder): writing there would change data the job did not name."""
+    folders = ([full] if itself else []) + [p for p in full.parents if p != root and root in p.parents]
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        try:
+            kind = detect_kind(folder)
+        except GraphStreamError:
+            continue
+        rel = folder.relative_to(root).as_posix()
+        relation = "is" if folder == full else "lies inside"
+        raise JobArgsError(f"{where}: {relation} the {_KIND_NAMES.get(kind, kind)} {rel!r}; choose a folder of "
+                           "its own", 400)
+
+
+_KIND_NAMES = {"graph": "graph store", "snapshots": "snapshot store", "partitions": "partitioned dataset",
+               "dynamic_partitions": "dynamic partitions folder"}
 
 def without_root(message: str, root: Path) -> str:
     """A message without the server's root folder in it (callers see root-relative paths only)."""

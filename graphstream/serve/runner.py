@@ -22,6 +22,17 @@ step's result: a rerun after a crash skips it), ``result.json`` (the
 outcome). A server that restarts finds a live run by its heartbeat and a
 finished one by its ``result.json``, so a run never needs the server that
 started it.
+
+A step's outputs are claimed before its first run (``step-N.claim.json``:
+those that did not exist then, and when). A server that dies after a step's
+command swapped its output into place but before ``step-N.json`` was
+written leaves a complete output the rerun's command would refuse as
+existing: an output of the claim that appeared (its ctime) between the claim
+and :data:`ADOPT_SECONDS` after the dead attempt's last heartbeat is that
+attempt's, and the rerun writes it again (``--overwrite``, atomic). Any
+other existing output is left alone, and the step fails naming it. A
+cancelled step whose command had already swapped a claimed output into
+place has that output removed, whole: a cancelled job leaves nothing.
 """
 from __future__ import annotations
 
@@ -54,6 +65,9 @@ KILL_AFTER_SECONDS = 60.0
 # the rerun's command then fails at once with the lock error, and is started again for this long.
 LOCKED_RETRY_SECONDS = 120.0
 _LOCKED = "wait for that run to end"   # graphstream._atomic's OutputLockedError message
+# How long after a dead attempt's last heartbeat its command may still have swapped an output into place
+# (it gets SIGTERM with its worker, up to a heartbeat after the last one, and unwinds from where it is).
+ADOPT_SECONDS = 10.0
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # tqdm's bar: "DESC:  45%|####      | 450/1000 [...]", or without a total "DESC: 1.2Medge [00:01, ...]"
@@ -73,6 +87,8 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
         return done
     steps = spec["steps"]
     results = []
+    earlier = read_status(job_dir)   # the last heartbeat of the attempt before this one, if one ran
+    last_beat = float(earlier["heartbeat"]) if earlier and earlier.get("attempt") != spec["attempt"] else None
     with open(job_dir / LOG, "a", encoding="utf-8") as log, _Status(job_dir, spec["attempt"]) as status:
         _log(log, f"attempt {spec['attempt']} on {socket.gethostname()} (worker pid {os.getpid()})")
         for i, step in enumerate(steps):
@@ -85,9 +101,14 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
             if (job_dir / CANCEL).exists():
                 return _outcome(job_dir, spec, "cancelled", error=f"cancelled before {name}")
             status.start_step(name)
+            claim = _claim(job_dir / f"step-{i}.claim.json", step.get("outputs", []))
+            adopted = _written_by_earlier_attempt(claim, last_beat)
+            if adopted:
+                _log(log, f"{name}: {', '.join(_relative(spec, adopted))} written by the attempt before, which "
+                          "ended before recording it; written again")
             retry_until = time.monotonic() + (LOCKED_RETRY_SECONDS if spec["attempt"] > 1 else 0.0)
             while True:
-                state, result, error = _run_step(step, spec, job_dir, log, status, name)
+                state, result, error = _run_step(step, spec, job_dir, log, status, name, claim, bool(adopted))
                 if state != "failed" or _LOCKED not in (error or "") or time.monotonic() > retry_until:
                     break
                 _log(log, f"{name}: the output is still locked by the previous attempt's command; retrying")
@@ -112,10 +133,43 @@ def step_env(spec: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, status: _Status,
-              name: str) -> tuple[str, Any, str | None]:
-    """One child process; (state, result, error)."""
+def _claim(path: Path, outputs: list[str]) -> dict[str, Any]:
+    """The step's claim: written before its first run (which of ``outputs`` did not exist, and when), read
+    back on every later one."""
+    claim = _read_json(path)
+    if claim is None:
+        claim = {"time": time.time(), "fresh": [o for o in outputs if not os.path.lexists(o)]}
+        _write_json(path, claim)
+    return claim
+
+
+def _written_by_earlier_attempt(claim: dict[str, Any], last_beat: float | None) -> list[str]:
+    """The claimed outputs now in place that appeared while the attempt before this one ran (see the
+    module's docstring); none when no attempt ran before."""
+    if last_beat is None:
+        return []
+    found = []
+    for out in claim["fresh"]:
+        try:
+            appeared = os.lstat(out).st_ctime
+        except FileNotFoundError:
+            continue
+        if claim["time"] - 1.0 <= appeared <= last_beat + ADOPT_SECONDS:
+            found.append(out)
+    return found
+
+
+def _relative(spec: dict[str, Any], paths: list[str]) -> list[str]:
+    root = spec["root"].rstrip("/") + "/"
+    return [p[len(root):] if p.startswith(root) else p for p in paths]
+
+
+def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, status: _Status, name: str,
+              claim: dict[str, Any] | None = None, overwrite: bool = False) -> tuple[str, Any, str | None]:
+    """One child process; (state, result, error). ``overwrite``: its outputs replaced (an earlier attempt's)."""
     argv = list(step["argv"])
+    if overwrite and "--overwrite" not in argv:
+        argv.append("--overwrite")
     if step.get("cluster") and spec.get("scheduler"):
         argv += ["--scheduler", spec["scheduler"]]   # the command's own tasks run on the service's cluster
     cmd = [sys.executable, "-m", "graphstream", step["kind"], *argv, "--json"]
@@ -139,6 +193,11 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
     rc = child.returncode
     _log(log, f"{name}: exit status {rc} after {time.monotonic() - start:.1f} s")
     if cancelled and rc != 0:   # (a command that ended before the signal took effect succeeded)
+        # the signal may have come after the command swapped an output into place: nothing stays
+        from .._atomic import discard_output
+        for out in (claim or {}).get("fresh", []):
+            if discard_output(out):
+                _log(log, f"{name}: removed {_relative(spec, [out])[0]}, written before the cancel took effect")
         return "cancelled", None, "cancelled"
     if rc != 0:
         # the CLI's one-line error; else the last line (a traceback's last line names the exception)
@@ -255,11 +314,28 @@ class _Status:
 
 def _outcome(job_dir: Path, spec: dict[str, Any], state: str, *, result: Any = None,
              error: str | None = None) -> dict[str, Any]:
-    if error is not None:   # paths in the argv are absolute; callers know them relative to the root
-        error = error.replace(spec["root"].rstrip("/") + "/", "")
-    outcome = {"state": state, "result": result, "error": error, "attempt": spec["attempt"]}
+    # paths in the argv are absolute; callers know them relative to the root
+    root = spec["root"].rstrip("/")
+    if error is not None:
+        error = re.sub(re.escape(root) + r"(?![\w.-])", "the service root", error.replace(root + "/", ""))
+    outcome = {"state": state, "result": _without_root(result, root), "error": error, "attempt": spec["attempt"]}
     _write_json(job_dir / RESULT, outcome)
     return outcome
+
+
+def _without_root(doc: Any, root: str) -> Any:
+    """``doc`` (a command's JSON result) with every path under ``root`` made relative to it (the root
+    itself ``.``), as the job's arguments were given."""
+    if isinstance(doc, dict):
+        return {k: _without_root(v, root) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_without_root(v, root) for v in doc]
+    if isinstance(doc, str):
+        if doc == root:
+            return "."
+        if doc.startswith(root + "/"):
+            return doc[len(root) + 1:]
+    return doc
 
 
 def _write_json(path: Path, doc: Any) -> None:

@@ -1,0 +1,225 @@
+"""The service's checks of a job's arguments (graphstream.serve.jobargs) and its runner's handling of a
+step's outputs (graphstream.serve.runner), without a server: the mapping to the CLI's argv, which
+arguments are paths, where outputs and scratch folders may go, inputs that must exist, the commands'
+own preflight, and the claim that lets a rerun finish a step whose output an earlier attempt wrote."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphstream import GraphWriter
+from graphstream.serve import jobargs
+from graphstream.serve.jobargs import JobArgsError, job_steps
+from graphstream.serve.runner import _outcome, _run_step, _Status, run_job
+
+pytest.importorskip("fastapi")
+
+
+def small_store(path: Path, n: int = 64, m: int = 400) -> Path:
+    rng = np.random.default_rng(0)
+    with GraphWriter(path) as w:
+        w.append(rng.integers(0, n, m), rng.integers(0, n, m))
+    return path
+
+
+@pytest.fixture
+def root(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    small_store(root / "g.zarr")
+    return root.resolve()
+
+
+def refused(root: Path, kind: str, args: dict, status: int) -> str:
+    with pytest.raises(JobArgsError) as info:
+        job_steps(kind, args, root)
+    assert info.value.status == status, str(info.value)
+    return str(info.value)
+
+
+# -- which arguments are paths --------------------------------------------------------------------
+
+# Every free string argument is confined as a path unless it is listed in TEXT_ARGS. A new option of
+# either kind must be placed on purpose: this table fails until it is.
+PATH_ARGS = {
+    "graphstream dataset": ["out_dir", "root"],
+    "graphstream export": ["parts", "out"],
+    "graphstream generate": [],
+    "graphstream generate rmat": ["out"],
+    "graphstream info": ["store"],
+    "graphstream ingest": ["source", "out"],
+    "graphstream partition": ["store", "work_dir", "out", "nodes"],
+    "graphstream snapshots": ["store", "out"],
+    "graphstream verify": ["path"],
+}
+
+
+def test_every_path_argument_is_known():
+    found = {}
+    for kind in jobargs.KINDS:
+        for parser in jobargs._parsers(jobargs.command_parser(kind)):
+            found[parser.prog] = [a.dest for a in parser._actions if jobargs._is_path(a)]
+            written = {a.dest for a in parser._actions} & (jobargs.OUTPUT_ARGS | jobargs.SCRATCH_ARGS)
+            # a rerun after a crash may replace an output its earlier attempt wrote (runner.py)
+            if written & jobargs.OUTPUT_ARGS:
+                assert any(a.dest == "overwrite" for a in parser._actions), parser.prog
+    assert found == PATH_ARGS
+
+
+def test_export_target_is_a_name_not_a_path(root, tmp_path):
+    (root / "p4").mkdir()   # exists: inputs must (what is in it is the command's to check)
+    for target in ("pyg", "dgl"):
+        [step] = job_steps("export", {"parts": "p4", "out": f"p4-{target}", "to": target}, root)
+        assert f"--to={target}" in step.argv
+        assert step.outputs == (str(root / f"p4-{target}"),)
+    assert refused(root, "export", {"parts": "p4", "out": "x", "to": "tf"}, 422) == \
+        "graphstream export: error: unknown export target 'tf': expected one of dgl, pyg"
+
+
+# -- outputs, scratch folders and inputs ----------------------------------------------------------
+
+def test_work_dir_is_confined_like_an_output(root):
+    (root / "scratch").mkdir()
+    job_steps("partition", {"store": "g.zarr", "k": 2, "algo": "hdrf", "work_dir": "scratch"}, root)
+    job_steps("partition", {"store": "g.zarr", "k": 2, "work_dir": "new-scratch", "out": "p2"}, root)
+    # the input store itself, a folder inside it, or another graph store: the run would write into them
+    assert "is the graph store 'g.zarr'" in refused(root, "partition", {"store": "g.zarr", "k": 2, "work_dir": "g.zarr"},
+                                                    400)
+    assert "lies inside" in refused(root, "partition", {"store": "g.zarr", "k": 2, "work_dir": "g.zarr/w"}, 400)
+    small_store(root / "other.zarr")
+    message = refused(root, "partition", {"store": "g.zarr", "k": 2, "work_dir": "other.zarr"}, 400)
+    assert "is the graph store 'other.zarr'" in message and str(root) not in message
+    assert "lies inside the output --out" in refused(
+        root, "partition", {"store": "g.zarr", "k": 2, "out": "p", "work_dir": "p/w"}, 400)
+
+
+def test_no_output_inside_a_store_or_dataset(root):
+    small_store(root / "other.zarr")
+    message = refused(root, "generate", {"generator": "rmat", "out": "other.zarr/g.zarr", "scale": 4}, 400)
+    assert "lies inside the graph store 'other.zarr'" in message
+    (root / "p4").mkdir()
+    (root / "p4" / "manifest.json").write_text(json.dumps({"format": "graphstream.partitions"}))
+    assert "lies inside the partitioned dataset 'p4'" in refused(
+        root, "partition", {"store": "g.zarr", "k": 2, "out": "p4/p2"}, 400)
+    # replacing a dataset whole is what --overwrite is for
+    job_steps("partition", {"store": "g.zarr", "k": 2, "out": "p4", "overwrite": True}, root)
+
+
+def test_inputs_must_exist_unless_an_earlier_step_makes_them(root):
+    assert "not found" in refused(root, "partition", {"store": "nope.zarr", "k": 2, "out": "x"}, 400)
+    assert "not found" in refused(root, "info", {"store": "nope.zarr"}, 400)
+    steps = job_steps("pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "made.zarr", "scale": 6}},
+        {"kind": "partition", "args": {"store": "made.zarr", "k": 2, "out": "made-p2"}},
+        {"kind": "export", "args": {"parts": "made-p2", "to": "pyg", "out": "made-pyg"}}]}, root)
+    assert [s.outputs for s in steps] == [(str(root / "made.zarr"),), (str(root / "made-p2"),),
+                                          (str(root / "made-pyg"),)]
+    message = refused(root, "pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "made.zarr", "scale": 6}},
+        {"kind": "partition", "args": {"store": "other.zarr", "k": 2, "out": "p2"}}]}, 400)
+    assert message.startswith("pipeline step 2: ") and "not found" in message
+
+
+def test_the_commands_preflight_runs_at_submission(root):
+    """What the CLI refuses before opening anything is a 422 with its message, not a job that fails."""
+    assert refused(root, "partition", {"store": "g.zarr", "k": 0, "out": "x"}, 422) == \
+        "graphstream partition: error: k must be in [1, 1024], got 0"
+    assert "k must be in [1, 1024], got 5000" in refused(root, "partition", {"store": "g.zarr", "k": 5000}, 422)
+    assert "unknown algorithm 'nope'" in refused(root, "partition", {"store": "g.zarr", "k": 2, "algo": "nope"}, 422)
+    message = refused(root, "partition", {"store": "g.zarr", "k": 2, "algo": "pgc"}, 422)
+    assert "needs a snapshot store" in message and str(root) not in message
+    # a store an earlier step makes is not there to read its kind: the names of both kinds pass
+    job_steps("pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "made.zarr", "scale": 6}},
+        {"kind": "partition", "args": {"store": "made.zarr", "k": 2, "algo": "hdrf"}}]}, root)
+
+
+def test_snapshot_algorithm_names_match_the_dynamic_package():
+    from graphstream.commands.partition import SNAPSHOT_ALGORITHMS
+    from graphstream.dynamic.partition import ALGORITHMS
+    assert set(SNAPSHOT_ALGORITHMS) == set(ALGORITHMS)
+
+
+# -- the runner: results, reruns and cancels ------------------------------------------------------
+
+def spec_for(root: Path, job_dir: Path, steps, attempt: int) -> dict:
+    return {"job_id": "j", "attempt": attempt, "root": str(root), "job_dir": str(job_dir),
+            "steps": [s.to_dict() for s in steps], "scheduler": None, "max_running": 1}
+
+
+def test_results_are_relative_to_the_root(tmp_path):
+    root = str(tmp_path / "r")
+    spec = {"root": root, "attempt": 1}
+    out = _outcome(tmp_path, spec, "succeeded", result={"path": f"{root}/g.zarr", "steps": [{"out": f"{root}/p"}],
+                                                        "root": root, "other": f"{root}2/x", "n": 3})
+    assert out["result"] == {"path": "g.zarr", "steps": [{"out": "p"}], "root": ".", "other": f"{root}2/x", "n": 3}
+    out = _outcome(tmp_path, spec, "failed", error=f"only 1 GB free on {root}; {root}/g.zarr: bad")
+    assert out["error"] == "only 1 GB free on the service root; g.zarr: bad"
+
+
+def crash_after_commit(job_dir: Path, last_beat: float) -> None:
+    """What a server killed between a step's commit and its record leaves: no step-0.json, no result.json,
+    the dead attempt's last heartbeat in status.json."""
+    (job_dir / "step-0.json").unlink()
+    (job_dir / "result.json").unlink()
+    status = json.loads((job_dir / "status.json").read_text())
+    (job_dir / "status.json").write_text(json.dumps({**status, "heartbeat": last_beat}))
+
+
+def test_rerun_finishes_a_step_whose_output_the_dead_attempt_wrote(root, tmp_path):
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    steps = job_steps("generate", {"generator": "rmat", "out": "g6.zarr", "scale": 6}, root)
+    first = run_job(spec_for(root, job_dir, steps, 1))
+    assert first["state"] == "succeeded", first
+    crash_after_commit(job_dir, last_beat=time.time())
+    again = run_job(spec_for(root, job_dir, steps, 2))
+    log = (job_dir / "log").read_text()
+    assert again["state"] == "succeeded", (again, log)
+    assert again["result"]["num_edges"] == first["result"]["num_edges"] and again["result"]["path"] == "g6.zarr"
+    assert "g6.zarr written by the attempt before" in log and "--overwrite" in log
+
+
+def test_rerun_leaves_an_output_the_dead_attempt_did_not_write(root, tmp_path):
+    """Made after the dead attempt's last heartbeat (and its grace), or there before the step was claimed:
+    not the job's to replace; the step fails naming it, the output untouched."""
+    for case in ("later", "before"):
+        job_dir = tmp_path / f"job-{case}"
+        job_dir.mkdir()
+        out = f"g-{case}.zarr"
+        steps = job_steps("generate", {"generator": "rmat", "out": out, "scale": 6}, root)
+        assert run_job(spec_for(root, job_dir, steps, 1))["state"] == "succeeded"
+        if case == "later":
+            crash_after_commit(job_dir, last_beat=time.time() - 100)
+        else:
+            crash_after_commit(job_dir, last_beat=time.time())
+            claim = json.loads((job_dir / "step-0.claim.json").read_text())
+            (job_dir / "step-0.claim.json").write_text(json.dumps({**claim, "fresh": []}))
+        before = sorted((p.name, p.stat().st_mtime_ns) for p in (root / out).rglob("*"))
+        again = run_job(spec_for(root, job_dir, steps, 2))
+        assert again["state"] == "failed" and again["error"] == \
+            f"graphstream generate: error: {out}: output exists (pass --overwrite to replace it)"
+        assert sorted((p.name, p.stat().st_mtime_ns) for p in (root / out).rglob("*")) == before
+
+
+def test_a_cancel_after_the_commit_leaves_no_output(root, tmp_path):
+    """The command swapped its output into place before the signal took effect: the claimed output is
+    removed whole; an output that was there before the claim is not."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    [step] = job_steps("generate", {"generator": "rmat", "out": "late.zarr", "scale": 6}, root)
+    small_store(root / "late.zarr")   # as the command left it, just before its exit status was read
+    (job_dir / "cancel").touch()
+    claim = {"time": time.time(), "fresh": [str(root / "late.zarr")]}
+    with open(job_dir / "log", "a") as log, _Status(job_dir, 1) as status:
+        state, result, error = _run_step(step.to_dict(), spec_for(root, job_dir, [step], 1), job_dir, log, status,
+                                         "generate", claim)
+    assert (state, result, error) == ("cancelled", None, "cancelled")
+    assert not os.path.lexists(root / "late.zarr")
+    assert not [p for p in root.iterdir() if p.name.startswith(".late.zarr")]
+    assert "removed late.zarr, written before the cancel took effect" in (job_dir / "log").read_text()
