@@ -40,7 +40,7 @@ PLUGIN_GROUP = "graphstream.commands"
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "dataset": ("graphstream.commands.dataset",
-                "write a shared real dataset (cora, citeseer, facebook) as "
+                "write a shared real dataset (cora, citeseer, facebook, twitch-de, twitch-engb) as "
                 "OUT_DIR/graph.zarr + features/labels/masks .npy"),
     "estimate": ("graphstream.commands.estimate",
                  "estimate disk, peak memory and time of ingest, generate, partition, build and feature split"),

@@ -253,6 +253,17 @@ def test_proximal_term_changes_nothing_in_one_full_batch_epoch():
     assert all(torch.equal(a["averaged"], b["averaged"]) for a, b in zip(plain["recorded"][0], prox["recorded"][0]))
 
 
+def test_centralized_and_averaged_runs_report_the_same_keys():
+    """docs/trainer.md promises one set of keys for both modes (a script reads either)."""
+    parts = check_parts(split_graph(sbm(n=200), np.arange(200) % 2))
+    cfg = TrainConfig(model="gcn", hidden=8, epochs=2)
+    averaged = run_training(parts, cfg, workers=1)
+    central = run_training(parts, cfg, centralized=True)
+    assert set(central) == set(averaged)
+    assert central["mode"] == "centralized" and central["sync_every"] == 1
+    assert len(central["worker_train_seconds"]) == 1
+
+
 def test_proximal_term_keeps_local_models_near_the_average():
     """Over 5 local epochs, each part's model ends closer to the average it started from."""
     g = sbm(n=300)

@@ -41,15 +41,38 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
+SHARED_DESTS = {"json", "verbose"}   # the flags every parser gets from its parents
+
+
+def _own_arguments(parser: argparse.ArgumentParser) -> bool:
+    """Whether a parser with sub-commands takes arguments of its own (``serve --root ...`` does,
+    ``generate`` only names its generator)."""
+    return any(not isinstance(a, argparse._HelpAction | argparse._SubParsersAction) and a.dest not in SHARED_DESTS
+               for a in parser._actions)
+
+
 def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    """(name, parser) of every command, nested ones (``generate rmat``) as "generate rmat", in name order."""
+    """(name, parser) of every command, nested ones (``generate rmat``) as "generate rmat", in name order;
+    a command with both arguments of its own and sub-commands (``serve``) before its sub-commands."""
     for name, sub in sorted(_subparsers(parser).items()):
         full = f"{prefix}{name}"
         nested = _subparsers(sub)
         if nested:
+            if _own_arguments(sub):
+                yield full, sub
             yield from subcommands(sub, f"{full} ")
         else:
             yield full, sub
+
+
+def _all_help_lines(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, str]:
+    """The one-line help of every command at any depth, by its full name ("serve token create")."""
+    out = {}
+    for name, text in _help_lines(parser).items():
+        out[f"{prefix}{name}"] = text
+    for name, sub in _subparsers(parser).items():
+        out.update(_all_help_lines(sub, f"{prefix}{name} "))
+    return out
 
 
 def _help_lines(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -104,13 +127,9 @@ def render() -> str:
     parser = build_parser()
     lines = [HEADER, "| command | what it does |", "|---|---|"]
     commands = list(subcommands(parser))
-    top = _help_lines(parser)
-    nested_help = {}
-    for name, sub in _subparsers(parser).items():
-        for inner, text in _help_lines(sub).items():
-            nested_help[f"{name} {inner}"] = text
+    help_lines = _all_help_lines(parser)
     for name, _ in commands:
-        text = nested_help.get(name) or top.get(name, "")
+        text = help_lines.get(name, "")
         anchor = f"graphstream-{name.replace(' ', '-')}"
         lines.append(f"| [`{name}`](#{anchor}) | {_cell(text)} |")
     for name, sub in commands:
@@ -121,7 +140,10 @@ def render() -> str:
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
-            lines.append(f"| {_flag(action)} | {_default(action)} | {_cell(action.help or '')} |")
+            meaning = action.help or ""
+            if isinstance(action, argparse._SubParsersAction) and not meaning:
+                meaning = "sub-commands: " + ", ".join(f"`{name} {c}`" for c in action.choices) + " (below)"
+            lines.append(f"| {_flag(action)} | {_default(action)} | {_cell(meaning)} |")
     return "\n".join(lines) + "\n"
 
 

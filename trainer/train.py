@@ -625,7 +625,9 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         # plain training: one model, no average to stay near
         central = replace(config, sync_every=1, proximal=0.0, drift_correction=False)
         res = launch(train_worker, 1, (single, central), threads_per_worker=threads)[0]
-        out = dict(res.summary, mode="centralized", num_parts=len(parts), workers=1)
+        # the averaged run's keys too (docs/trainer.md: both report the same keys): one model, one sync an epoch
+        out = dict(res.summary, mode="centralized", num_parts=len(parts), workers=1, sync_every=1,
+                   worker_train_seconds=[res.train_seconds])
         return _finish(out, res, central)
     if workers > len(parts):
         raise ParameterError(f"--workers {workers}: more workers than parts ({len(parts)} in {parts.path})")
