@@ -169,11 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"graphstream {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
         # Outputs are written atomically, so nothing valid-looking was left behind.
-        print(f"graphstream {args.command}: error: disk full ({exc}); nothing was written, "
-              "free space and run again", file=sys.stderr)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            reason = f"disk full ({exc}); nothing was written, free space and run again"
+        else:   # a file size limit, a read-only file system, a short write (numpy's has no errno), ...
+            reason = f"I/O error: {exc}; nothing was written"
+        print(f"graphstream {args.command}: error: {' '.join(reason.split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"graphstream {args.command}: interrupted (SIGINT); partial output removed", file=sys.stderr)

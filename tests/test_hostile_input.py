@@ -227,9 +227,28 @@ def test_long_line_that_ends_within_the_cap_is_read(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
 def test_dev_zero(tmp_path, capsys):
+    """A device is refused before it is read (it would be read forever; a line without an end in a regular
+    file is capped: test_line_without_newline_is_capped)."""
     code, err = cli("ingest", "/dev/zero", tmp_path / "z.zarr", capsys=capsys)
     assert code == 2
-    assert "/dev/zero:1: line starting at byte 0 has no newline" in err and err.count("\n") == 1
+    assert "/dev/zero: not a regular file" in err and err.count("\n") == 1
+
+
+def test_pipe_and_fifo_inputs_are_refused_not_misread(tmp_path, capsys):
+    """The input is sniffed, then parsed: a pipe gave 'no edges found (empty file...)' and a FIFO hung."""
+    fifo = tmp_path / "ff"
+    os.mkfifo(fifo)
+    code, err = cli("ingest", fifo, tmp_path / "f.zarr", capsys=capsys)   # returns: nothing opens the FIFO
+    assert code == 2 and f"{fifo}: not a regular file" in err and "save it to a file first" in err
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"0 1\n1 2\n")
+        code, err = cli("ingest", f"/dev/fd/{read_end}", tmp_path / "p.zarr", capsys=capsys)
+        assert code == 2 and "not a regular file" in err
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ff"]
 
 
 # ---------------------------------------------------------------------------
@@ -258,3 +277,94 @@ def test_malformed_first_line_is_an_error(tmp_path, first, options, match):
 def test_word_headers_still_work(tmp_path, text, options):
     store = ingest(write(tmp_path / "g.txt", text), tmp_path / "g.zarr", **options)
     assert store.num_edges == 1 and store.attrs["ingest"]["header"] is True
+
+
+# -- a store whose bytes are sound and whose ids are not ------------------------------------------
+
+@pytest.fixture
+def store_with_bad_id(tmp_path):
+    """A generated store edited through zarr (which checksums what it is given): src[5] beyond num_nodes."""
+    import zarr
+    path = tmp_path / "oor.zarr"
+    assert cli_main(["generate", "rmat", str(path), "--scale", "8", "--edge-factor", "4", "--chunk-size", "256"]) == 0
+    zarr.open_array(str(path / "src"), mode="r+")[5] = 50_000
+    return path
+
+
+@pytest.mark.parametrize("algo", [["hash"], ["hash", "--hash-mode", "edge"], ["hdrf"], ["dbh"], ["spring"],
+                                  ["2ps-l"], ["coarse-refine"]])
+def test_every_partitioner_refuses_an_id_beyond_the_node_count(store_with_bad_id, tmp_path, capsys, algo):
+    """hash and hdrf have no degree pass, where ids were checked: they crashed (SIGSEGV) or wrote a dataset
+    that verified. Every read of the edges checks them now."""
+    out = tmp_path / "parts"
+    rc, err = cli("partition", store_with_bad_id, "-k", 2, "--algo", *algo, "--out", out, capsys=capsys)
+    assert rc == 2 and "src[5] = 50000 is outside [0, 256)" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_verify_still_lists_the_bad_ids(store_with_bad_id, capsys):
+    rc, err = cli("verify", store_with_bad_id, capsys=capsys)
+    assert rc == 2 and "src[5] = 50000 is outside [0, 256)" in err
+
+
+def test_snapshot_store_ids_are_checked_on_read(tmp_path, capsys):
+    import zarr
+
+    from graphstream import GraphWriter
+    from graphstream.dynamic import build_snapshots
+    rng = np.random.default_rng(0)
+    with GraphWriter(tmp_path / "ev.zarr", with_time=True, chunk_size=512) as w:
+        w.append(rng.integers(0, 100, 2000), rng.integers(0, 100, 2000), np.sort(rng.integers(0, 10_000, 2000)))
+    build_snapshots(tmp_path / "ev.zarr", tmp_path / "s.zarr", num_snapshots=8, edge_life=2, keyframe_every=4)
+    zarr.open_array(str(tmp_path / "s.zarr" / "add_src"), mode="r+")[3] = 10**6
+    for algo in ("snapshot", "pgc", "sequence"):
+        rc, err = cli("partition", tmp_path / "s.zarr", "-k", 2, "--algo", algo, capsys=capsys)
+        assert rc == 2 and "add_src[3] = 1000000 is outside [0, 100)" in err, err
+    rc, err = cli("verify", tmp_path / "s.zarr", capsys=capsys)
+    assert rc == 2 and "add_src[3] = 1000000 is outside [0, 100)" in err
+
+
+def test_numbers_beyond_what_the_kernels_hold_are_refused(tmp_path, capsys):
+    """A seed past int64 reached numba ('Int value is too large'), an infinite balance int(); both tracebacks."""
+    assert cli_main(["generate", "rmat", str(tmp_path / "g.zarr"), "--scale", "6"]) == 0
+    capsys.readouterr()
+    for algo in ("coarse-refine", "hash", "2ps-l", "dbh"):
+        rc, err = cli("partition", tmp_path / "g.zarr", "-k", 2, "--algo", algo, "--seed", 2**64, capsys=capsys)
+        assert rc == 2 and "seed must be an integer in [0, 2**63)" in err, (algo, err)
+    for algo in ("coarse-refine", "2ps-l"):
+        rc, err = cli("partition", tmp_path / "g.zarr", "-k", 2, "--algo", algo, "--balance", "inf", capsys=capsys)
+        assert rc == 2 and "balance must be a finite number >= 1.0, got inf" in err, (algo, err)
+
+
+def test_a_window_wider_than_the_time_span_is_one_snapshot(tmp_path):
+    from graphstream.dynamic.snapshots import WindowSpec
+    spec = WindowSpec.make(100, 5_000, 1e23, None)
+    assert spec.num_windows == 1 and spec.index(np.array([100, 5_000])).tolist() == [0, 0]
+
+
+def test_flags_that_contradict_each_other_are_refused(tmp_path, capsys):
+    assert cli_main(["generate", "rmat", str(tmp_path / "g.zarr"), "--scale", "6"]) == 0
+    capsys.readouterr()
+    rc, err = cli("partition", tmp_path / "g.zarr", "-k", 2, "--gpus", 2, "--gpu-memory", 10**9, capsys=capsys)
+    assert rc == 2 and "not both" in err
+    rc, err = cli("estimate", tmp_path / "g.zarr", "-k", 5000, capsys=capsys)
+    assert rc == 2 and "k must be in [1, 1024], got 5000" in err
+    rc, err = cli("dataset", "cora", tmp_path / "c", "--target", "partner", capsys=capsys)
+    assert rc == 2 and "Twitch datasets' label only" in err and not (tmp_path / "c").exists()
+
+
+def test_write_errors_other_than_a_full_disk_are_one_line(tmp_path):
+    """A file size limit (EFBIG) and numpy's short write (no errno) gave tracebacks, exit 1."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+    for argv in (["generate", "rmat", str(tmp_path / "u.zarr"), "--scale", "16", "--chunk-size", "65536"],):
+        run = subprocess.run([sys.executable, "-m", "graphstream", *argv], capture_output=True, text=True,
+                             preexec_fn=limit, timeout=300)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+        assert "error: I/O error:" in lines[-1] and "nothing was written" in lines[-1]
+        assert not (tmp_path / "u.zarr").exists()

@@ -246,6 +246,15 @@ def test_relabel_num_nodes_too_small(tmp_path):
     assert not (tmp_path / "g.zarr").exists()
 
 
+def test_relabel_num_nodes_larger_than_the_ids_is_refused_before_publishing(tmp_path):
+    """The store used to be published with 100 nodes and an id_map of 4, then refused by every command."""
+    src = write(tmp_path / "g.txt", "10 20\n30 40\n")
+    with pytest.raises(InvalidIdError, match="--num-nodes 100 with --relabel, but the edges hold 4 distinct ids"):
+        ingest(src, tmp_path / "g.zarr", relabel=True, num_nodes=100)
+    assert not (tmp_path / "g.zarr").exists() and list(tmp_path.iterdir()) == [src]
+    assert ingest(src, tmp_path / "g.zarr", relabel=True, num_nodes=4).num_nodes == 4
+
+
 # ---------------------------------------------------------------------------
 # npy and parquet
 # ---------------------------------------------------------------------------

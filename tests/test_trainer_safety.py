@@ -363,6 +363,33 @@ def test_checkpoint_on_a_full_disk_exits_2_and_keeps_the_old_one(parts_dir, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "c.pt.best"]
 
 
+def test_checkpoint_short_write_without_errno_exits_2_and_leaves_nothing(parts_dir, tmp_path, capsys, monkeypatch):
+    """torch's zip writer reports a file cut short (a file size limit, a full disk it does not name) as a
+    RuntimeError: one line, exit 2, the old checkpoint whole, no temporary file left; and a temporary file
+    a killed run left is cleared by the next save."""
+    ck = tmp_path / "c.pt"
+    args = ("--epochs", "1", "--hidden", "4", "--threads", "1")
+    assert train_cli(capsys, parts_dir, "--checkpoint", ck, *args)[0] == 0
+    before = ck.read_bytes()
+    real_save = torch.save
+
+    def cut_short(obj, f, *a, **k):
+        real_save(obj, f, *a, **k)
+        with open(f, "r+b") as fh:
+            fh.truncate(10)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 96064 vs 96008")
+    monkeypatch.setattr(torch, "save", cut_short)
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--overwrite", *args)
+    line = one_line_error(err)
+    assert code == 2 and str(ck) in line and "cannot write the checkpoint" in line and "unchanged" in line
+    assert ck.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "c.pt.best"]
+    monkeypatch.setattr(torch, "save", real_save)
+    (tmp_path / ".c.pt.tmp-0badc0de").write_bytes(b"left by a killed run")
+    assert train_cli(capsys, parts_dir, "--checkpoint", ck, "--overwrite", *args)[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "c.pt.best"]
+
+
 def test_an_existing_checkpoint_is_not_replaced_without_overwrite(parts_dir, tmp_path, capsys):
     """A checkpoint can hold hours of training: a second run on its path is refused (exit 2, one line, the
     file unchanged) unless it resumes the run or --overwrite asks for a new one."""

@@ -27,8 +27,6 @@ Randomness (dropout, batch order, neighbour samples) is reseeded from
 """
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -39,6 +37,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from graphstream._atomic import atomic_file
 from graphstream._report import log
 from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError
 
@@ -269,20 +268,21 @@ CHECKPOINT_FORMAT = "graphstream.trainer.checkpoint"
 
 
 def _save_checkpoint(path: str, state: dict) -> None:
-    """Write ``state`` to a temporary sibling, then rename it over ``path``: a run killed or out of
-    space mid-write leaves the previous checkpoint whole. Plain tensors and containers only, so
-    :func:`load_checkpoint` reads it with ``weights_only=True``."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    """Write ``state`` to a hidden temporary sibling, then swap it in for ``path``
+    (graphstream._atomic.atomic_file: a run killed or out of space mid-write leaves the previous
+    checkpoint whole, and the next save clears what a killed one left). Plain tensors and containers
+    only, so :func:`load_checkpoint` reads it with ``weights_only=True``. torch's zip writer reports
+    a short write as a RuntimeError without an errno: that is an error of the file system too."""
     try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"{path}: no space left on the device while writing the checkpoint "
-                                f"(the previous checkpoint, if any, is unchanged)") from exc
-        raise GraphStreamError(f"{path}: cannot write the checkpoint ({exc.strerror or exc})") from exc
+        with atomic_file(path) as tmp:
+            torch.save(state, tmp)
+    except DiskFullError as exc:
+        raise DiskFullError(f"{path}: no space left on the device while writing the checkpoint "
+                            "(the previous checkpoint, if any, is unchanged)") from exc
+    except (OSError, RuntimeError) as exc:
+        reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())[:200]
+        raise GraphStreamError(f"{path}: cannot write the checkpoint ({reason}); the previous checkpoint, if "
+                               "any, is unchanged") from exc
 
 
 def _refusal(exc: Exception) -> str:

@@ -15,7 +15,7 @@ def configure(p) -> None:
                    help="folder holding the raw datasets (default ../shared/datasets)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of facebook's and Twitch's train/val/test split (default 0)")
-    p.add_argument("--target", default="mature", choices=["mature", "partner"],
+    p.add_argument("--target", default=None, choices=["mature", "partner"],
                    help="Twitch only: the binary label, mature (DE 60%% positive) or partner (DE 6.3%% "
                         "positive: strongly imbalanced) (default mature)")
     add_overwrite(p, "an existing output folder")
@@ -23,10 +23,13 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
+    from ..errors import ParameterError
     from ..ingest.datasets import load_dataset, source_folder
+    if args.target is not None and not args.name.startswith("twitch"):
+        raise ParameterError(f"--target {args.target}: the Twitch datasets' label only (not {args.name}'s)")
     with claim_outputs({"OUT_DIR": args.out_dir}, {"dataset folder": source_folder(args.name, args.root)},
                        args.overwrite):
         result = load_dataset(args.name, args.out_dir, root=args.root, seed=args.seed, overwrite=args.overwrite,
-                              target=args.target)
+                              target=args.target or "mature")
     result["peak_rss_bytes"] = peak_rss_bytes()
     return result

@@ -45,7 +45,8 @@ def configure(p) -> None:
                    help="whether the first data line is a header: auto (default) decides by its id fields and "
                         "logs why (docs/ingest.md), yes or no decide")
     p.add_argument("--num-nodes", type=int, default=None, metavar="N",
-                   help="declared node count (ids must be below it; default max id + 1)")
+                   help="declared node count (ids must be below it; default max id + 1; with --relabel, "
+                        "the number of distinct ids, if given)")
     p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, metavar="N",
                    help=f"edges per stored chunk (default {DEFAULT_CHUNK})")
     add_overwrite(p, "an existing output")

@@ -66,8 +66,8 @@ def configure(p) -> None:
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also build the partitioned dataset (manifest.json + part-NNNNN/) in this new folder")
     p.add_argument("--nodes", default=None, metavar="NODE_DIR",
-                   help="with --out: node data folder to split into the parts (features.npy, labels.npy, "
-                        "*_mask.npy; any subset)")
+                   help="with --out: node data folder to split into the parts (features.npy, and any of "
+                        "labels.npy and *_mask.npy)")
     p.add_argument("--halo-hops", type=int, default=1, metavar="H",
                    help="with --out: every node within H-1 hops of a part's inner nodes gets its complete "
                         "aggregation row in the part (default 1: the inner nodes only; 2 for a 2-layer model to "
@@ -120,6 +120,8 @@ def preflight(args) -> None:
         args.algo = "pgc" if snapshots else DEFAULT_ALGORITHM
     if args.k is not None and not 1 <= args.k <= MAX_PARTS:
         raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {args.k}")
+    if args.k is not None and (args.gpus is not None or args.gpu_memory is not None):
+        raise ParameterError("give -k K, or --gpus Q and --gpu-memory BYTES to derive it; not both")
     if snapshots and args.algo not in SNAPSHOT_ALGORITHMS:
         raise ParameterError(f"--algo {args.algo!r} does not apply to snapshot stores; "
                              f"use one of {', '.join(SNAPSHOT_ALGORITHMS)}")

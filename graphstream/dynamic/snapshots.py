@@ -87,6 +87,8 @@ class WindowSpec:
             if frac <= 0:
                 raise ParameterError(f"--window must be > 0 seconds, got {window}")
             a, b = frac.denominator, frac.numerator
+            if frac > span:   # wider than the whole span: one window (and no int64 overflow below)
+                a, b = 1, span + 1
             num = span * a // b + 1
         else:
             if num_snapshots < 1:

@@ -110,6 +110,9 @@ def ingest(source: str | os.PathLike | Sequence[str | os.PathLike], out: str | o
             raise InputNotFoundError(f"{path}: no such file")
         if os.path.isdir(path):
             raise InputFormatError(f"{path}: is a directory, expected an edge file")
+        if not os.path.isfile(path):   # a pipe, a FIFO, a device: read more than once (sniffed, then parsed)
+            raise InputFormatError(f"{path}: not a regular file (a pipe, FIFO or device); the input is read "
+                                   "more than once, so save it to a file first")
     remote = is_url(out)
     if not remote:
         # --overwrite must not delete an input
@@ -306,11 +309,17 @@ def write(paths: list[str], target: str, plans: list[IngestPlan], config: Ingest
 
 
 def relabelled_nodes(name: str, num_ids: int, config: IngestConfig) -> int:
-    """The node count of a relabelled store: the distinct ids, or the declared count (not fewer)."""
+    """The node count of a relabelled store: the distinct ids, which a declared count must equal (raised
+    before the store is published). More nodes than ids would have no original id for ``id_map``, whose
+    length is the node count."""
     num_nodes = config.num_nodes
     if num_nodes is not None and num_ids > num_nodes:
         raise InvalidIdError(f"{name}: {num_ids} distinct ids, more than the declared node count {num_nodes}")
-    return num_ids if num_nodes is None else num_nodes
+    if num_nodes is not None and num_ids < num_nodes:
+        raise InvalidIdError(f"{name}: --num-nodes {num_nodes} with --relabel, but the edges hold {num_ids} "
+                             f"distinct ids: the nodes past them would have no original id in id_map (leave "
+                             "--num-nodes out, or ingest without --relabel)")
+    return num_ids
 
 
 def check_id_range(paths: list[str], plans: list[IngestPlan], config: IngestConfig, max_id: int,

@@ -111,10 +111,10 @@ def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dic
                              "nothing to partition")
     if k > store.num_nodes:
         raise ParameterError(f"k = {k} exceeds the number of nodes ({store.num_nodes}) of {store.path}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ParameterError(f"seed must be an integer >= 0, got {seed!r}")
-    if not isinstance(balance, (int, float)) or isinstance(balance, bool) or not balance >= 1.0:
-        raise ParameterError(f"balance must be a number >= 1.0, got {balance!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:   # the kernels' int64
+        raise ParameterError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+    if not isinstance(balance, (int, float)) or isinstance(balance, bool) or not 1.0 <= balance < float("inf"):
+        raise ParameterError(f"balance must be a finite number >= 1.0, got {balance!r}")
     table = PARAMS[algo]
     for name, value in params.items():
         if name not in table:

@@ -207,11 +207,13 @@ class GraphStore:
         return f"GraphStore({self.path!r}, {self.num_nodes} nodes, {self.num_edges} edges, {kind})"
 
     # -- data access -----------------------------------------------------
-    def array(self, name: str) -> CheckedArray:
-        """One array, read through the integrity checks (a damaged chunk raises CorruptDataError)."""
+    def array(self, name: str, check_ids: bool = True) -> CheckedArray:
+        """One array, read through the integrity checks (a damaged chunk raises CorruptDataError; with
+        ``check_ids``, an id of ``src`` or ``dst`` outside [0, num_nodes) raises InvalidIdError)."""
         if name not in self._arrays:
             raise StoreError(f"{self.path}: store has no array {name!r} (has {sorted(self._arrays)})")
-        return CheckedArray(self._arrays[name], name, self.path, all_chunks_written=self.checksums)
+        bound = self.num_nodes if check_ids and name in ("src", "dst") else None
+        return CheckedArray(self._arrays[name], name, self.path, all_chunks_written=self.checksums, id_bound=bound)
 
     def stream(self, batch_size: int | None = None, columns: Sequence[str] = ("src", "dst"),
                start: int = 0, stop: int | None = None, prefetch: int = 2) -> Iterator[EdgeBatch]:

@@ -27,9 +27,10 @@ from typing import Any
 import google_crc32c
 import numpy as np
 import zarr
+from numba import njit
 from zarr.codecs import BloscCodec, Crc32cCodec
 
-from ..errors import CorruptDataError, StoreError
+from ..errors import CorruptDataError, InvalidIdError, StoreError
 
 # Zarr arrays whose chunks are checksummed and always written (stores of these format versions on).
 CHUNK_ARRAY_CONFIG = {"write_empty_chunks": True}
@@ -53,12 +54,23 @@ class CheckedArray:
     checksummed format version), so a missing chunk file is damage; zarr
     itself would read it as fill values. Checked for local stores only (an
     fsspec store has no cheap existence test per chunk).
+
+    ``id_bound``: the array holds node ids, each in [0, id_bound): a value
+    outside raises :class:`InvalidIdError` naming it. A chunk's checksum says
+    its bytes are the ones written, not that they make sense: a store edited
+    through zarr (which checksums what it is given) or written by another
+    tool can hold any id, and the numba kernels that index per-node arrays
+    with it do not check bounds (a crash, or a wrong result with exit 0).
+    Checked in the reading thread, so a prefetched stream pays it in the
+    background (one pass over the values, about 1 ns each).
     """
 
-    def __init__(self, array: zarr.Array, name: str, where: str, *, all_chunks_written: bool):
+    def __init__(self, array: zarr.Array, name: str, where: str, *, all_chunks_written: bool,
+                 id_bound: int | None = None):
         self._array = array
         self.name = name
         self.where = where
+        self.id_bound = id_bound
         self.shape = array.shape
         self.dtype = array.dtype
         self.chunks = array.chunks
@@ -91,11 +103,18 @@ class CheckedArray:
                 if not (self._folder / self._array.metadata.encode_chunk_key((i,))).is_file():
                     raise self._damage(i, "the chunk file is missing")
         try:
-            return self._array[key]
+            values = self._array[key]
         except MemoryError:
             raise
         except Exception as exc:  # zarr, Blosc and the codec raise many types; find the chunk
             raise self._locate(a, b, exc) from exc
+        if self.id_bound is not None and len(values):
+            bad = _first_outside(values, self.id_bound)
+            if bad >= 0:
+                raise InvalidIdError(f"{self.where}: {self.name}[{a + bad}] = {values[bad]} is outside "
+                                     f"[0, {self.id_bound}), the store's node ids (a damaged or edited store: "
+                                     "graphstream verify lists every bad id)")
+        return values
 
     def read_all(self) -> np.ndarray:
         return self[0:self.shape[0]]
@@ -115,6 +134,15 @@ class CheckedArray:
     def _damage(self, i: int, reason: str) -> CorruptDataError:
         return CorruptDataError(f"{self.where}: array {self.name!r} chunk {i} ({self.chunk_file(i)}) is damaged: "
                                 f"{reason}")
+
+
+@njit(cache=True, nogil=True)
+def _first_outside(ids, bound):
+    """The index of the first id outside [0, bound), or -1."""
+    for i in range(ids.shape[0]):
+        if ids[i] < 0 or ids[i] >= bound:
+            return i
+    return -1
 
 
 def _reason(exc: BaseException) -> str:

@@ -51,6 +51,7 @@ READABLE_VERSIONS = (1, 2)
 CHECKSUM_VERSION = 2
 DEFAULT_KEYFRAME_EVERY = 8
 RAGGED_CHUNK = 1 << 20
+NODE_ID_ARRAYS = frozenset({"kf_src", "kf_dst", "add_src", "add_dst"})   # ids in [0, num_nodes)
 EMPTY = np.empty(0, dtype=np.int64)
 
 
@@ -400,13 +401,19 @@ class SnapshotStore:
         self._blocks[array] = (a, data)
         return data[:b - a]
 
-    def _checked(self, name: str) -> CheckedArray:
-        """An array of the store, read through the integrity checks; a missing one is damage."""
+    def _checked(self, name: str, check_ids: bool = True) -> CheckedArray:
+        """An array of the store, read through the integrity checks; a missing one is damage. The node ids'
+        arrays (:data:`NODE_ID_ARRAYS`) are bounds-checked on read unless ``check_ids`` is False (verify,
+        which reports every bad id instead of stopping at the first)."""
+        if name not in self._zarr_arrays:
+            raise CorruptDataError(f"{self.path}: snapshot store lacks the array {name!r}")
+        if not check_ids:
+            return CheckedArray(self._zarr_arrays[name], name, self.path, all_chunks_written=self.checksums)
         arr = self._arrays.get(name)
         if arr is None:
-            if name not in self._zarr_arrays:
-                raise CorruptDataError(f"{self.path}: snapshot store lacks the array {name!r}")
-            arr = CheckedArray(self._zarr_arrays[name], name, self.path, all_chunks_written=self.checksums)
+            ids = name in NODE_ID_ARRAYS   # the kernels index per-node arrays with them
+            arr = CheckedArray(self._zarr_arrays[name], name, self.path, all_chunks_written=self.checksums,
+                               id_bound=self.num_nodes if ids else None)
             self._arrays[name] = arr
         return arr
 
