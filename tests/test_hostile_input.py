@@ -298,7 +298,7 @@ def test_every_partitioner_refuses_an_id_beyond_the_node_count(store_with_bad_id
     that verified. Every read of the edges checks them now."""
     out = tmp_path / "parts"
     rc, err = cli("partition", store_with_bad_id, "-k", 2, "--algo", *algo, "--out", out, capsys=capsys)
-    assert rc == 2 and "src[5] = 50000 is outside [0, 256)" in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and "src[5] = 50000 (edge 5) is outside [0, 256)" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
 
