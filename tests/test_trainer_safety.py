@@ -390,6 +390,15 @@ def test_checkpoint_short_write_without_errno_exits_2_and_leaves_nothing(parts_d
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "c.pt.best"]
 
 
+def test_resume_without_a_checkpoint_says_it_starts_a_new_run(parts_dir, tmp_path, capsys, monkeypatch):
+    """A restartable job passes --resume every time: the first run has nothing to resume, and says so."""
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "1")   # log lines on (the suite turns them off)
+    ck = tmp_path / "c.pt"
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", ck, "--resume", "--epochs", "1", "--hidden", "4",
+                          "--threads", "1")
+    assert code == 0 and "no checkpoint there yet; --resume starts a new run" in err and ck.exists()
+
+
 def test_an_existing_checkpoint_is_not_replaced_without_overwrite(parts_dir, tmp_path, capsys):
     """A checkpoint can hold hours of training: a second run on its path is refused (exit 2, one line, the
     file unchanged) unless it resumes the run or --overwrite asks for a new one."""

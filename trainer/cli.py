@@ -90,7 +90,8 @@ def configure(p) -> None:
                         "best-validation weights to PATH.best (default: nothing is saved, and the output says "
                         "so); PATH must lie outside PARTS")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run saved in --checkpoint PATH (same parts, workers and --sync-every)")
+                   help="continue the run saved in --checkpoint PATH (same parts, workers and --sync-every); "
+                        "a new run when PATH is not there yet, so that a restartable job can always pass it")
     p.add_argument("--overwrite", action="store_true",
                    help="start a new run over an existing --checkpoint PATH (without it, or --resume, an existing "
                         "checkpoint is refused)")

@@ -615,6 +615,8 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
     if config.checkpoint:
         _check_checkpoint_path(config.checkpoint, None if isinstance(source, PartSet) else source,
                                config.resume, config.overwrite)
+        if config.resume and not Path(config.checkpoint).exists():   # a restartable job passes it every time
+            log(f"{config.checkpoint}: no checkpoint there yet; --resume starts a new run")
     device = resolve_device(config.device)
     parts = source if isinstance(source, PartSet) else open_parts(source)
     resolve_metric(config.metric, parts.num_classes)   # refused here, before any worker starts
