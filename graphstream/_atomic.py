@@ -200,8 +200,13 @@ def _acquire(final: Path) -> int:
         raise OutputLockedError(f"{final}: could not take the lock file {path} (it keeps changing)")
     info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(["graphstream", *sys.argv[1:]]),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(info).encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+    except OSError:   # a full disk before anything was written: no empty lock file left behind
+        path.unlink(missing_ok=True)
+        os.close(fd)
+        raise
     return fd
 
 
@@ -215,7 +220,13 @@ def output_lock(final: PathLike) -> Iterator[None]:
     if held is not None:
         held[1] += 1
     else:
-        _HELD[key] = [_acquire(final), 1]
+        try:
+            _HELD[key] = [_acquire(final), 1]
+        except OSError as exc:
+            if exc.errno in DISK_FULL_ERRNOS:   # named here: the lock is the first thing an output writes
+                raise DiskFullError(f"{final}: disk full before anything was written (taking the lock "
+                                    f"{lock_path(final).name}); free space and run again") from exc
+            raise
     try:
         yield
     finally:

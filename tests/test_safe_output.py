@@ -420,6 +420,28 @@ def test_disk_full_on_a_small_tmpfs(tmp_path, big_store, name, args):
     assert len(lines) == 2 and reason in lines[0], proc.stderr
 
 
+def test_an_already_full_disk_names_the_output_and_leaves_no_lock(tmp_path, big_store):
+    """Full before the command starts: the lock file is the first write. The message named no path, and an
+    empty .OUT.lock stayed behind."""
+    prefix = _tmpfs_runner()
+    if prefix is None:
+        pytest.skip("cannot mount a tmpfs here (no unshare -rm, not root)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    cmd = " ".join(f"'{a}'" for a in (sys.executable, "-m", "graphstream", "partition", big_store, "-k", "2",
+                                      "--algo", "hash", "--out", f"{mnt}/parts"))
+    script = (f"mount -t tmpfs -o size=256k tmpfs '{mnt}' || exit 99; "
+              f"dd if=/dev/zero of='{mnt}/fill' bs=4k 2>/dev/null; {cmd}; rc=$?; "
+              f"echo \"rc=$rc\" >&2; ls -A '{mnt}' >&2; umount '{mnt}'")
+    proc = subprocess.run([*prefix, "sh", "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode == 99:
+        pytest.skip(f"mounting a tmpfs failed: {proc.stderr.strip()}")
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-2:] == ["rc=2", "fill"], proc.stderr   # nothing but the filler left
+    assert f"{mnt}/parts: disk full before anything was written" in lines[-3], proc.stderr
+
+
 RECORD = np.dtype([("node", np.int32), ("part", np.int16), ("delta", np.int32), ("kind", np.int8)])
 NPY_CASES = {
     "int64": np.arange(1000),
