@@ -97,29 +97,29 @@ def check_outputs_apart(outputs: Mapping[str, PathLike | None], inputs: Mapping[
     None values are skipped. Paths are compared resolved (symlinks followed); URLs only as
     written. Touches nothing.
     """
-    def overlap(out_name: str, out: PathLike, in_name: str, inp: PathLike, allowed: tuple[str, ...]) -> None:
+    def overlap(out_name: str, out: PathLike, in_name: str, inp: PathLike, allowed: tuple[str, ...],
+                choose: str) -> None:
         if _is_url(out) or _is_url(inp):
             relation = "is" if str(out).rstrip("/") == str(inp).rstrip("/") else None
         else:
             relation = _relation(Path(out).resolve(), Path(inp).resolve())
         if relation is not None and relation not in allowed:
-            choose = "an output outside every input" if out_name in outputs else \
-                "a scratch folder apart from every output and outside every input"
             raise ParameterError(f"{out_name} {out} {relation} the {in_name} {inp}: choose {choose}")
 
     for out_name, out in outputs.items():
         for in_name, inp in inputs.items():
             if out is not None and inp is not None:
-                overlap(out_name, out, in_name, inp, ())
+                overlap(out_name, out, in_name, inp, (), "an output outside every input")
+    apart = "a scratch folder apart from every output and outside every input"
     for name, folder in (scratch or {}).items():
         if folder is None:
             continue
         for in_name, inp in inputs.items():
             if inp is not None:
-                overlap(name, folder, in_name, inp, ("contains",))
+                overlap(name, folder, in_name, inp, ("contains",), apart)
         for out_name, out in outputs.items():
             if out is not None:
-                overlap(name, folder, f"output {out_name}", out, ())
+                overlap(name, folder, f"output {out_name}", out, (), apart)
 
 
 # -- lock ------------------------------------------------------------------------------------------

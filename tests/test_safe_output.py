@@ -380,6 +380,20 @@ def _tmpfs_runner() -> list[str] | None:
     return None
 
 
+def _on_tmpfs(prefix: list[str], mnt: Path, size: str, setup: str, argv: list[str]) -> subprocess.CompletedProcess:
+    """``graphstream ARGV`` with a tmpfs of ``size`` mounted at ``mnt`` (after the shell commands ``setup``);
+    its stderr ends with ``rc=N`` and what is left on the tmpfs (``ls -A``). Skips when the mount fails."""
+    mnt.mkdir()
+    cmd = " ".join(f"'{a}'" for a in (sys.executable, "-m", "graphstream", *argv))
+    script = (f"mount -t tmpfs -o size={size} tmpfs '{mnt}' || exit 99; {setup}{cmd}; rc=$?; "
+              f"echo \"rc=$rc\" >&2; ls -A '{mnt}' >&2; umount '{mnt}'")
+    proc = subprocess.run([*prefix, "sh", "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode == 99:
+        pytest.skip(f"mounting a tmpfs failed: {proc.stderr.strip()}")
+    return proc
+
+
 TMPFS_CASES = [
     ("generate", ["generate", "rmat", "{mnt}/g.zarr", "--scale", "16"]),
     ("dataset cora", ["dataset", "cora", "{mnt}/cora", "--root", str(DATASETS)]),
@@ -403,15 +417,7 @@ def test_disk_full_on_a_small_tmpfs(tmp_path, big_store, name, args):
         assert run_cli("partition", big_store, "-k", 2, "--algo", "hash", "--out", parts,
                        "--nodes", nodes).returncode == 0
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    cmd = " ".join(f"'{a}'" for a in (sys.executable, "-m", "graphstream",
-                                      *(a.format(mnt=mnt, parts=parts) for a in args)))
-    script = (f"mount -t tmpfs -o size=512k tmpfs '{mnt}' || exit 99; {cmd}; rc=$?; "
-              f"echo \"rc=$rc\" >&2; ls -A '{mnt}' >&2; umount '{mnt}'")
-    proc = subprocess.run([*prefix, "sh", "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode == 99:
-        pytest.skip(f"mounting a tmpfs failed: {proc.stderr.strip()}")
+    proc = _on_tmpfs(prefix, mnt, "512k", "", [a.format(mnt=mnt, parts=parts) for a in args])
     lines = proc.stderr.strip().splitlines()
     assert lines[-1] == "rc=2", proc.stderr              # ls printed nothing: the tmpfs is empty
     # generate checks its estimated size against the free space before writing (issue 18):
@@ -427,16 +433,8 @@ def test_an_already_full_disk_names_the_output_and_leaves_no_lock(tmp_path, big_
     if prefix is None:
         pytest.skip("cannot mount a tmpfs here (no unshare -rm, not root)")
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    cmd = " ".join(f"'{a}'" for a in (sys.executable, "-m", "graphstream", "partition", big_store, "-k", "2",
-                                      "--algo", "hash", "--out", f"{mnt}/parts"))
-    script = (f"mount -t tmpfs -o size=256k tmpfs '{mnt}' || exit 99; "
-              f"dd if=/dev/zero of='{mnt}/fill' bs=4k 2>/dev/null; {cmd}; rc=$?; "
-              f"echo \"rc=$rc\" >&2; ls -A '{mnt}' >&2; umount '{mnt}'")
-    proc = subprocess.run([*prefix, "sh", "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode == 99:
-        pytest.skip(f"mounting a tmpfs failed: {proc.stderr.strip()}")
+    proc = _on_tmpfs(prefix, mnt, "256k", f"dd if=/dev/zero of='{mnt}/fill' bs=4k 2>/dev/null; ",
+                     ["partition", str(big_store), "-k", "2", "--algo", "hash", "--out", f"{mnt}/parts"])
     lines = proc.stderr.strip().splitlines()
     assert lines[-2:] == ["rc=2", "fill"], proc.stderr   # nothing but the filler left
     assert f"{mnt}/parts: disk full before anything was written" in lines[-3], proc.stderr

@@ -75,9 +75,8 @@ def _line(step: dict) -> str:
 
 def run(args) -> dict:
     from ..estimate import ALGORITHMS, estimate_steps
-    from ..partition import MAX_PARTS
-    if not 1 <= args.k <= MAX_PARTS:   # what partition takes
-        raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {args.k}")
+    from ..partition import check_num_parts
+    check_num_parts(args.k)   # what partition takes
     if args.rf is not None and not 1.0 <= args.rf <= args.k:
         raise ParameterError(f"--rf must be between 1 and k ({args.k}), got {args.rf}")
     size = graph_size(args)

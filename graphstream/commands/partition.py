@@ -114,12 +114,12 @@ def preflight(args) -> None:
     """What is refused before anything is opened (the service checks a job's arguments with it too): k's
     range and the algorithm's name for the store's kind; ``args.algo`` left None becomes that kind's
     default (pgc for a snapshot store, else coarse-refine)."""
-    from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, MAX_PARTS
+    from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, check_num_parts
     snapshots = _is_snapshot_store(args.store)
     if args.algo is None:
         args.algo = "pgc" if snapshots else DEFAULT_ALGORITHM
-    if args.k is not None and not 1 <= args.k <= MAX_PARTS:
-        raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {args.k}")
+    if args.k is not None:
+        check_num_parts(args.k)
     if args.k is not None and (args.gpus is not None or args.gpu_memory is not None):
         raise ParameterError("give -k K, or --gpus Q and --gpu-memory BYTES to derive it; not both")
     if snapshots and args.algo not in SNAPSHOT_ALGORITHMS:
@@ -164,7 +164,7 @@ def _run(args, client) -> dict:
     from ..partition import partition
     from ..store import open_store
 
-    if _is_snapshot_store(args.store):
+    if args.algo in SNAPSHOT_ALGORITHMS:   # preflight matched the algorithm to the store's kind
         return _snapshot_store(args, client)
     store = open_store(args.store)
     _resources.check_node_state_fits(store.num_nodes, _resources.PARTITION_BYTES_PER_NODE, "partition", args.store)

@@ -98,14 +98,20 @@ PASS_THROUGH = {"coarse-refine"}
 CLI_ALIASES = {"lambda": "lam"}
 
 
-def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dict) -> None:
-    """Raise :class:`ParameterError` naming the first bad parameter."""
-    if algo not in ALGORITHMS:
-        raise ParameterError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+def check_num_parts(k) -> None:
+    """Raise :class:`ParameterError` unless ``k`` is a whole number of parts in [1, MAX_PARTS] (here, and
+    before anything is opened: the partition and estimate commands, the service)."""
     if not isinstance(k, int) or isinstance(k, bool):
         raise ParameterError(f"k must be an integer, got {k!r}")
     if k < 1 or k > MAX_PARTS:
         raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {k}")
+
+
+def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dict) -> None:
+    """Raise :class:`ParameterError` naming the first bad parameter."""
+    if algo not in ALGORITHMS:
+        raise ParameterError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    check_num_parts(k)
     if store.num_nodes == 0 or store.num_edges == 0:
         raise ParameterError(f"{store.path}: empty graph ({store.num_nodes} nodes, {store.num_edges} edges); "
                              "nothing to partition")

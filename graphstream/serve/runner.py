@@ -104,8 +104,9 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
             claim = _claim(job_dir / f"step-{i}.claim.json", step.get("outputs", []))
             adopted = _written_by_earlier_attempt(claim, last_beat)
             if adopted:
-                _log(log, f"{name}: {', '.join(_relative(spec, adopted))} written by the attempt before, which "
-                          "ended before recording it; written again")
+                shown = ", ".join(_without_root(adopted, spec["root"].rstrip("/")))
+                _log(log, f"{name}: {shown} written by the attempt before, which ended before recording it; "
+                          "written again")
             retry_until = time.monotonic() + (LOCKED_RETRY_SECONDS if spec["attempt"] > 1 else 0.0)
             while True:
                 state, result, error = _run_step(step, spec, job_dir, log, status, name, claim, bool(adopted))
@@ -159,11 +160,6 @@ def _written_by_earlier_attempt(claim: dict[str, Any], last_beat: float | None) 
     return found
 
 
-def _relative(spec: dict[str, Any], paths: list[str]) -> list[str]:
-    root = spec["root"].rstrip("/") + "/"
-    return [p[len(root):] if p.startswith(root) else p for p in paths]
-
-
 def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, status: _Status, name: str,
               claim: dict[str, Any] | None = None, overwrite: bool = False) -> tuple[str, Any, str | None]:
     """One child process; (state, result, error). ``overwrite``: its outputs replaced (an earlier attempt's)."""
@@ -197,7 +193,8 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
         from .._atomic import discard_output
         for out in (claim or {}).get("fresh", []):
             if discard_output(out):
-                _log(log, f"{name}: removed {_relative(spec, [out])[0]}, written before the cancel took effect")
+                shown = _without_root(out, spec["root"].rstrip("/"))
+                _log(log, f"{name}: removed {shown}, written before the cancel took effect")
         return "cancelled", None, "cancelled"
     if rc != 0:
         # the CLI's one-line error; else the last line (a traceback's last line names the exception)
