@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .store.partitions import open_partitions
 from .store.partitions_manifest import MANIFEST, PartitionsError, PartitionsManifest, balance, read_manifest
 
 PLOT_FORMATS = ("png", "svg")
@@ -78,7 +79,7 @@ def partition_report(parts_dir: str | os.PathLike, *, siblings: bool = True) -> 
     """The report of the dataset at ``parts_dir`` (a :class:`PartitionsError` if it is not one);
     ``siblings``: look beside it for other partitionings of the same graph (RF against k)."""
     folder = Path(parts_dir)
-    m = read_manifest(folder)
+    m = open_partitions(folder).info   # its files checked as a reader checks them (sizes, headers)
     inner = [p.num_inner for p in m.parts]
     halo = [p.num_halo for p in m.parts]
     edges = [p.num_edges for p in m.parts]

@@ -132,6 +132,23 @@ def test_info_refuses_what_is_no_output(tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
+def test_info_and_report_refuse_a_damaged_dataset(outputs, tmp_path, capsys):
+    """info and report read a dataset as a reader opens it: a part file cut short or gone is exit 2 naming
+    it (they read the manifest only and exited 0)."""
+    parts = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"], parts)
+    indices = parts / "part-00001" / "indices.npy"
+    with open(indices, "r+b") as f:
+        f.truncate(indices.stat().st_size - 8)
+    for command in ("info", "report"):
+        code, _, err = _cli(capsys, command, parts)
+        assert code == 2 and "part-00001" in err and "indices.npy" in err, (command, err)
+    (parts / "part-00002" / "features.npy").unlink()
+    indices.unlink()
+    code, _, err = _cli(capsys, "info", parts, "--json")
+    assert code == 2 and "part-00001" in err and len(err.strip().splitlines()) == 1, err
+
+
 # -- item 9: estimate ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

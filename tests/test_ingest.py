@@ -352,6 +352,14 @@ def test_ids_beyond_num_nodes(tmp_path):
     assert_no_store(tmp_path / "g.zarr")
 
 
+def test_one_based_with_relabel_refused(tmp_path, capsys):
+    """relabel numbers ids from 0 whatever their base: --one-based would be ignored."""
+    src = write(tmp_path / "g.txt", "1 2\n2 3\n")
+    rc, _out, err = run_cli(["ingest", src, tmp_path / "g.zarr", "--relabel", "--one-based"], capsys)
+    assert rc == 2 and "--one-based does not apply with --relabel" in err
+    assert_no_store(tmp_path / "g.zarr")
+
+
 def test_truncated_gzip(tmp_path):
     data = gzip.compress("".join(f"{i} {i + 1}\n" for i in range(100_000)).encode())
     src = tmp_path / "g.txt.gz"

@@ -207,6 +207,23 @@ def test_rerun_leaves_an_output_the_dead_attempt_did_not_write(root, tmp_path):
         assert sorted((p.name, p.stat().st_mtime_ns) for p in (root / out).rglob("*")) == before
 
 
+def test_a_damaged_job_file_fails_the_run_naming_it(root, tmp_path):
+    """The job's own files, edited by hand: the run fails with one line naming the file (it raised a
+    KeyError, which the dispatcher retried as an interrupted run)."""
+    steps = job_steps("generate", {"generator": "rmat", "out": "g7.zarr", "scale": 6}, root)
+    cases = {"step-0.claim.json": '{"time": 1}', "result.json": '[1, 2]', "step-0.json": '{"num_edges": '}
+    for name, text in cases.items():
+        job_dir = tmp_path / f"job-{name}"
+        job_dir.mkdir()
+        if name != "step-0.claim.json":
+            (job_dir / "step-0.claim.json").write_text(json.dumps({"time": time.time(), "fresh": []}))
+        (job_dir / name).write_text(text)
+        outcome = run_job(spec_for(root, job_dir, steps, 1))
+        assert outcome["state"] == "failed" and outcome["error"].startswith(f"the job's {name} is damaged"), outcome
+        assert json.loads((job_dir / "result.json").read_text()) == outcome
+    assert not (root / "g7.zarr").exists()
+
+
 def test_a_cancel_after_the_commit_leaves_no_output(root, tmp_path):
     """The command swapped its output into place before the signal took effect: the claimed output is
     removed whole; an output that was there before the claim is not."""

@@ -81,10 +81,12 @@ def _disk_bytes(path: str) -> int | None:
 
 
 def partitions_info(path: str) -> dict:
-    """A partitioned dataset: how it was split, its measured metrics and each part's sizes (no file is read
-    beyond the manifest)."""
-    from ..store.partitions_manifest import REQUIRED_FILES, balance, read_manifest
-    m = read_manifest(path)
+    """A partitioned dataset: how it was split, its measured metrics and each part's sizes. It is opened as a
+    reader opens it (every file there with its recorded size and a matching header, no data read), so a
+    damaged dataset is an error here too; ``verify`` reads every byte."""
+    from ..store import open_partitions
+    from ..store.partitions_manifest import REQUIRED_FILES, balance
+    m = open_partitions(path).info
     parts = []
     for entry in m.parts:
         if entry.files is not None:

@@ -73,6 +73,11 @@ class IngestConfig:
             raise ParameterError(f"header must be auto, yes or no, got {self.header!r}")
         if self.num_nodes is not None and self.num_nodes < 0:
             raise ParameterError(f"num_nodes must be >= 0, got {self.num_nodes}")
+        if self.one_based and self.relabel:
+            # relabel numbers the ids it meets from 0 whatever their base, so
+            # one_based would be silently ignored: say so instead.
+            raise ParameterError("--one-based does not apply with --relabel, which numbers the ids it "
+                                 "meets from 0 whatever their base; give one of them")
         for name in ("chunk_size", "block_bytes", "rows_per_block"):
             if getattr(self, name) < 1:
                 raise ParameterError(f"{name} must be >= 1, got {getattr(self, name)}")

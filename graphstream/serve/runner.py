@@ -82,7 +82,14 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
         from distributed import secede
         secede()
     job_dir = Path(spec["job_dir"])
-    done = _read_json(job_dir / RESULT)
+    try:
+        return _run_steps(spec, job_dir)
+    except JobFileError as exc:
+        return _outcome(job_dir, spec, "failed", error=str(exc))
+
+
+def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
+    done = _read_job_file(job_dir / RESULT, {"state": str, "attempt": int})
     if done is not None:   # an earlier attempt finished; the server that ran it died before recording it
         return done
     steps = spec["steps"]
@@ -93,7 +100,7 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
         _log(log, f"attempt {spec['attempt']} on {socket.gethostname()} (worker pid {os.getpid()})")
         for i, step in enumerate(steps):
             name = step["kind"] if len(steps) == 1 else f"step {i + 1}/{len(steps)} {step['kind']}"
-            previous = _read_json(job_dir / f"step-{i}.json")
+            previous = _read_job_file(job_dir / f"step-{i}.json")
             if previous is not None:
                 _log(log, f"{name}: done by an earlier attempt, skipped")
                 results.append(previous)
@@ -137,7 +144,9 @@ def step_env(spec: dict[str, Any]) -> dict[str, str]:
 def _claim(path: Path, outputs: list[str]) -> dict[str, Any]:
     """The step's claim: written before its first run (which of ``outputs`` did not exist, and when), read
     back on every later one."""
-    claim = _read_json(path)
+    claim = _read_job_file(path, {"time": (int, float), "fresh": list})
+    if claim is not None and not all(isinstance(out, str) for out in claim["fresh"]):
+        raise JobFileError(f"the job's {path.name} is damaged (fresh holds a non-path); remove it to run again")
     if claim is None:
         claim = {"time": time.time(), "fresh": [o for o in outputs if not os.path.lexists(o)]}
         _write_json(path, claim)
@@ -350,6 +359,29 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+
+
+class JobFileError(Exception):
+    """A file of the job's folder that this module wrote whole is not what it wrote (edited by hand, or
+    by something else): the run fails naming it rather than guess, and is not retried."""
+
+
+def _read_job_file(path: Path, shape: dict[str, type | tuple[type, ...]] | None = None) -> Any:
+    """A job file written by :func:`_write_json` (None when absent); ``shape``: the keys it must hold, and
+    their types."""
+    try:
+        doc = _read_json(path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise JobFileError(f"the job's {path.name} is damaged (not JSON: {exc}); remove it to run again") from exc
+    if doc is None or shape is None:
+        return doc
+    if not isinstance(doc, dict):
+        raise JobFileError(f"the job's {path.name} is damaged (not a JSON object); remove it to run again")
+    bad = [key for key, kind in shape.items() if not isinstance(doc.get(key), kind)]
+    if bad:
+        raise JobFileError(f"the job's {path.name} is damaged ({', '.join(bad)} missing or of the wrong type); "
+                           "remove it to run again")
+    return doc
 
 
 def read_status(job_dir: Path) -> dict[str, Any] | None:
