@@ -14,7 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphstream.cli import main
-from graphstream.errors import IncompleteStoreError, InvalidIdError, OutputExistsError, ParameterError, StoreError
+from graphstream.errors import (
+    CorruptDataError,
+    IncompleteStoreError,
+    InvalidIdError,
+    OutputExistsError,
+    ParameterError,
+    StoreError,
+)
 from graphstream.store import GraphWriter, degree_pass, open_store, validate_store
 
 
@@ -112,6 +119,8 @@ def test_stream_batches_start_stop(tmp_path_factory, prefetch, batch_size, start
     only_time, tb = read(store, columns=("time",), batch_size=batch_size, start=start, stop=stop,
                          prefetch=prefetch)
     assert np.array_equal(only_time["time"], time[sl]) and all(b.weight is None for b in tb)
+    # its batches have the length and stop of the edges they hold (they counted the empty src: 0)
+    assert [len(b) for b in tb] == [len(b) for b in batches] and [b.stop for b in tb] == [b.stop for b in batches]
 
 
 def test_stream_rejects_negative_bounds_and_stops_early(tmp_path):
@@ -137,6 +146,11 @@ def test_to_dask(tmp_path):
     assert np.array_equal(arr.compute(), dst)
     assert int(store.to_dask("src").sum().compute()) == int(src.sum())
     assert np.array_equal(store.to_dask("time")[100:200].compute(), time[100:200])
+    # read with the stream's checks: a missing chunk file is damage, not zeros (da.from_zarr's reading)
+    (tmp_path / "g.zarr" / "dst" / "c" / "3").unlink()
+    assert np.array_equal(store.to_dask("dst")[:512].compute(), dst[:512])
+    with pytest.raises(CorruptDataError, match=r"array 'dst' chunk 3 .* the chunk file is missing"):
+        store.to_dask("dst")[1500:1600].compute()
 
 
 def test_writer_copies_reused_buffers(tmp_path):

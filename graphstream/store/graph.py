@@ -234,9 +234,13 @@ class GraphStore:
         return stream_edges(arrays, start, stop, batch_size or self.chunk_size, prefetch)
 
     def to_dask(self, column: str = "src"):
-        """A dask array over one column, one dask chunk per zarr chunk."""
+        """A dask array over one column, one dask chunk per zarr chunk, read with the stream's checks
+        (:class:`~graphstream.store.integrity.CheckedArray`): a damaged or missing chunk raises
+        :class:`CorruptDataError` when computed, an id outside [0, num_nodes) ``InvalidIdError``.
+        ``da.from_zarr`` would read a missing chunk file as zeros."""
         import dask.array as da
-        return da.from_zarr(self._arrays[self.array(column).name])  # zarr still checks every chunk's CRC
+        checked = self.array(column)
+        return da.from_array(checked, chunks=checked.chunks, asarray=False, fancy=False, lock=False, name=False)
 
     def id_map(self) -> np.ndarray | None:
         """Original ids by local id, when the store was relabelled."""

@@ -89,7 +89,13 @@ class CheckedArray:
         c = self.chunks[0]
         return range(a // c, (b - 1) // c + 1) if b > a else range(0)
 
-    def __getitem__(self, key: slice | int) -> Any:
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    def __getitem__(self, key: slice | int | tuple) -> Any:
+        if isinstance(key, tuple) and len(key) == 1:   # numpy-style indexing, as dask.array.from_array does
+            key = key[0]
         if isinstance(key, (int, np.integer)):
             i = int(key) + (self.shape[0] if key < 0 else 0)
             if not 0 <= i < self.shape[0]:

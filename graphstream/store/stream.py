@@ -24,11 +24,12 @@ class EdgeBatch:
     weight: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.src)
+        # a stream of other columns only (``columns=("time",)``) has empty src and dst
+        return max(len(column) for column in (self.src, self.dst, self.time, self.weight) if column is not None)
 
     @property
     def stop(self) -> int:
-        return self.start + len(self.src)
+        return self.start + len(self)
 
 
 def _assemble(start: int, cols: dict) -> EdgeBatch:
