@@ -57,9 +57,13 @@ def _is_url(path: PathLike) -> bool:
 
 # -- refusals -------------------------------------------------------------------------------------
 
-def check_output(path: PathLike, overwrite: bool, *, alternative: str = "") -> Path:
-    """Refuse an existing output unless ``overwrite``; return the path. ``alternative``: another way out
+def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
+                 inputs: Mapping[str, PathLike | None] | None = None) -> Path:
+    """Refuse an existing output unless ``overwrite``, and one that is, holds or lies in one of ``inputs``
+    (named by their keys: :func:`check_outputs_apart`); return the path. ``alternative``: another way out
     the refusal names (``"--resume to continue that run"``)."""
+    if inputs:
+        check_outputs_apart({"output": path}, inputs)
     path = Path(path)
     if (path.exists() or path.is_symlink()) and not overwrite:
         other = f", or {alternative}" if alternative else ""

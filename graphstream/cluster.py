@@ -248,6 +248,7 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
     part per task). They are then handed out largest first and only as
     worker threads free up (:func:`run_jobs`).
     """
+    check_client(client)
     results: list[Any] = [None] * len(tasks)
     units = (lambda t: 1) if size is None else size
     # the task's keywords kept apart from map's own (batch_size, workers, ...)
@@ -288,6 +289,7 @@ def run_jobs(client: Client, stage: str, jobs: Sequence[Job], *, unit: str = "ta
     worker behind a long task (it assigns up to 1.1 tasks per thread in advance), and a released job
     would wait behind tasks of lower priority. Errors as :func:`run_tasks`; ``total`` is the progress
     bar's length in ``unit``."""
+    check_client(client)
     from distributed import as_completed
 
     run_id = uuid.uuid4().hex[:8]
@@ -373,12 +375,21 @@ def _cancel(client: Client, futures: list) -> None:
         pass
 
 
+def check_client(client: Any) -> None:
+    """Refuse a ``client=`` that is not a ``distributed.Client`` (a scheduler address given as the client
+    failed later with an AttributeError). Checked by shape: the methods this module calls."""
+    if not all(callable(getattr(client, name, None)) for name in ("submit", "run", "nthreads")):
+        hint = " (a scheduler address: pass distributed.Client(address))" if isinstance(client, str) else ""
+        raise ParameterError(f"client must be a distributed.Client, got {client!r}{hint}")
+
+
 def check_visible(client: Client, *paths: str | os.PathLike) -> None:
     """Raise a ClusterError naming the worker and the path when a worker cannot see one of ``paths``.
 
     Every path a task touches must be visible to every worker (local disk for a
     LocalCluster, a shared file system or an fsspec URL across machines).
     """
+    check_client(client)
     local = [str(p) for p in paths if p is not None and "://" not in str(p)]
     if not local:
         return

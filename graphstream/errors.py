@@ -54,3 +54,34 @@ class CorruptDataError(StoreError):
 
 class ResourceError(GraphStreamError):
     """The machine cannot hold what the input implies (e.g. node state for a sparse id range)."""
+
+
+# -- parameter checks at the Python API's boundary -----------------------------------------------------
+# The CLI's argparse types give ints and floats; Python callers may pass anything, and int() would
+# silently truncate 2.5 (and numba would fail on it with a TypingError far from the call).
+
+def whole_number(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an int when it is a Python or numpy integer (not a bool) within [minimum, maximum];
+    else a :class:`ParameterError` naming ``name``."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ParameterError(f"{name} must be a whole number, got {value!r}")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ParameterError(f"{name} must be {bounds}, got {value}")
+    return value
+
+
+def finite_number(value, name: str, minimum: float | None = None) -> float:
+    """``value`` as a float when it is a finite real number (not a bool) >= minimum; else a
+    :class:`ParameterError` naming ``name``."""
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ParameterError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ParameterError(f"{name} must be >= {minimum}, got {value!r}")
+    return float(value)

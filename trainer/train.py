@@ -143,6 +143,9 @@ class TrainConfig:
         if self.proximal is not None:
             number("proximal", self.proximal, low=0)
         number("dropout", self.dropout, low=0, high=1)   # 1 would zero every activation
+        if isinstance(self.fanouts, (str, bytes)) or not hasattr(self.fanouts, "__iter__"):
+            raise ParameterError(f"fanouts must be a sequence of whole numbers, such as (25, 10), "
+                                 f"got {self.fanouts!r}")
         for f in self.fanouts:
             integer("fanout", f)
         if self.mini_batch and len(self.fanouts) != self.num_layers:
@@ -610,6 +613,8 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
     :func:`trainer.launch.launch`).
     """
     from .launch import check_threads, launch
+    if not isinstance(config, TrainConfig):
+        raise ParameterError(f"config must be a TrainConfig, got {type(config).__name__}")
     integer("workers", workers)
     check_threads(threads)
     if config.checkpoint:

@@ -74,12 +74,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._atomic import atomic_dir, check_output, scratch_dir
+from .._atomic import atomic_dir, check_output, check_outputs_apart, scratch_dir
 from .._jobs import Job, run_jobs_in_threads
 from .._report import log
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import ParameterError
-from ..store.graph import GraphStore, is_url
+from ..errors import ParameterError, whole_number
+from ..store.graph import GraphStore, is_url, open_store
 from ..store.nodedata import NodeData, open_node_data
 from ..store.partitions_manifest import (
     PartitionsManifest,
@@ -208,7 +208,10 @@ def _bucket_folder(spill: Spill, p: int) -> Path:
 
 
 def _check_plan(store: GraphStore, plan) -> tuple[np.ndarray, int]:
-    k = int(plan.num_parts)
+    if not hasattr(plan, "owner") or not hasattr(plan, "num_parts"):
+        raise ParameterError(f"plan must be a PartitionPlan (num_parts, owner[v]), got {type(plan).__name__}; "
+                             "for an owner array: PartitionPlan(algorithm, num_parts, owner)")
+    k = whole_number(plan.num_parts, "plan.num_parts")
     if k < 1:
         raise ParameterError(f"plan has num_parts={k}; expected >= 1")
     owner = np.asarray(plan.owner)
@@ -227,14 +230,14 @@ def _check_plan(store: GraphStore, plan) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(owner, dtype=want), k
 
 
-def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
+def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str | os.PathLike, *,
                      nodes: str | os.PathLike | NodeData | None = None, overwrite: bool = False,
                      work_dir: str | os.PathLike | None = None, halo_hops: int = 1,
                      config: BuildConfig | None = None, client: Client | None = None) -> dict[str, Any]:
     """Write the partitioned dataset of ``plan`` (a :class:`PartitionPlan`) to ``out_dir``.
 
     Args:
-        store: the graph store the plan was computed on.
+        store: the graph store the plan was computed on (or its path).
         plan: ``owner[v]`` in [0, num_parts) for every node, ``algorithm``,
             ``params`` and the partitioner's ``metrics``.
         out_dir: the dataset folder; refused if it exists unless ``overwrite``.
@@ -256,7 +259,10 @@ def build_partitions(store: GraphStore, plan, out_dir: str | os.PathLike, *,
     """
     config = config or BuildConfig()
     watch = Stopwatch()
-    # 0. check the plan and the node data before writing anything
+    # 0. check the plan, the node data and where the output goes before writing anything
+    store = open_store(store)
+    node_path = nodes.path if isinstance(nodes, NodeData) else nodes
+    check_outputs_apart({"out_dir": out_dir}, {"store": store.path, "nodes": node_path}, {"work_dir": work_dir})
     owner, k = _check_plan(store, plan)
     if isinstance(halo_hops, bool) or not isinstance(halo_hops, (int, np.integer)) or halo_hops < 1:
         raise ParameterError(f"--halo-hops {halo_hops}: expected a whole number >= 1")

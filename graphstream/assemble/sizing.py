@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import ParameterError
-from ..store.graph import GraphStore
+from ..store.graph import GraphStore, open_store
 from ..store.nodedata import open_node_data
 
 # Bytes per node and per entry of a part, as the loader's to_torch() ships them.
@@ -47,7 +47,8 @@ class DataSize:
         return nodes * self.node_bytes + entries * self.entry_bytes
 
 
-def data_size(store: GraphStore, nodes_dir: str | os.PathLike | None) -> DataSize:
+def data_size(store: GraphStore | str | os.PathLike, nodes_dir: str | os.PathLike | None) -> DataSize:
+    store = open_store(store)
     entries = store.num_edges if store.directed else 2 * store.num_edges
     row = 0
     if nodes_dir is not None:
@@ -58,8 +59,8 @@ def data_size(store: GraphStore, nodes_dir: str | os.PathLike | None) -> DataSiz
     return DataSize(store.num_nodes, entries, row + _NODE_STRUCT_BYTES, _ENTRY_BYTES)
 
 
-def auto_num_parts(store: GraphStore, nodes_dir: str | os.PathLike | None, *, gpus: int, gpu_memory: int,
-                   reserve_fraction: float = 2 / 3, balance: float = 1.05) -> int:
+def auto_num_parts(store: GraphStore | str | os.PathLike, nodes_dir: str | os.PathLike | None, *, gpus: int,
+                   gpu_memory: int, reserve_fraction: float = 2 / 3, balance: float = 1.05) -> int:
     """Number of parts for ``gpus`` GPUs of ``gpu_memory`` bytes (see the module docstring)."""
     if gpus < 1:
         raise ParameterError(f"gpus must be >= 1, got {gpus}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ParameterError
+from ..errors import ParameterError, finite_number, whole_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,21 +26,20 @@ class PGCConfig:
     def __post_init__(self) -> None:
         if self.num_parts is None:
             raise ParameterError("give -k K (number of parts) to partition a snapshot store")
-        checks = [
-            (self.num_parts >= 1, f"-k must be >= 1, got {self.num_parts}"),
-            (self.spatial_weight >= 0 and self.temporal_weight >= 0,
-             f"edge weights must be >= 0, got w_s={self.spatial_weight}, w_t={self.temporal_weight}"),
-            (self.rounds >= 0, f"rounds must be >= 0, got {self.rounds}"),
-            (self.cap_by in ("volume", "instances"), f"cap_by must be volume or instances, got {self.cap_by!r}"),
-            (self.chunk_cap is None or self.chunk_cap > 0, f"chunk cap must be > 0, got {self.chunk_cap}"),
-            (self.chunks_per_part >= 1, f"chunks_per_part must be >= 1, got {self.chunks_per_part}"),
-            (self.balance >= 1.0, f"balance must be >= 1.0, got {self.balance}"),
-            (self.instance_cost >= 0 and self.edge_cost >= 0 and self.instance_cost + self.edge_cost > 0,
-             "instance_cost and edge_cost must be >= 0 and not both 0"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ParameterError(message)
-
-
-
+        # frozen: the checked values (numpy scalars as Python numbers) are set once, here
+        whole = {"num_parts": ("-k", 1), "rounds": ("rounds", 0), "chunks_per_part": ("chunks_per_part", 1),
+                 "seed": ("seed", 0)}
+        for field_name, (shown, minimum) in whole.items():
+            object.__setattr__(self, field_name, whole_number(getattr(self, field_name), shown, minimum))
+        numbers = {"spatial_weight": 0.0, "temporal_weight": 0.0, "balance": 1.0, "instance_cost": 0.0,
+                   "edge_cost": 0.0}
+        for field_name, minimum in numbers.items():
+            object.__setattr__(self, field_name, finite_number(getattr(self, field_name), field_name, minimum))
+        if self.chunk_cap is not None and finite_number(self.chunk_cap, "chunk_cap", 0.0) == 0:
+            raise ParameterError(f"chunk_cap must be > 0, got {self.chunk_cap}")
+        if self.memory_budget is not None:
+            object.__setattr__(self, "memory_budget", whole_number(self.memory_budget, "memory_budget", 0))
+        if self.cap_by not in ("volume", "instances"):
+            raise ParameterError(f"cap_by must be volume or instances, got {self.cap_by!r}")
+        if self.instance_cost + self.edge_cost == 0:
+            raise ParameterError("instance_cost and edge_cost must not both be 0")

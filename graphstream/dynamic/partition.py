@@ -220,8 +220,10 @@ def partition_snapshot_store(store: str | os.PathLike, config: PGCConfig, *, alg
     if algo not in ALGORITHMS:
         raise ParameterError(f"--algo {algo!r} does not apply to snapshot stores; "
                              f"use one of {', '.join(ALGORITHMS)}")
+    if not isinstance(config, PGCConfig):
+        raise ParameterError(f"config must be a PGCConfig, got {type(config).__name__}")
     if out is not None:
-        check_output(out, overwrite)  # fail before the long part
+        check_output(out, overwrite, inputs={"snapshot store": store})  # fail before the long part
     if client is not None:
         from ..cluster import check_visible, output_for_tasks, run_task
         if out is None:

@@ -16,6 +16,7 @@ the distinct edges of L windows + a fixed event buffer; never O(events).
 """
 from __future__ import annotations
 
+import numbers
 import os
 import tempfile
 from collections import deque
@@ -28,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
-from .._atomic import atomic_dir
+from .._atomic import atomic_dir, check_output
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import InputFormatError, ParameterError, StoreError
+from ..errors import InputFormatError, ParameterError, StoreError, whole_number
 from ..kernels.merge import KeyCounter
 from ..store import open_store
 from ..store.delta import check_key_space, encode_keys, merge_counts
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BUFFER_EVENTS = 1 << 22
 SORTED_ATTRS = ("sorted_by_time", "time_sorted")
+# A window W is kept as the fraction b / a of time units with a <= this: windows down to 1e-6 units.
+WINDOW_DENOMINATOR = 10**6
 
 
 # -- windows -------------------------------------------------------------------
@@ -83,9 +86,10 @@ class WindowSpec:
         if window is not None:
             if not np.isfinite(window) or window <= 0:
                 raise ParameterError(f"--window must be > 0 seconds, got {window}")
-            frac = Fraction(str(window)).limit_denominator(10**6)
+            frac = Fraction(str(window)).limit_denominator(WINDOW_DENOMINATOR)
             if frac <= 0:
-                raise ParameterError(f"--window must be > 0 seconds, got {window}")
+                raise ParameterError(f"--window {window} is below the smallest window, "
+                                     f"1/{WINDOW_DENOMINATOR} of the store's time unit")
             a, b = frac.denominator, frac.numerator
             if frac > span:   # wider than the whole span: one window (and no int64 overflow below)
                 a, b = 1, span + 1
@@ -344,6 +348,7 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     plus a delta), writing into a temporary sibling of ``out`` that this
     process holds and swaps in (:func:`graphstream.cluster.output_for_tasks`). Same store.
     """
+    check_output(out, overwrite, inputs={"input store": store_path})
     if client is not None:
         from dataclasses import replace
 
@@ -355,14 +360,14 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
                               buffer_events=buffer_events, bucket_events=bucket_events, batch_size=batch_size)
         return replace(result, path=str(out))
     watch = Stopwatch()
-    if int(keyframe_every) < 1:
-        raise ParameterError(f"--keyframe-every must be >= 1, got {keyframe_every}")
-    if int(edge_life) < 1:
-        raise ParameterError(f"--edge-life must be >= 1, got {edge_life}")
-    if window is not None and (not np.isfinite(window) or window <= 0):
-        raise ParameterError(f"--window must be > 0 seconds, got {window}")
-    if buffer_events < 1:
-        raise ParameterError(f"buffer_events must be >= 1, got {buffer_events}")
+    keyframe_every = whole_number(keyframe_every, "--keyframe-every", 1)
+    edge_life = whole_number(edge_life, "--edge-life", 1)
+    if num_snapshots is not None:
+        num_snapshots = whole_number(num_snapshots, "--num-snapshots", 1)
+    if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Real)
+                               or not np.isfinite(window) or window <= 0):
+        raise ParameterError(f"--window must be > 0 seconds, got {window!r}")
+    buffer_events = whole_number(buffer_events, "buffer_events", 1)
     store = open_store(store_path)
     if not store.has_time:
         raise StoreError(f"{store.path}: store has no time column (ingest with --time-column N)")

@@ -183,7 +183,7 @@ def export(parts_dir: str | os.PathLike, out: str | os.PathLike, target: str, *,
         raise ParameterError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
     from .._atomic import check_output
 
-    check_output(out, overwrite)  # fail before any work, not after it
+    check_output(out, overwrite, inputs={"partitioned dataset": parts_dir})  # fail before any work
     module = import_module(f"{__name__}.{target}")
     kwargs: dict[str, Any] = {"overwrite": overwrite, "client": client}
     if target == "dgl":

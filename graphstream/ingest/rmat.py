@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit
 
 from .._report import progress
-from ..errors import ParameterError
+from ..errors import ParameterError, finite_number, whole_number
 from ..kernels.hashing import GOLDEN, mix64, py_mix64
 from ..store import DEFAULT_CHUNK, GraphStore, GraphWriter, id_dtype_for
 from ..store.graph import EdgeRangeWriter
@@ -86,12 +86,18 @@ class RmatParams:
     c: float
 
     def __post_init__(self) -> None:
-        if not isinstance(self.scale, (int, np.integer)) or not 1 <= self.scale <= MAX_SCALE:
+        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, np.integer)) \
+                or not 1 <= self.scale <= MAX_SCALE:
             raise ParameterError(f"scale must be an integer in [1, {MAX_SCALE}], got {self.scale!r}")
-        if not isinstance(self.edge_factor, (int, np.integer)) or self.edge_factor < 1:
+        if isinstance(self.edge_factor, bool) or not isinstance(self.edge_factor, (int, np.integer)) \
+                or self.edge_factor < 1:
             raise ParameterError(f"edge_factor must be an integer >= 1, got {self.edge_factor!r}")
-        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ParameterError(f"seed must be an integer >= 0, got {self.seed!r}")
+        for name in ("scale", "edge_factor", "seed"):   # numpy integers as Python ints (frozen: set once, here)
+            object.__setattr__(self, name, int(getattr(self, name)))
+        for name in ("a", "b", "c"):
+            object.__setattr__(self, name, finite_number(getattr(self, name), name, 0.0))
         probs = (self.a, self.b, self.c)
         if min(probs) < 0 or sum(probs) > 1 + 1e-12:
             raise ParameterError(f"a, b, c must be >= 0 with a + b + c <= 1, got {probs}")
@@ -287,10 +293,8 @@ def generate_rmat(out: str | os.PathLike, *, scale: int, edge_factor: int = 16, 
 
     Returns the complete, opened :class:`GraphStore`.
     """
-    params = RmatParams(scale=int(scale), edge_factor=int(edge_factor), seed=int(seed),
-                        a=float(a), b=float(b), c=float(c))
-    if chunk_size < 1:
-        raise ParameterError(f"chunk_size must be >= 1, got {chunk_size}")
+    params = RmatParams(scale=scale, edge_factor=edge_factor, seed=seed, a=a, b=b, c=c)
+    chunk_size = whole_number(chunk_size, "chunk_size", 1)
     n, m = params.num_nodes, params.num_edges
     source = f"rmat:scale={params.scale},edge_factor={params.edge_factor},seed={params.seed}"
     writer = GraphWriter(out, num_nodes=n, directed=not undirected, chunk_size=chunk_size,

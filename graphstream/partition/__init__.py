@@ -21,15 +21,16 @@ pass is tasks over edge chunks. Same plan as in-process.
 from __future__ import annotations
 
 import importlib
+import numbers
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._atomic import scratch_dir
+from .._atomic import check_outputs_apart, scratch_dir
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import ParameterError
+from ..errors import ParameterError, whole_number
 from .plan import MAX_PARTS, PartitionPlan
 
 if TYPE_CHECKING:
@@ -98,13 +99,10 @@ PASS_THROUGH = {"coarse-refine"}
 CLI_ALIASES = {"lambda": "lam"}
 
 
-def check_num_parts(k) -> None:
-    """Raise :class:`ParameterError` unless ``k`` is a whole number of parts in [1, MAX_PARTS] (here, and
-    before anything is opened: the partition and estimate commands, the service)."""
-    if not isinstance(k, int) or isinstance(k, bool):
-        raise ParameterError(f"k must be an integer, got {k!r}")
-    if k < 1 or k > MAX_PARTS:
-        raise ParameterError(f"k must be in [1, {MAX_PARTS}], got {k}")
+def check_num_parts(k) -> int:
+    """``k`` as an int; a :class:`ParameterError` unless it is a whole number of parts in [1, MAX_PARTS]
+    (here, and before anything is opened: the partition and estimate commands, the service)."""
+    return whole_number(k, "k", 1, MAX_PARTS)
 
 
 def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dict) -> None:
@@ -117,9 +115,9 @@ def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dic
                              "nothing to partition")
     if k > store.num_nodes:
         raise ParameterError(f"k = {k} exceeds the number of nodes ({store.num_nodes}) of {store.path}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:   # the kernels' int64
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**63:   # int64
         raise ParameterError(f"seed must be an integer in [0, 2**63), got {seed!r}")
-    if not isinstance(balance, (int, float)) or isinstance(balance, bool) or not 1.0 <= balance < float("inf"):
+    if isinstance(balance, bool) or not isinstance(balance, numbers.Real) or not 1.0 <= balance < float("inf"):
         raise ParameterError(f"balance must be a finite number >= 1.0, got {balance!r}")
     table = PARAMS[algo]
     for name, value in params.items():
@@ -169,10 +167,12 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
     Raises:
         ParameterError: bad k, empty graph, unknown algorithm or parameter.
     """
-    from ..store import GraphStore, open_store  # here: coarse-refine's trial children import this package
-    if not isinstance(store, GraphStore):
-        store = open_store(store)
+    from ..store import open_store  # here: coarse-refine's trial children import this package
+    store = open_store(store)
+    if work_dir is not None:
+        check_outputs_apart({}, {"store": store.path}, {"work_dir": work_dir})
     check_parameters(store, k, algo, seed, balance, params)
+    k, seed, balance = int(k), int(seed), float(balance)   # numpy scalars too: the plan's metrics are JSON
     module = load_algorithm(algo)
     if client is not None:
         from ._driver import on_cluster

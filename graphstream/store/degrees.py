@@ -39,7 +39,7 @@ class Degrees:
         return self.out_degree + self.in_degree
 
 
-def degree_pass(store: GraphStore, batch_size: int | None = None, *, client: Client | None = None,
+def degree_pass(store: GraphStore | str | os.PathLike, batch_size: int | None = None, *, client: Client | None = None,
                 work_dir: str | os.PathLike | None = None) -> Degrees:
     """Count each node's edges as source and as destination.
 
@@ -51,6 +51,7 @@ def degree_pass(store: GraphStore, batch_size: int | None = None, *, client: Cli
     shards in a scratch folder in ``work_dir`` (default: beside the store),
     summed by tasks over node ranges. Same numbers.
     """
+    store = open_store(store)
     if client is not None:
         return _degree_pass_on_cluster(client, store, batch_size, work_dir)
     return _count_range(store, 0, store.num_edges, batch_size, progress=True)

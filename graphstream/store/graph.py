@@ -30,6 +30,7 @@ from ..errors import (
     OutputExistsError,
     ParameterError,
     StoreError,
+    whole_number,
 )
 from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal, chunk_codecs, open_arrays, seal
 from .stream import EdgeBatch, stream_edges
@@ -259,8 +260,11 @@ def open_group(path: str, noun: str) -> zarr.Group:
         raise StoreError(f"{path}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
 
 
-def open_store(path: str | os.PathLike) -> GraphStore:
-    """Open a complete graph store; refuse missing, foreign or incomplete ones."""
+def open_store(path: str | os.PathLike | GraphStore) -> GraphStore:
+    """Open a complete graph store; refuse missing, foreign or incomplete ones. An open store is returned
+    as it is (so that every function taking a store takes its path too)."""
+    if isinstance(path, GraphStore):
+        return path
     path_s = str(path)
     group = open_group(path_s, "graph store")
     manifest = GraphManifest.from_attrs(dict(group.attrs), path_s)
@@ -320,14 +324,14 @@ class GraphWriter:
                  id_dtype: str | np.dtype | None = None, with_time: bool = False, with_weight: bool = False,
                  chunk_size: int = DEFAULT_CHUNK, source: str = "", overwrite: bool = False,
                  clevel: int = 3, attrs: dict[str, Any] | None = None, atomic: bool = True):
-        if chunk_size < 1:
-            raise ParameterError(f"chunk_size must be >= 1, got {chunk_size}")
-        if num_nodes is not None and num_nodes < 0:
-            raise ParameterError(f"num_nodes must be >= 0, got {num_nodes}")
+        chunk_size = whole_number(chunk_size, "chunk_size", 1)
+        num_nodes = None if num_nodes is None else whole_number(num_nodes, "num_nodes", 0)
+        if not isinstance(directed, (bool, np.bool_)):   # "false" is a true value
+            raise ParameterError(f"directed must be True or False, got {directed!r}")
         self.path = str(path)
         self.num_nodes = num_nodes
-        self.directed = directed
-        self.chunk_size = int(chunk_size)
+        self.directed = bool(directed)
+        self.chunk_size = chunk_size
         self.source = source
         self.extra_attrs = dict(attrs or {})
         if id_dtype is not None:
@@ -390,6 +394,25 @@ class GraphWriter:
                                         config=CHUNK_ARRAY_CONFIG)
 
     # -- writing ---------------------------------------------------------
+    def _check_values(self, name: str, a: np.ndarray) -> None:
+        """Times must be whole numbers that fit int64, weights finite numbers that fit float32: the cast
+        would store NaN as -2**63, truncate -1.5 to -1 and turn 1e300 into inf without a word."""
+        where = f"{self.path}: column {name!r}"
+        if a.dtype.kind not in "iuf":
+            raise ParameterError(f"{where} must hold numbers, got dtype {a.dtype}")
+        if len(a) == 0 or a.dtype.kind == "i" or (a.dtype.kind == "u" and (name == "weight" or a.dtype.itemsize < 8)):
+            return   # integers that always fit: any weight (float32, rounded), any time but a uint64
+        if name == "time":
+            bad = ~np.isfinite(a) | (np.abs(a) >= 2.0**63) | (a != np.floor(a)) if a.dtype.kind == "f" \
+                else a > np.iinfo(np.int64).max
+            rule = "a whole number that fits int64"
+        else:
+            bad = ~np.isfinite(a) | (np.abs(a) > np.finfo(np.float32).max)
+            rule = "a finite number that fits float32"
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ParameterError(f"{where}: {a[i]} at edge {self._written + self._pending_len + i} is not {rule}")
+
     def append(self, src: np.ndarray, dst: np.ndarray, time: np.ndarray | None = None,
                weight: np.ndarray | None = None, *, copy: bool = True) -> None:
         """Append edges; ids are checked (integers, >= 0, < num_nodes if declared).
@@ -416,6 +439,7 @@ class GraphWriter:
                 a = np.asarray(a)
                 if a.shape != src.shape:
                     raise ParameterError(f"{name} has shape {a.shape}, expected {src.shape}")
+                self._check_values(name, a)
                 cols[name] = a
         if len(src) == 0:
             return
