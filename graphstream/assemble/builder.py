@@ -262,7 +262,9 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
     # 0. check the plan, the node data and where the output goes before writing anything
     store = open_store(store)
     node_path = nodes.path if isinstance(nodes, NodeData) else nodes
-    check_outputs_apart({"out_dir": out_dir}, {"store": store.path, "nodes": node_path}, {"work_dir": work_dir})
+    inputs = {"store": store.path, "nodes": node_path}
+    check_outputs_apart({"out_dir": out_dir}, inputs)
+    check_outputs_apart({}, inputs, {"work_dir": work_dir})   # the spill goes in a folder of its own there
     owner, k = _check_plan(store, plan)
     if isinstance(halo_hops, bool) or not isinstance(halo_hops, (int, np.integer)) or halo_hops < 1:
         raise ParameterError(f"--halo-hops {halo_hops}: expected a whole number >= 1")
