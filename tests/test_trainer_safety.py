@@ -7,11 +7,16 @@ marker file: loading it must fail with exit 2, and the marker must not exist aft
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import pickle
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -480,3 +485,55 @@ def test_fidelity_flags_reach_the_trainer(parts_dir, capsys):
     off = run("--class-weight", "balanced", "--no-drift-correction")
     assert (off["class_weight"], off["drift_correction"], off["proximal"]) == ("balanced", False, 3.0)
     assert run("--proximal", "0.5")["proximal"] == 0.5
+
+
+def _workers(pid: int) -> list[int]:
+    """The training workers among ``pid``'s children (not multiprocessing's resource tracker, which
+    ends on its own once its parent has gone)."""
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+    return [c for c in children if _running(c) and b"resource_tracker" not in _cmdline(c)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc for the worker processes")
+def test_sigterm_to_the_parent_alone_ends_its_workers(parts_dir, tmp_path):
+    """The parent unwound (its output released) while its two workers trained on, rewriting the
+    checkpoint, and it waited for them at exit: now it stops them first."""
+    ck = tmp_path / "ck.pt"
+    proc = subprocess.Popen([sys.executable, "-m", "graphstream", "train", str(parts_dir), "--workers", "2",
+                             "--epochs", "1000000", "--hidden", "8", "--threads", "1", "--checkpoint", str(ck)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ck.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)   # training has begun once the first round's checkpoint is there
+    workers = _workers(proc.pid)
+    try:
+        assert ck.exists() and len(workers) == 2, (workers, proc.poll())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143 and "terminated (SIGTERM)" in err, err
+        assert not [w for w in workers if _running(w)], "workers outlived the parent"
+    finally:   # a failed run leaves nothing training
+        for pid in [proc.pid, *workers]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+    before = ck.stat().st_mtime_ns
+    time.sleep(1.0)
+    assert ck.stat().st_mtime_ns == before and not (tmp_path / ".ck.pt.lock").exists()

@@ -41,6 +41,8 @@ from graphstream import errors
 from graphstream.errors import GraphStreamError, ParameterError
 
 LOOPBACK = "127.0.0.1"
+# How long a worker told to stop (SIGTERM) may take before it is killed.
+STOP_GRACE_SECONDS = 10.0
 
 
 def free_port() -> int:
@@ -201,6 +203,20 @@ def _torchrun(fn: Callable, world_size: int, args: tuple, backend: str, threads:
         dist.destroy_process_group()
 
 
+def _stop_workers(processes: Sequence, grace: float = STOP_GRACE_SECONDS) -> None:
+    """End the workers still running: SIGTERM, then SIGKILL after ``grace`` seconds. A parent that
+    unwinds (SIGTERM to it alone) would otherwise wait for them at exit (multiprocessing joins its
+    children), while they train on and keep writing the checkpoint it had released."""
+    alive = [p for p in processes if p.is_alive()]
+    for p in alive:
+        p.terminate()
+    for p in alive:
+        p.join(grace)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
 def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "gloo",
            threads_per_worker: int | None = None, master_addr: str | None = None,
            result_types: Sequence[type] = ()) -> list[Any]:
@@ -250,6 +266,8 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
                 raise
             finally:
                 spawn_log.setLevel(level)
+                if context is not None:
+                    _stop_workers(context.processes)   # this process unwinds (SIGTERM, Ctrl-C, an error)
                 for path in context.error_files if context is not None else ():
                     Path(path).unlink(missing_ok=True)
             return [load_result(Path(out_dir) / f"rank{r}.pt", result_types) for r in range(world_size)]
