@@ -8,6 +8,7 @@ marker file: loading it must fail with exit 2, and the marker must not exist aft
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -537,3 +538,44 @@ def test_sigterm_to_the_parent_alone_ends_its_workers(parts_dir, tmp_path):
     before = ck.stat().st_mtime_ns
     time.sleep(1.0)
     assert ck.stat().st_mtime_ns == before and not (tmp_path / ".ck.pt.lock").exists()
+
+
+def _parts_without_training_nodes_in(part: int | None):
+    """tiny_graph's two parts with no training node in ``part`` (None: in neither)."""
+    g = tiny_graph()
+    owner = np.arange(len(g.global_ids)) % 2
+    train = g.train_mask.copy()
+    train[(owner == part) if part is not None else slice(None)] = False
+    return check_parts(split_graph(dataclasses.replace(g, train_mask=train), owner))
+
+
+def test_centralized_without_training_nodes_exits_2(tmp_path):
+    """It trained on nothing and reported NaN losses with exit 0; the averaged run refused."""
+    parts = _parts_without_training_nodes_in(None)
+    for centralized in (False, True):
+        with pytest.raises(GraphStreamError, match="no training nodes"):
+            run_training(parts, TrainConfig(hidden=4, epochs=2), centralized=centralized, threads=1)
+
+
+def test_a_part_without_training_nodes_adds_no_loss():
+    """Its epochs had the loss NaN (the mean over no node) between synchronisations, and counted as a
+    part in the mean: the losses are the mean over the parts that trained."""
+    parts = _parts_without_training_nodes_in(1)
+    out = run_training(parts, TrainConfig(hidden=4, epochs=6, sync_every=3), threads=1)
+    assert len(out["losses"]) == 6 and all(np.isfinite(loss) for loss in out["losses"])
+    # 3 classes: a fresh model's cross-entropy is near ln 3 = 1.10 (halved, 0.55, when the empty part counted)
+    assert 0.9 < out["losses"][0] < 1.4, out["losses"]
+
+
+def test_resume_refuses_other_hyperparameters(tmp_path):
+    """A checkpoint resumed with another seed, rate, dropout or batching trained the rest of the run
+    another way, without a word."""
+    parts = tiny_parts()
+    cfg = TrainConfig(hidden=4, epochs=2, checkpoint=str(tmp_path / "c.pt"))
+    run_training(parts, cfg, threads=1)
+    for change, flag in ((dict(seed=7), "--seed"), (dict(lr=0.05), "--lr"), (dict(dropout=0.1), "--dropout"),
+                         (dict(weight_decay=0.0), "--weight-decay"), (dict(mini_batch=True), "--mini-batch"),
+                         (dict(fanouts=(5, 5)), "--fanout")):
+        with pytest.raises(ParameterError, match=f"pass the same {flag} to resume it"):
+            run_training(parts, dataclasses.replace(cfg, epochs=4, resume=True, **change), threads=1)
+    assert run_training(parts, dataclasses.replace(cfg, epochs=4, resume=True), threads=1)["rounds"] == 4

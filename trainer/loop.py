@@ -113,7 +113,7 @@ class WorkerStats:
     """What every worker reports: its parts, its mean local loss per epoch and its timings."""
     rank: int
     parts: list[int]
-    losses: list[float] = field(default_factory=list)    # mean local loss per epoch (this worker)
+    losses: list[float | None] = field(default_factory=list)    # mean local loss per epoch (this worker)
     train_seconds: float = 0.0
     sync_seconds: float = 0.0
 
@@ -141,7 +141,7 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
         for r in range(start_round, schedule.rounds):
             first_epoch, n_epochs = schedule.span(r)
             t0 = time.perf_counter()
-            round_losses = np.zeros(n_epochs)
+            round_losses, trained = np.zeros(n_epochs), np.zeros(n_epochs)
             steps.start_round(r, first_epoch, W)
             for i in mine:                                                   # step 2: local epochs
                 load_flat_(model, W)
@@ -151,13 +151,16 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
                     torch.manual_seed(seed_for(schedule.seed, i, epoch))
                     loss = steps.epoch(i, epoch)
                     if loss is not None:
-                        round_losses[e] += loss / len(mine)
+                        round_losses[e] += loss
+                        trained[e] += 1
                 steps.end_part(i)
                 averager.add(model, weights[i], None if optimizers is None else optimizers[i])
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             stats.train_seconds += time.perf_counter() - t0
-            stats.losses.extend(round_losses.tolist())
+            # the mean over the parts that trained (one without training nodes has no loss): None if none did
+            stats.losses.extend(None if t == 0 else float(total / t)
+                                for total, t in zip(round_losses, trained, strict=True))
             W = averager.average_into(model, () if optimizers is None else [optimizers[i] for i in mine])  # step 3
             steps.end_round(r, first_epoch + n_epochs, W)                    # step 4: the model's own
             if bar is not None:

@@ -268,6 +268,19 @@ def _epoch_mini(model, opt, g, config: TrainConfig, part_id: int, epoch: int, de
 
 
 CHECKPOINT_FORMAT = "graphstream.trainer.checkpoint"
+# What a resumed run must share with the run that wrote the checkpoint (the field, its flag), or the rest
+# of the run would train another way than its start. Not --epochs (a run may be extended), nor what
+# does not change the training (device, metric: checked apart, checkpoint, ...).
+SAME_ON_RESUME = {"model": "--model", "hidden": "--hidden", "num_layers": "--num-layers", "dropout": "--dropout",
+                  "lr": "--lr", "weight_decay": "--weight-decay", "proximal": "--proximal",
+                  "mini_batch": "--mini-batch", "fanouts": "--fanout", "batch_size": "--batch-size",
+                  "seed": "--seed", "drift_correction": "--[no-]drift-correction",
+                  "class_weight": "--class-weight"}
+
+
+def _comparable(value: Any) -> Any:
+    """A config value as saved and as given alike (a tuple comes back from the checkpoint as a list)."""
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def _save_checkpoint(path: str, state: dict) -> None:
@@ -411,12 +424,13 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
                                  "to resume it)")
         # the rest of the run would train another way than its start: refused, not mixed (a checkpoint
         # from before an option existed trained without it)
-        for key, before, flag in (("drift_correction", False, "--[no-]drift-correction"),
-                                  ("class_weight", "none", "--class-weight")):
-            was = ckpt.get("config", {}).get(key, before)
-            if was != getattr(config, key):
+        saved_config = ckpt.get("config", {})
+        for key, flag in SAME_ON_RESUME.items():
+            before = {"drift_correction": False, "class_weight": "none"}.get(key, saved_config.get(key))
+            was, now = saved_config.get(key, before), getattr(config, key)
+            if _comparable(was) != _comparable(now):
                 raise ParameterError(f"{config.checkpoint}: checkpoint written with {key} {was!r}, this run has "
-                                     f"{getattr(config, key)!r} (pass the same {flag} to resume it)")
+                                     f"{now!r} (pass the same {flag} to resume it)")
         W = ckpt["weights"]
         start_round = ckpt["round"] + 1
         best = ckpt["best"]
@@ -488,6 +502,8 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             anchor = ([t.detach().clone() for t in model.parameters()], proximal / n_train[i])
 
     def epoch(i: int, e: int) -> float | None:
+        if n_train[i] == 0:   # nothing to train on: it stays at W, weighs 0 in the average, adds no loss
+            return None
         if config.mini_batch:
             return _epoch_mini(model, opts[i], graphs[i], config, i, e, device, anchor, weight)
         if drift and e == round_start:
@@ -625,6 +641,8 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
     device = resolve_device(config.device)
     parts = source if isinstance(source, PartSet) else open_parts(source)
     resolve_metric(config.metric, parts.num_classes)   # refused here, before any worker starts
+    if sum(parts.num_train(i) for i in range(len(parts))) == 0:
+        raise GraphStreamError(f"{parts.path}: no training nodes (train_mask empty in every part)")
     if centralized:
         whole = assemble_whole_graph(parts)
         single = check_parts([whole], path=f"{parts.path}[whole]")
@@ -640,8 +658,6 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         raise ParameterError(f"--workers {workers}: more workers than parts ({len(parts)} in {parts.path})")
     if device.type == "cuda" and workers > torch.cuda.device_count():
         raise ParameterError(f"--workers {workers}: only {torch.cuda.device_count()} CUDA devices")
-    if sum(parts.num_train(i) for i in range(len(parts))) == 0:
-        raise GraphStreamError(f"{parts.path}: no training nodes (train_mask empty in every part)")
     backend = "nccl" if device.type == "cuda" else "gloo"
     payload = parts if not isinstance(source, (str, os.PathLike)) else str(source)
     results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads,
