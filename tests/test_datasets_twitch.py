@@ -74,6 +74,20 @@ def test_against_raw_files(twitch_dir):
     assert set(np.unique(np.asarray(x[:1000])).tolist()) <= {0.0, 1.0}
 
 
+def test_the_label_held_by_the_features_is_measured_and_said(twitch_dir):
+    """partner is written in the features (one id on exactly the partners, one on exactly the others):
+    measured from the written arrays here, as the command reports it."""
+    code, out, res = twitch_dir
+    x = np.asarray(np.load(out / "features.npy", mmap_mode="r")) > 0
+    y = np.load(out / "labels.npy") == 1
+    exact = [f for f in range(x.shape[1]) if np.array_equal(x[:, f], y) or np.array_equal(x[:, f], ~y)]
+    only = np.flatnonzero(x[y].any(0) & ~x[~y].any(0))
+    leak = res["label_in_features"]
+    assert leak["indicators"] == exact == [920, 2814] and leak["positive_only"] == len(only)
+    assert leak["positives_covered"] == round(float(x[y][:, only].any(1).mean()), 4) == 1.0
+    assert "give the partner label away" in res["note"]
+
+
 def test_stratified_split(twitch_dir):
     code, out, res = twitch_dir
     n = EXPECTED[code][0]

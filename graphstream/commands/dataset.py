@@ -17,7 +17,8 @@ def configure(p) -> None:
                    help="seed of facebook's and Twitch's train/val/test split (default 0)")
     p.add_argument("--target", default=None, choices=["mature", "partner"],
                    help="Twitch only: the binary label, mature (DE 60%% positive) or partner (DE 6.3%% "
-                        "positive: strongly imbalanced) (default mature)")
+                        "positive: strongly imbalanced, and given away by the features; see "
+                        "docs/training.md) (default mature)")
     add_overwrite(p, "an existing output folder")
     p.set_defaults(run=run)
 
