@@ -104,6 +104,30 @@ def test_losses_identical_with_full_or_delta_transfer(college, model):
     assert delta["transfer_bytes"] < full["transfer_bytes"]
 
 
+def test_the_persistence_baseline_is_scored_on_the_same_pairs(college):
+    """With an edge life of 4 most positives were edges the snapshot before: the baseline is reported
+    beside the model, and the model is scored on the new edges alone (each pair recounted here)."""
+    from graphstream.dynamic import open_snapshots
+    from trainer.dynamic import Split, run_sequence
+    from trainer.temporal_models import build_dynamic_model
+
+    store = open_snapshots(college / "snap.zarr")
+    cfg = DynamicConfig(model="tgcn", hidden=8, epochs=1)
+    out = run_sequence(build_dynamic_model("tgcn", 8, 0), store, CPU, cfg, part=0, epoch=0, train=False)
+    previous, expected = None, {"train": [], "val": [], "test": []}
+    split = Split(store.num_snapshots, cfg.val_fraction, cfg.test_fraction)
+    for t, keys in SnapshotFeeder(store, CPU, "full"):
+        if previous is not None and keys.numel():
+            expected[split.of(t)].append(np.isin(keys.numpy(), previous.numpy()))
+        previous = keys
+    for which in ("train", "val", "test"):
+        assert np.array_equal(out["persisted"][which][0], np.concatenate(expected[which]).astype(np.float32))
+    assert out["persisted"]["test"][0].mean() > 0.5 > out["persisted"]["test"][1].mean()
+    result = run_dynamic_training(college / "snap.zarr", DynamicConfig(hidden=8, epochs=1), threads=1)
+    assert result["test_persistence_roc_auc"] > 0.8 and 0 < result["test_new_edges"] < result["test_pairs"] / 2
+    assert 0.0 <= result["test_new_edges_roc_auc"] <= 1.0
+
+
 def test_tgcn_learns_on_pgc_parts(college):
     parts = college / "pgc"
     graphstream("partition", college / "snap.zarr", "-k", "2", "--algo", "pgc", "--out", parts)

@@ -77,9 +77,11 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
     split = Split(int(store.num_snapshots), config.val_fraction, config.test_fraction)
     feeder = SnapshotFeeder(store, device, config.transfer)
     state = model.initial_state(n, device)
-    h = None
+    h, previous = None, None
     losses, positives = [], 0
     scores: dict[str, tuple[list, list]] = {"train": ([], []), "val": ([], []), "test": ([], [])}
+    # the baseline "the pair was an edge of snapshot t - 1", scored on the same pairs (1 or 0)
+    persisted: dict[str, tuple[list, list]] = {"train": ([], []), "val": ([], []), "test": ([], [])}
     gen = torch.Generator(device=device)
     with torch.set_grad_enabled(train):
         for t, keys in feeder:
@@ -95,14 +97,20 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
                     positives += keys.numel()
                 scores[which][0].append(ps.detach().cpu().numpy())
                 scores[which][1].append(ns.detach().cpu().numpy())
+                for flags, pairs in zip(persisted[which], (keys, neg), strict=True):
+                    flags.append(torch.isin(pairs, previous).cpu().numpy().astype(np.float32))
             x, block = snapshot_inputs(keys, n)
             h, state = model.step(x, block, state)
+            previous = keys
     if feeder_stats is not None:
         feeder_stats.add(feeder.stats)
     loss = torch.stack(losses).mean() if losses else None
-    return {"loss": loss, "positives": positives,
-            "scores": {k: (np.concatenate(p) if p else np.zeros(0), np.concatenate(q) if q else np.zeros(0))
-                       for k, (p, q) in scores.items()}}
+
+    def joined(lists: dict[str, tuple[list, list]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return {k: (np.concatenate(p) if p else np.zeros(0), np.concatenate(q) if q else np.zeros(0))
+                for k, (p, q) in lists.items()}
+
+    return {"loss": loss, "positives": positives, "scores": joined(scores), "persisted": joined(persisted)}
 
 
 def train_positives(store, config: DynamicConfig) -> int:
@@ -119,6 +127,7 @@ class DynamicResult(WorkerStats):
     """A dynamic worker's report: :class:`WorkerStats`, the transfer figures and the pooled scores."""
     transfer: TransferStats = field(default_factory=TransferStats)
     scores: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    persisted: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)   # the same pairs: in t - 1?
 
 
 def _open_sequences(source) -> tuple[list, dict | None]:
@@ -173,18 +182,18 @@ def dynamic_worker(rank: int, world: int, source, config: DynamicConfig) -> Dyna
     average_rounds(model, flat_parameters(model), LocalSteps(epoch), result, weights=weights, averager=averager,
                    schedule=Schedule(config.epochs, config.sync_every, config.seed), device=device)
     # Evaluate the averaged model on this worker's sequences (no grad); worker 0 pools them.
-    pooled: dict[str, tuple[list, list]] = {"val": ([], []), "test": ([], [])}
-    for i in mine:
-        out = run_sequence(model, stores[i], device, config, part=i, epoch=config.epochs, train=False)
-        for k in pooled:
-            pooled[k][0].append(out["scores"][k][0])
-            pooled[k][1].append(out["scores"][k][1])
-    result.scores = {k: (np.concatenate(p), np.concatenate(q)) for k, (p, q) in pooled.items()}
-    gathered = gather_to_first(result.scores, rank, world)
-    if gathered is not None:   # worker 0 (or the only worker)
-        result.scores = {k: (np.concatenate([g[k][0] for g in gathered]),
-                             np.concatenate([g[k][1] for g in gathered])) for k in pooled}
+    outs = [run_sequence(model, stores[i], device, config, part=i, epoch=config.epochs, train=False) for i in mine]
+    for name in ("scores", "persisted"):
+        pooled = _pooled([out[name] for out in outs])
+        gathered = gather_to_first(pooled, rank, world)
+        setattr(result, name, pooled if gathered is None else _pooled(gathered))   # worker 0 pools them all
     return result
+
+
+def _pooled(per_sequence: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The validation and test pairs of several sequences (or workers), concatenated."""
+    return {k: (np.concatenate([d[k][0] for d in per_sequence]), np.concatenate([d[k][1] for d in per_sequence]))
+            for k in ("val", "test")}
 
 
 def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, centralized: bool = False,
@@ -221,9 +230,15 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         if r is not None:
             transfer.add(r.transfer)
     test_auc, val_auc = roc_auc(*res0.scores["test"]), roc_auc(*res0.scores["val"])   # None: no pairs
+    (pos, neg), (pos_was, neg_was) = res0.scores["test"], res0.persisted["test"]
     return {
         "metric": "roc_auc", "test_roc_auc": test_auc, "val_roc_auc": val_auc,
         "test_auc": test_auc, "val_auc": val_auc,
+        # what the model adds: a snapshot's edges are mostly those of the one before (--edge-life), which
+        # the baseline "was an edge at t - 1" scores alone; and the model on the edges new at t only
+        "test_persistence_roc_auc": roc_auc(pos_was, neg_was),
+        "test_new_edges_roc_auc": roc_auc(pos[pos_was == 0], neg),
+        "test_new_edges": int(np.count_nonzero(pos_was == 0)),
         "test_pairs": int(len(res0.scores["test"][0]) + len(res0.scores["test"][1])),
         "model": config.model, "transfer": config.transfer, "epochs": config.epochs,
         "mode": "centralized" if centralized else "averaged", "sync_every": config.sync_every,
