@@ -55,6 +55,19 @@ def _is_url(path: PathLike) -> bool:
     return "://" in str(path)
 
 
+def recorded_path(path: PathLike) -> str:
+    """How an output records where its input came from (a store's ``source``, a manifest's): a local
+    path absolute, symlinks resolved, so that it means the same from any folder and whether the command
+    ran in process or on a cluster (whose commands are given absolute paths); a URL as it is."""
+    return str(path) if _is_url(path) else str(Path(path).resolve())
+
+
+def for_workers(path: PathLike | None) -> str | None:
+    """A path handed to dask workers: absolute (a worker resolves a relative path against its own
+    working folder), symlinks kept as the user named them; a URL as it is; None stays None."""
+    return None if path is None else str(path) if _is_url(path) else os.path.abspath(path)
+
+
 # -- refusals -------------------------------------------------------------------------------------
 
 def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",

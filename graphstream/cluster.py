@@ -46,6 +46,8 @@ SCHEDULER_ENV = "GRAPHSTREAM_SCHEDULER"
 # How long a worker that died may be replaced before its tasks count as failed (dask's own rule: a task
 # whose worker died this many times is marked suspicious and fails).
 ALLOWED_FAILURES = 3
+# How long a scheduler address may take to send dask's handshake before it is called no scheduler.
+PROBE_SECONDS = 5.0
 
 
 class ClusterError(GraphStreamError):
@@ -130,8 +132,10 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
         _probe(config.scheduler)
         try:
             client = Client(config.scheduler, timeout="30s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise ClusterError(f"cannot reach the dask scheduler at {config.scheduler}: {exc}") from exc
+        except Exception as exc:   # OSError, TimeoutError, and TypeError/ValueError of a tls:// without its context
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ClusterError(f"cannot reach the dask scheduler at {config.scheduler}: "
+                               f"{type(exc).__name__}: {first_line}") from exc
         try:
             _prompt_streams(client, cluster_too=False)
             _hint_worker_env(client)
@@ -204,18 +208,50 @@ def _hint_worker_env(client: Client) -> None:
 
 
 def _probe(address: str) -> None:
-    """Fail at once on a refused or unresolvable tcp:// address (dask's client would retry for its whole
-    timeout, 30 s, before saying so); other protocols are left to dask."""
+    """Fail at once on an address that is no dask scheduler's: empty, a web address (the dashboard's),
+    or a tcp:// one that is refused, unresolvable, silent or answers with something else than dask's
+    handshake (dask's client would retry for its whole timeout, hang on a silent listener, or read
+    foreign bytes as a frame length); a tls:// one without dask's TLS settings, or refused. Other
+    protocols are left to dask."""
     import socket
+    import struct
     from urllib.parse import urlsplit
 
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if not address.strip():
+        raise ClusterError("--scheduler: empty address (expected tcp://HOST:PORT)")
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        port = parts.port or 8786
+    except ValueError as exc:
+        raise ClusterError(f"--scheduler {address}: not an address ({exc}); expected tcp://HOST:PORT") from exc
+    if parts.scheme in ("http", "https"):
+        raise ClusterError(f"--scheduler {address}: a web address (the dashboard's?); the scheduler listens "
+                           "on tcp://HOST:PORT (8786 by default)")
+    if parts.scheme == "tls":
+        import dask
+        if not dask.config.get("distributed.comm.tls.ca-file", None):
+            raise ClusterError(f"--scheduler {address}: a tls:// scheduler needs the cluster's TLS files in dask's "
+                               "config (distributed.comm.tls.ca-file, .client.cert, .client.key)")
+        try:   # the client speaks first in TLS: only the connection can be checked here
+            socket.create_connection((parts.hostname, port), timeout=10).close()
+        except OSError as exc:
+            raise ClusterError(f"cannot reach the dask scheduler at {address}: {exc}") from exc
+        return
     if parts.scheme != "tcp" or parts.hostname is None:
         return
     try:
-        socket.create_connection((parts.hostname, parts.port or 8786), timeout=10).close()
+        with socket.create_connection((parts.hostname, port), timeout=10) as conn:
+            conn.settimeout(PROBE_SECONDS)
+            header = conn.recv(8, socket.MSG_WAITALL)   # a scheduler writes its handshake on accept
+    except TimeoutError as exc:
+        raise ClusterError(f"cannot reach the dask scheduler at {address}: it accepts connections but sends no "
+                           f"dask handshake within {PROBE_SECONDS:g} s (the dashboard's port, or another "
+                           "service?)") from exc
     except OSError as exc:
         raise ClusterError(f"cannot reach the dask scheduler at {address}: {exc}") from exc
+    if len(header) < 8 or not 0 < struct.unpack("<Q", header)[0] < 1 << 20:
+        raise ClusterError(f"cannot reach the dask scheduler at {address}: what answers there is not a dask "
+                           "scheduler (its first bytes are no dask handshake)")
 
 
 def _lost_scheduler(client: Client, exc: BaseException) -> ClusterError | None:
@@ -394,9 +430,12 @@ def check_visible(client: Client, *paths: str | os.PathLike) -> None:
     if not local:
         return
     targets = [str(Path(p).resolve()) for p in local]
-    seen = client.run(_missing_paths, targets)
+    try:   # a worker that dies during the check answers with its error: it is gone, dask reruns its tasks
+        seen = client.run(_missing_paths, targets, on_error="return")
+    except Exception as exc:
+        raise (_lost_scheduler(client, exc) or exc) from exc
     for worker, missing in sorted(seen.items()):
-        if missing:
+        if missing and not isinstance(missing, BaseException):
             raise ClusterError(f"worker {worker} cannot see {missing[0]}: every path must be visible to every "
                                "worker (a shared file system, or an fsspec URL); see docs/distributed.md")
 

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_distributed_partition import assert_same_folders
 
@@ -204,3 +205,34 @@ def test_worker_that_cannot_see_the_store(cluster, graph, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot see" in lines[0] and str(graph.resolve()) in lines[0], proc.stderr
     assert not out.exists()
+
+
+def _tree_bytes(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_the_python_api_hands_workers_absolute_paths(cluster, tmp_path, monkeypatch):
+    """Relative paths given to the Python API with a client went to the workers as they were, resolved
+    against the workers' own folder (FileNotFoundError there); and an ingest's store recorded its source
+    as given in process but absolute on a cluster, so the bytes differed."""
+    from distributed import Client
+
+    from graphstream.assemble import build_partitions
+    from graphstream.ingest import ingest
+    from graphstream.partition import partition
+
+    cluster.worker("a")
+    cluster.worker("b")
+    cluster.wait_for_workers(2)
+    work = tmp_path / "client"
+    work.mkdir()
+    monkeypatch.chdir(work)   # not the workers' folder
+    rng = np.random.default_rng(0)
+    np.savetxt("edges.txt", rng.integers(0, 500, (4000, 2)), fmt="%d")
+    ingest("edges.txt", "local.zarr", chunk_size=1000)
+    with Client(cluster.address, timeout="30s") as client:
+        ingest("edges.txt", "remote.zarr", chunk_size=1000, client=client)
+        plan = partition("remote.zarr", 4, "hash", work_dir="wd", client=client)
+        build_partitions("remote.zarr", plan, "parts", client=client)
+    assert _tree_bytes(work / "local.zarr") == _tree_bytes(work / "remote.zarr")
+    assert sorted(p.name for p in (work / "parts").iterdir())[:2] == ["manifest.json", "part-00000"]

@@ -74,12 +74,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._atomic import atomic_dir, check_output, check_outputs_apart, scratch_dir
+from .._atomic import atomic_dir, check_output, check_outputs_apart, for_workers, recorded_path, scratch_dir
 from .._jobs import Job, run_jobs_in_threads
 from .._report import log
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError, whole_number
-from ..store.graph import GraphStore, is_url, open_store
+from ..store.graph import GraphStore, open_store
 from ..store.nodedata import NodeData, open_node_data
 from ..store.partitions_manifest import (
     PartitionsManifest,
@@ -261,6 +261,9 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
     watch = Stopwatch()
     # 0. check the plan, the node data and where the output goes before writing anything
     store = open_store(store)
+    if client is not None:   # the workers' paths
+        store, out_dir, work_dir = open_store(for_workers(store.path)), for_workers(out_dir), for_workers(work_dir)
+        nodes = nodes if isinstance(nodes, NodeData) else for_workers(nodes)
     node_path = nodes.path if isinstance(nodes, NodeData) else nodes
     inputs = {"store": store.path, "nodes": node_path}
     check_outputs_apart({"out_dir": out_dir}, inputs)
@@ -334,8 +337,8 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
             parts=parts,
             halo_hops=halo_hops,
             # provenance: what was split (absolute local paths, URLs as given)
-            extra={"source": {"store": _where(store.path),
-                              "nodes": _where(node_data.path) if isinstance(node_data, NodeData) else None}},
+            extra={"source": {"store": recorded_path(store.path),
+                              "nodes": recorded_path(node_data.path) if isinstance(node_data, NodeData) else None}},
         )
         write_manifest(tmp, manifest)
     log(f"build: {k} parts written to {out_dir} in {watch.seconds:.1f} s "
@@ -367,11 +370,6 @@ def _merge_metrics(plan_metrics: dict[str, Any], measured: dict[str, Any], watch
         "spill_bytes": spill_bytes,
     })
     return merged
-
-
-def _where(path: str | os.PathLike) -> str:
-    path = str(path)
-    return path if is_url(path) else str(Path(path).resolve())
 
 
 def _jsonable(obj: Any) -> Any:

@@ -51,15 +51,12 @@ def add_cluster(parser: argparse.ArgumentParser) -> None:
 def cluster_config(args: argparse.Namespace, *paths: str):
     """The command's :class:`graphstream.cluster.ClusterConfig`; on a cluster, the path arguments named in
     ``paths`` made absolute (a worker would resolve a relative path against its own working folder)."""
-    import os
-
+    from .._atomic import for_workers
     from ..cluster import ClusterConfig
 
     config = ClusterConfig.from_args(args)
     if not config.in_process:
-        def absolute(value):
-            return value if value is None or "://" in str(value) else os.path.abspath(value)
         for name in paths:
             value = getattr(args, name, None)
-            setattr(args, name, [absolute(v) for v in value] if isinstance(value, list) else absolute(value))
+            setattr(args, name, [for_workers(v) for v in value] if isinstance(value, list) else for_workers(value))
     return config

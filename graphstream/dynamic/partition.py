@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import njit
 
-from .._atomic import atomic_dir, check_output
+from .._atomic import atomic_dir, check_output, for_workers, recorded_path
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError
 from ..kernels.bitsets import has_bit, new_bitsets, set_bit
@@ -165,7 +164,7 @@ def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike,
             "format": FORMAT, "version": VERSION, "algorithm": result.algorithm,
             "params": _config_dict(result.config), "num_parts": k, "num_snapshots": snaps.num_snapshots,
             "num_nodes": snaps.num_nodes, "directed": snaps.directed, "keyframe_every": snaps.keyframe_every,
-            "source": _absolute(snaps.path),
+            "source": recorded_path(snaps.path),
             "metrics": {**_json_metrics(result.metrics), "node_replication": node_rf,
                         "write_seconds": watch.seconds},
             "parts": parts_meta,
@@ -222,6 +221,8 @@ def partition_snapshot_store(store: str | os.PathLike, config: PGCConfig, *, alg
                              f"use one of {', '.join(ALGORITHMS)}")
     if not isinstance(config, PGCConfig):
         raise ParameterError(f"config must be a PGCConfig, got {type(config).__name__}")
+    if client is not None:   # the workers' paths
+        store, out = for_workers(store), for_workers(out)
     if out is not None:
         check_output(out, overwrite, inputs={"snapshot store": store})  # fail before the long part
     if client is not None:
@@ -255,7 +256,3 @@ def partition_snapshot_store(store: str | os.PathLike, config: PGCConfig, *, alg
         result.graph.arrays.close()
     return report
 
-
-def _absolute(path: str) -> str:
-    """Local paths are recorded absolute so that the manifest works from any folder."""
-    return path if "://" in path else str(Path(path).resolve())

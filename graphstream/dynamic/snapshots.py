@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
-from .._atomic import atomic_dir, check_output
+from .._atomic import atomic_dir, check_output, for_workers, recorded_path
 from .._report import log, progress
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import InputFormatError, ParameterError, StoreError, whole_number
@@ -348,6 +348,8 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     plus a delta), writing into a temporary sibling of ``out`` that this
     process holds and swaps in (:func:`graphstream.cluster.output_for_tasks`). Same store.
     """
+    if client is not None:   # the workers' paths
+        store_path, out = for_workers(store_path), for_workers(out)
     check_output(out, overwrite, inputs={"input store": store_path})
     if client is not None:
         from dataclasses import replace
@@ -404,7 +406,7 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
                 writer.append(keys, counts)
             writer.close({"t0": spec.t0, "window_a": spec.a, "window_b": spec.b,
                           "window_seconds": spec.seconds, "edge_life": int(edge_life),
-                          "num_events": store.num_edges, "source": store.path})
+                          "num_events": store.num_edges, "source": recorded_path(store.path)})
         watch.lap("build")
     return SnapshotBuildResult(
         path=str(out), num_snapshots=writer.num_snapshots, num_nodes=store.num_nodes,

@@ -181,8 +181,10 @@ def export(parts_dir: str | os.PathLike, out: str | os.PathLike, target: str, *,
     """
     if target not in TARGETS:
         raise ParameterError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
-    from .._atomic import check_output
+    from .._atomic import check_output, for_workers
 
+    if client is not None:   # the workers' paths
+        parts_dir, out = for_workers(parts_dir), for_workers(out)
     check_output(out, overwrite, inputs={"partitioned dataset": parts_dir})  # fail before any work
     module = import_module(f"{__name__}.{target}")
     kwargs: dict[str, Any] = {"overwrite": overwrite, "client": client}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._atomic import check_output, check_outputs_apart
+from .._atomic import check_output, check_outputs_apart, for_workers, recorded_path
 from .._report import progress
 from .._resources import INFO_BYTES_PER_NODE, node_state_shortfall, usable_cores
 from ..errors import InputFormatError, InputNotFoundError, InvalidIdError, ParameterError
@@ -104,6 +104,8 @@ def ingest(source: str | os.PathLike | Sequence[str | os.PathLike], out: str | o
     paths = [str(source)] if isinstance(source, str | os.PathLike) else [str(p) for p in source]
     if not paths:
         raise ParameterError("ingest() needs at least one input file")
+    if client is not None:   # the workers' paths
+        paths, out = [for_workers(p) for p in paths], for_workers(out)
     # 1. check input and output
     for path in paths:
         if not os.path.exists(path):
@@ -148,8 +150,9 @@ def _input_name(i: int, paths: list[str]) -> str:
 
 
 def source_name(paths: Sequence[str]) -> str:
-    """The store's ``source`` attribute: the input file, or the files in order."""
-    return paths[0] if len(paths) == 1 else ", ".join(paths)
+    """The store's ``source`` attribute: the input file, or the files in order (recorded absolute, so
+    that the store's bytes do not depend on the folder the command ran from, nor on a cluster)."""
+    return ", ".join(recorded_path(p) for p in paths)
 
 
 def _plan(path: str, config: IngestConfig) -> IngestPlan:

@@ -50,6 +50,7 @@ import numba
 import numpy as np
 from numba import njit
 
+from .._atomic import for_workers
 from .._report import progress
 from ..errors import ParameterError, finite_number, whole_number
 from ..kernels.hashing import GOLDEN, mix64, py_mix64
@@ -296,6 +297,8 @@ def generate_rmat(out: str | os.PathLike, *, scale: int, edge_factor: int = 16, 
     params = RmatParams(scale=scale, edge_factor=edge_factor, seed=seed, a=a, b=b, c=c)
     chunk_size = whole_number(chunk_size, "chunk_size", 1)
     n, m = params.num_nodes, params.num_edges
+    if client is not None:   # the workers' path
+        out = for_workers(out)
     source = f"rmat:scale={params.scale},edge_factor={params.edge_factor},seed={params.seed}"
     writer = GraphWriter(out, num_nodes=n, directed=not undirected, chunk_size=chunk_size,
                          source=source, overwrite=overwrite, attrs={"generator": params.to_dict()})

@@ -28,7 +28,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._atomic import check_outputs_apart, scratch_dir
+from .._atomic import check_outputs_apart, for_workers, scratch_dir
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError, whole_number
 from .plan import MAX_PARTS, PartitionPlan
@@ -169,6 +169,8 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
     """
     from ..store import open_store  # here: coarse-refine's trial children import this package
     store = open_store(store)
+    if client is not None:   # the workers' paths
+        store, work_dir = open_store(for_workers(store.path)), for_workers(work_dir)
     if work_dir is not None:
         check_outputs_apart({}, {"store": store.path}, {"work_dir": work_dir})
     check_parameters(store, k, algo, seed, balance, params)

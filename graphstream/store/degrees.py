@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
+from .._atomic import for_workers
 from .._report import track
 from ..errors import InvalidIdError, ParameterError
 from .graph import GraphStore, is_url, open_store
@@ -52,7 +53,8 @@ def degree_pass(store: GraphStore | str | os.PathLike, batch_size: int | None = 
     summed by tasks over node ranges. Same numbers.
     """
     store = open_store(store)
-    if client is not None:
+    if client is not None:   # the workers' paths
+        store, work_dir = open_store(for_workers(store.path)), for_workers(work_dir)
         return _degree_pass_on_cluster(client, store, batch_size, work_dir)
     return _count_range(store, 0, store.num_edges, batch_size, progress=True)
 
