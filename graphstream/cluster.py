@@ -270,7 +270,7 @@ def _lost_scheduler(client: Client, exc: BaseException) -> ClusterError | None:
 def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequence[tuple], *,
               unit: str = "task", size: Callable[[tuple], int] | None = None,
               resources: dict | None = None, task_kwargs: Mapping[str, Any] | None = None,
-              cost: Sequence[float] | None = None, **common: Any) -> list[Any]:
+              cost: Sequence[float] | None = None, line: bool = True, **common: Any) -> list[Any]:
     """Run ``fn(*task, **common)`` for every task on the cluster; their results, in the order of ``tasks``.
 
     ``stage`` names the progress bar and the task keys; ``size(task)`` is how
@@ -280,8 +280,10 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
     ``task_kwargs`` go to every task too, whatever their names (a task keyword
     named ``unit``, ``size`` or ``resources`` cannot be given as ``common``).
 
-    ``cost``: the tasks' expected costs, for tasks of very unequal size (one
-    part per task). They are then handed out largest first and only as
+    ``line``: the stage's closing line on stderr (``stage: N units in S s``, what the in-process
+    path's progress writes when stderr is not a terminal); False for steps of a phase that logs its
+    own time (coarse-refine's rounds). ``cost``: the tasks' expected costs, for tasks of very unequal
+    size (one part per task). They are then handed out largest first and only as
     worker threads free up (:func:`run_jobs`).
     """
     check_client(client)
@@ -295,7 +297,7 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
             return []
         run_jobs(client, stage, [Job(str(i), call, tasks[i], (cost[i],), partial(keep, i), units(tasks[i]))
                                  for i in range(len(tasks))],
-                 unit=unit, total=sum(units(t) for t in tasks), resources=resources)
+                 unit=unit, total=sum(units(t) for t in tasks), resources=resources, line=line)
         return results
 
     run_id = uuid.uuid4().hex[:8]   # fresh keys: a shared cluster must not serve another run's results
@@ -310,7 +312,7 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
     from distributed import as_completed
 
     with _stage_guard(client, futures, f"{stage}-{run_id}-"), \
-            progress(sum(units(t) for t in tasks), stage, unit=unit, line=False) as bar:
+            progress(sum(units(t) for t in tasks), stage, unit=unit, line=line) as bar:
         for future in as_completed(futures, loop=client.loop):
             i = index[future.key]
             results[i] = future.result()
@@ -319,7 +321,7 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
 
 
 def run_jobs(client: Client, stage: str, jobs: Sequence[Job], *, unit: str = "task", total: int | None = None,
-             resources: dict | None = None) -> None:
+             resources: dict | None = None, line: bool = True) -> None:
     """Run ``jobs`` and every job they release (:class:`graphstream._jobs.Job`), one per worker thread at
     a time, the next as a thread frees up. Given all at once, the scheduler would queue some on a busy
     worker behind a long task (it assigns up to 1.1 tasks per thread in advance), and a released job
@@ -343,7 +345,7 @@ def run_jobs(client: Client, stage: str, jobs: Sequence[Job], *, unit: str = "ta
     futures = [submit() for _ in range(min(window, len(ready)))]
     with _stage_guard(client, futures, f"{stage}-{run_id}-"), \
             progress(sum(j.units for j in jobs) if total is None else total, stage, unit=unit,
-                     line=False) as bar:
+                     line=line) as bar:
         done = as_completed(futures, loop=client.loop)
         for future in done:
             job = running.pop(future.key)

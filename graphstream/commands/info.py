@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._report import format_bytes, phase_logger
+from .._report import format_bytes, log, phase_logger
 from .._resources import INFO_BYTES_PER_NODE, Stopwatch, check_node_state_fits, peak_rss_bytes
-from ..cluster import cluster_report, open_client
+from ..cluster import ClusterConfig, cluster_report, open_client
 from ..store import open_store
 from .flags import add_cluster, cluster_config
 
@@ -174,6 +174,8 @@ def run(args) -> dict:
     from ..store.verify import detect_kind
     kind = detect_kind(args.store)
     if kind != "graph":   # the other kinds are described from their manifests: nothing to distribute
+        if not ClusterConfig.from_args(args).in_process:
+            log(f"info of {kind.replace('_', ' ')}: no cluster used (described from the manifest, not the edges)")
         describe = {"partitions": partitions_info, "snapshots": snapshots_info, "dynamic_partitions": dynamic_info}
         return describe[kind](args.store)
     cluster = cluster_config(args, "store")

@@ -162,8 +162,8 @@ class Rounds:
 
     def _run(self, stage: str, fn, ranges: list[tuple[int, int]], **common) -> list:
         from ..cluster import run_tasks
-        return run_tasks(self.client, stage, fn, self._pieces(ranges), vs_dir=str(self.vs.path),
-                         block_entries=self.block_entries, **common)
+        return run_tasks(self.client, stage, fn, self._pieces(ranges), line=False,   # the rounds: a phase's steps
+                         vs_dir=str(self.vs.path), block_entries=self.block_entries, **common)
 
     # -- label propagation ----------------------------------------------------------------------
 
