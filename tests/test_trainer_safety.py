@@ -467,7 +467,9 @@ def test_a_worker_error_reaches_the_parent_as_one_line(parts_dir, tmp_path, caps
 
 
 @pytest.mark.parametrize("flag", [["--drift-correction"], ["--no-drift-correction"], ["--proximal", "1"],
-                                  ["--class-weight", "none"], ["--no-average-optimizer-state"]])
+                                  ["--class-weight", "none"], ["--no-average-optimizer-state"],
+                                  ["--mini-batch"], ["--fanout", "5,5"], ["--batch-size", "64"],
+                                  ["--dropout", "0.9"], ["--weight-decay", "0.1"]])
 def test_static_only_flags_are_refused_for_dynamic_models(parts_dir, capsys, flag):
     code, err = train_cli(capsys, parts_dir, "--model", "tgcn", *flag)
     assert code == 2, err

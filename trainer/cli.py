@@ -51,16 +51,16 @@ def configure(p) -> None:
     p.add_argument("--epochs", type=int, default=None, metavar="N", help="epochs (default 200 static, 50 dynamic)")
     p.add_argument("--mini-batch", action="store_true",
                    help="static models: sampled mini-batches (--fanout, --batch-size) instead of full batch")
-    p.add_argument("--fanout", default="25,10", metavar="F1,F2",
+    p.add_argument("--fanout", default=None, metavar="F1,F2",
                    help="with --mini-batch: neighbours sampled per hop, the seeds' hop first, one per layer "
                         "(default 25,10)")
-    p.add_argument("--batch-size", type=int, default=512, metavar="B",
+    p.add_argument("--batch-size", type=int, default=None, metavar="B",
                    help="with --mini-batch: seed (training) nodes per mini-batch (default 512)")
     p.add_argument("--hidden", type=int, default=None, metavar="H",
                    help="hidden size (default 256 static, 64 dynamic)")
     p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
-    p.add_argument("--dropout", type=float, default=0.5, help="static models: dropout probability (default 0.5)")
-    p.add_argument("--weight-decay", type=float, default=5e-4, metavar="WD",
+    p.add_argument("--dropout", type=float, default=None, help="static models: dropout probability (default 0.5)")
+    p.add_argument("--weight-decay", type=float, default=None, metavar="WD",
                    help="static models: L2 weight decay (default 5e-4)")
     p.add_argument("--proximal", type=float, default=None,
                    help="static models: strength of the pull of local models towards the last average (FedProx, "
@@ -124,7 +124,10 @@ def run(args) -> dict:
                                  f"not {args.model}")
         for given, flag in ((args.average_optimizer_state, "--[no-]average-optimizer-state"),
                             (args.drift_correction, "--[no-]drift-correction"), (args.proximal, "--proximal"),
-                            (None if args.class_weight == "auto" else args.class_weight, "--class-weight")):
+                            (None if args.class_weight == "auto" else args.class_weight, "--class-weight"),
+                            (args.mini_batch or None, "--mini-batch"), (args.fanout, "--fanout"),
+                            (args.batch_size, "--batch-size"), (args.dropout, "--dropout"),
+                            (args.weight_decay, "--weight-decay")):
             if given is not None:   # refused rather than ignored, like --checkpoint
                 raise ParameterError(f"{flag} applies to the static models ({', '.join(STATIC_MODELS)}), "
                                      f"not {args.model}")
@@ -139,13 +142,13 @@ def run(args) -> dict:
         return run_dynamic_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                                     threads=args.threads, master_addr=args.master_addr)
     try:
-        fanouts = parse_fanouts(args.fanout)
+        fanouts = parse_fanouts(_default(args.fanout, "25,10"))
     except ValueError as exc:
         raise ParameterError(f"--fanout: {exc}") from exc
     config = TrainConfig(model=args.model, hidden=_default(args.hidden, 256), epochs=_default(args.epochs, 200),
                          sync_every=args.sync_every, mini_batch=args.mini_batch, fanouts=fanouts,
-                         batch_size=args.batch_size, lr=args.lr, dropout=args.dropout,
-                         weight_decay=args.weight_decay, seed=args.seed, device=args.device,
+                         batch_size=_default(args.batch_size, 512), lr=args.lr, dropout=_default(args.dropout, 0.5),
+                         weight_decay=_default(args.weight_decay, 5e-4), seed=args.seed, device=args.device,
                          checkpoint=args.checkpoint, resume=args.resume, overwrite=args.overwrite, metric=args.metric,
                          proximal=args.proximal, class_weight=args.class_weight,
                          drift_correction=_default(args.drift_correction, True),

@@ -241,7 +241,9 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         "test_new_edges": int(np.count_nonzero(pos_was == 0)),
         "test_pairs": int(len(res0.scores["test"][0]) + len(res0.scores["test"][1])),
         "model": config.model, "transfer": config.transfer, "epochs": config.epochs,
-        "mode": "centralized" if centralized else "averaged", "sync_every": config.sync_every,
+        # one whole snapshot store (not a partitions folder) is one model on the whole graph: centralised too
+        "mode": "centralized" if centralized or (manifest is None and len(stores) == 1) else "averaged",
+        "sync_every": config.sync_every,
         "num_parts": len(stores), "workers": workers, "seconds": time.perf_counter() - wall,
         "train_seconds": res0.train_seconds, "sync_seconds": res0.sync_seconds,
         # transfer figures: every worker's under gloo spawn, this worker's alone under torchrun
