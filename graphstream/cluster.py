@@ -438,7 +438,10 @@ def check_visible(client: Client, *paths: str | os.PathLike) -> None:
         raise (_lost_scheduler(client, exc) or exc) from exc
     for worker, missing in sorted(seen.items()):
         if missing and not isinstance(missing, BaseException):
-            raise ClusterError(f"worker {worker} cannot see {missing[0]}: every path must be visible to every "
+            path = Path(missing[0])
+            made = path.name.startswith("graphstream-") or ".tmp-" in path.name   # a scratch or temporary folder
+            shown = f"{path.parent} (where this command made {path.name})" if made else str(path)
+            raise ClusterError(f"worker {worker} cannot see {shown}: every path must be visible to every "
                                "worker (a shared file system, or an fsspec URL); see docs/distributed.md")
 
 

@@ -236,3 +236,18 @@ def test_the_python_api_hands_workers_absolute_paths(cluster, tmp_path, monkeypa
         build_partitions("remote.zarr", plan, "parts", client=client)
     assert _tree_bytes(work / "local.zarr") == _tree_bytes(work / "remote.zarr")
     assert sorted(p.name for p in (work / "parts").iterdir())[:2] == ["manifest.json", "part-00000"]
+
+
+def test_a_worker_that_cannot_see_the_output_folder_is_told_by_its_name(cluster, graph, tmp_path):
+    """The error named only the scratch folder the probe found missing, not the folder the user gave."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    cluster.worker("blind", hide=hidden)
+    cluster.wait_for_workers(1)
+    out = hidden / "out"
+    proc = subprocess.run(_partition(graph, out, "--scheduler", cluster.address), env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"cannot see {hidden} (where this command made graphstream-parts-" in line, line
+    assert not out.exists() and list(hidden.iterdir()) == []
