@@ -128,6 +128,23 @@ def test_the_persistence_baseline_is_scored_on_the_same_pairs(college):
     assert 0.0 <= result["test_new_edges_roc_auc"] <= 1.0
 
 
+def test_an_edge_between_parts_is_evaluated_once(college):
+    """It is in both parts' sequences: pooled, the parts' positives were more than the whole graph's."""
+    from graphstream.dynamic import open_snapshots
+    from trainer.dynamic import _open_sequences, run_sequence
+    from trainer.temporal_models import build_dynamic_model
+
+    graphstream("partition", college / "snap.zarr", "-k", "3", "--algo", "pgc", "--out", college / "pgc3")
+    cfg = DynamicConfig(model="tgcn", hidden=8, epochs=1)
+    model = build_dynamic_model("tgcn", 8, 0)
+    parts, _ = _open_sequences(college / "pgc3")
+    whole = run_sequence(model, open_snapshots(college / "snap.zarr"), CPU, cfg, part=0, epoch=0, train=False)
+    for which in ("val", "test"):
+        pooled = sum(len(run_sequence(model, p, CPU, cfg, part=i, epoch=0, train=False)["scores"][which][0])
+                     for i, p in enumerate(parts))
+        assert pooled == len(whole["scores"][which][0]), which
+
+
 def test_tgcn_learns_on_pgc_parts(college):
     parts = college / "pgc"
     graphstream("partition", college / "snap.zarr", "-k", "2", "--algo", "pgc", "--out", parts)

@@ -71,13 +71,18 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
 
     Returns ``loss`` (mean over train transitions, a tensor with grad when
     ``train``), ``positives`` (train positives, the averaging weight) and
-    per split the positive and negative scores.
+    per split the positive and negative scores. Evaluated (not ``train``),
+    a part's positives are those it owns (:func:`_owned_pairs`), so that an
+    edge between two parts, in both their sequences, counts once when the
+    parts' scores are pooled.
     """
     n = int(store.num_nodes)
     split = Split(int(store.num_snapshots), config.val_fraction, config.test_fraction)
     feeder = SnapshotFeeder(store, device, config.transfer)
     state = model.initial_state(n, device)
     h, previous = None, None
+    # a part of a partitions folder (not a whole store): its evaluated pairs are the ones it owns
+    gids = np.asarray(store.global_ids[:]) if not train and hasattr(store, "owned") else None
     losses, positives = [], 0
     scores: dict[str, tuple[list, list]] = {"train": ([], []), "val": ([], []), "test": ([], [])}
     # the baseline "the pair was an edge of snapshot t - 1", scored on the same pairs (1 or 0)
@@ -95,9 +100,11 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
                     labels = torch.cat([torch.ones_like(ps), torch.zeros_like(ns)])
                     losses.append(F.binary_cross_entropy_with_logits(logits, labels))
                     positives += keys.numel()
-                scores[which][0].append(ps.detach().cpu().numpy())
+                mine = None if train or gids is None else _owned_pairs(store, t, keys, gids)
+                pos = keys if mine is None else keys[mine]
+                scores[which][0].append((ps if mine is None else ps[mine]).detach().cpu().numpy())
                 scores[which][1].append(ns.detach().cpu().numpy())
-                for flags, pairs in zip(persisted[which], (keys, neg), strict=True):
+                for flags, pairs in zip(persisted[which], (pos, neg), strict=True):
                     flags.append(torch.isin(pairs, previous).cpu().numpy().astype(np.float32))
             x, block = snapshot_inputs(keys, n)
             h, state = model.step(x, block, state)
@@ -111,6 +118,17 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
                 for k, (p, q) in lists.items()}
 
     return {"loss": loss, "positives": positives, "scores": joined(scores), "persisted": joined(persisted)}
+
+
+def _owned_pairs(store, t: int, keys: torch.Tensor, gids: np.ndarray) -> torch.Tensor:
+    """Which of snapshot t's pairs (``src * n + dst``, local ids) this part owns: those whose deciding
+    endpoint it owns at t, the source, or for an undirected graph the endpoint of the smaller global id
+    (``gids``: local ids order differently in the two parts)."""
+    n = int(store.num_nodes)
+    local = keys.cpu().numpy()
+    src, dst = local // n, local % n
+    deciding = src if store.directed else np.where(gids[src] <= gids[dst], src, dst)
+    return torch.from_numpy(np.isin(deciding, store.owned(t))).to(keys.device)
 
 
 def train_positives(store, config: DynamicConfig) -> int:
