@@ -173,16 +173,26 @@ def test_split_range_aligns_inner_bounds():
     assert split_range(5, 10) == [(i, i + 1) for i in range(5)]
 
 
+def scheduler_address(file: Path, timeout: float = 60) -> str:
+    """The address in a dask scheduler file once it is written whole: it exists, empty, for a moment first
+    (reading it then failed a run with a JSONDecodeError)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return json.loads(file.read_text())["address"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            if time.monotonic() > end:
+                raise TimeoutError(f"{file}: no scheduler address after {timeout} s") from None
+            time.sleep(0.05)
+
+
 def test_a_lost_scheduler_is_one_error_not_a_hang(tmp_path):
     sched_file = tmp_path / "scheduler.json"
     scheduler = subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                   "--scheduler-file", str(sched_file)], stderr=subprocess.DEVNULL)
     worker = None
     try:
-        deadline = time.time() + 60
-        while not sched_file.exists() and time.time() < deadline:
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+        address = scheduler_address(sched_file)
         worker = subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard",
                                    "--local-directory", str(tmp_path / "w")], stderr=subprocess.DEVNULL)
         with open_client(ClusterConfig(scheduler=address)) as client:
@@ -217,10 +227,7 @@ def test_relative_paths_work_on_workers_started_elsewhere(tmp_path):
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                "--scheduler-file", str(sched_file)], stderr=subprocess.DEVNULL, cwd=elsewhere)]
     try:
-        deadline = time.time() + 60
-        while not sched_file.exists() and time.time() < deadline:
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+        address = scheduler_address(sched_file)
         procs.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
                                       stderr=subprocess.DEVNULL, cwd=elsewhere))
         from distributed import Client

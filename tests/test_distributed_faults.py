@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cluster import scheduler_address
 from test_distributed_partition import assert_same_folders
 
 from graphstream.assemble.distributed import PART_DELAY_ENV
@@ -45,7 +46,7 @@ class Cluster:
         file = root / "scheduler.json"
         self.scheduler = self._start([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
                                       "--no-dashboard", "--scheduler-file", str(file)])
-        self.address = json.loads(_wait_for(file).read_text())["address"]
+        self.address = scheduler_address(file)
 
     def _start(self, cmd: list[str], **env: str) -> subprocess.Popen:
         proc = subprocess.Popen(cmd, env=_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
