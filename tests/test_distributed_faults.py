@@ -239,6 +239,8 @@ def test_the_python_api_hands_workers_absolute_paths(cluster, tmp_path, monkeypa
     assert sorted(p.name for p in (work / "parts").iterdir())[:2] == ["manifest.json", "part-00000"]
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="hiding a folder from one worker needs root and unshare (a mount namespace)")
 def test_a_worker_that_cannot_see_the_output_folder_is_told_by_its_name(cluster, graph, tmp_path):
     """The error named only the scratch folder the probe found missing, not the folder the user gave."""
     hidden = tmp_path / "hidden"
@@ -252,3 +254,21 @@ def test_a_worker_that_cannot_see_the_output_folder_is_told_by_its_name(cluster,
     line = proc.stderr.strip().splitlines()[-1]
     assert f"cannot see {hidden} (where this command made graphstream-parts-" in line, line
     assert not out.exists() and list(hidden.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="hiding a folder from one worker needs root and unshare (a mount namespace)")
+def test_node_data_a_worker_cannot_see_fails_before_the_partitioning(cluster, graph, tmp_path):
+    """It was found at the build, after the whole partition had run."""
+    hidden = tmp_path / "hidden"
+    nodes = hidden / "nodes"
+    nodes.mkdir(parents=True)
+    np.save(nodes / "features.npy", np.zeros((2**14, 2), np.float32))
+    cluster.worker("blind", hide=hidden)
+    cluster.wait_for_workers(1)
+    env = {**_env(), "GRAPHSTREAM_PROGRESS": "1"}   # the stages' lines: none may come before the error
+    proc = subprocess.run(_partition(graph, tmp_path / "out", "--nodes", str(nodes), "--scheduler", cluster.address),
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert f"cannot see {nodes}" in lines[-1] and not any("metrics" in line for line in lines), proc.stderr

@@ -173,6 +173,9 @@ def _run(args, client) -> dict:
             raise ParameterError(f"--nodes {args.nodes}: node data is split into parts only with --out DIR")
         from ..store.nodedata import open_node_data
         open_node_data(args.nodes, store.num_nodes)  # headers only: bad node data fails before partitioning
+        if client is not None:   # the build's tasks read it: a worker that cannot see it fails now, not then
+            from ..cluster import check_visible
+            check_visible(client, args.nodes)
     if args.halo_hops < 1 or (args.halo_hops != 1 and args.out is None):   # before the partitioning's time
         raise ParameterError(f"--halo-hops {args.halo_hops}: expected a whole number >= 1, for the dataset "
                              "built with --out DIR")
