@@ -71,8 +71,9 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
 
     Returns ``loss`` (mean over train transitions, a tensor with grad when
     ``train``), ``positives`` (train positives, the averaging weight) and
-    per split the positive and negative scores. Evaluated (not ``train``),
-    a part's positives are those it owns (:func:`_owned_pairs`), so that an
+    per split the positive and negative scores; evaluated (not ``train``),
+    also ``persisted``: per split, whether each of those pairs was an edge of
+    the snapshot before (1 or 0). Evaluated, a part's positives are those it owns (:func:`_owned_pairs`), so that an
     edge between two parts, in both their sequences, counts once when the
     parts' scores are pooled.
     """
@@ -104,8 +105,9 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
                 pos = keys if mine is None else keys[mine]
                 scores[which][0].append((ps if mine is None else ps[mine]).detach().cpu().numpy())
                 scores[which][1].append(ns.detach().cpu().numpy())
-                for flags, pairs in zip(persisted[which], (pos, neg), strict=True):
-                    flags.append(torch.isin(pairs, previous).cpu().numpy().astype(np.float32))
+                if not train:   # evaluation only: a training pass has no use for it
+                    for flags, pairs in zip(persisted[which], (pos, neg), strict=True):
+                        flags.append(torch.isin(pairs, previous).cpu().numpy().astype(np.float32))
             x, block = snapshot_inputs(keys, n)
             h, state = model.step(x, block, state)
             previous = keys

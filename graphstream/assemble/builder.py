@@ -79,7 +79,7 @@ from .._jobs import Job, run_jobs_in_threads
 from .._report import log
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import ParameterError, whole_number
-from ..store.graph import GraphStore, open_store
+from ..store.graph import GraphStore, open_store, store_for_workers
 from ..store.nodedata import NodeData, open_node_data
 from ..store.partitions_manifest import (
     PartitionsManifest,
@@ -262,7 +262,7 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
     # 0. check the plan, the node data and where the output goes before writing anything
     store = open_store(store)
     if client is not None:   # the workers' paths
-        store, out_dir, work_dir = open_store(for_workers(store.path)), for_workers(out_dir), for_workers(work_dir)
+        store, out_dir, work_dir = store_for_workers(store), for_workers(out_dir), for_workers(work_dir)
         nodes = nodes if isinstance(nodes, NodeData) else for_workers(nodes)
     node_path = nodes.path if isinstance(nodes, NodeData) else nodes
     inputs = {"store": store.path, "nodes": node_path}

@@ -167,10 +167,10 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
     Raises:
         ParameterError: bad k, empty graph, unknown algorithm or parameter.
     """
-    from ..store import open_store  # here: coarse-refine's trial children import this package
+    from ..store.graph import open_store, store_for_workers  # here: coarse-refine's trial children import this package
     store = open_store(store)
     if client is not None:   # the workers' paths
-        store, work_dir = open_store(for_workers(store.path)), for_workers(work_dir)
+        store, work_dir = store_for_workers(store), for_workers(work_dir)
     if work_dir is not None:
         check_outputs_apart({}, {"store": store.path}, {"work_dir": work_dir})
     check_parameters(store, k, algo, seed, balance, params)

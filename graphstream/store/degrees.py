@@ -13,7 +13,7 @@ from numba import njit
 from .._atomic import for_workers
 from .._report import track
 from ..errors import InvalidIdError, ParameterError
-from .graph import GraphStore, is_url, open_store
+from .graph import GraphStore, is_url, open_store, store_for_workers
 from .stream import EdgeBatch
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def degree_pass(store: GraphStore | str | os.PathLike, batch_size: int | None = 
     """
     store = open_store(store)
     if client is not None:   # the workers' paths
-        store, work_dir = open_store(for_workers(store.path)), for_workers(work_dir)
+        store, work_dir = store_for_workers(store), for_workers(work_dir)
         return _degree_pass_on_cluster(client, store, batch_size, work_dir)
     return _count_range(store, 0, store.num_edges, batch_size, progress=True)
 

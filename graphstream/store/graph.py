@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
-from .._atomic import AtomicOutput, disk_full
+from .._atomic import AtomicOutput, disk_full, for_workers
 from ..errors import (
     CorruptDataError,
     DiskFullError,
@@ -258,6 +258,13 @@ def open_group(path: str, noun: str) -> zarr.Group:
         return zarr.open_group(path, mode="r")
     except Exception as exc:  # zarr raises several types for "not a group"
         raise StoreError(f"{path}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
+
+
+def store_for_workers(store: GraphStore) -> GraphStore:
+    """``store`` under the path dask workers are given (:func:`graphstream._atomic.for_workers`: absolute),
+    opened again only when that is not already its path."""
+    path = for_workers(store.path)
+    return store if path == store.path else open_store(path)
 
 
 def open_store(path: str | os.PathLike | GraphStore) -> GraphStore:
