@@ -290,6 +290,21 @@ def recover_leftovers(final: PathLike) -> list[str]:
     return done
 
 
+def clear_after_writers(final: PathLike) -> list[str]:
+    """Tidy ``final`` once the other processes that wrote it have ended (a launcher's workers,
+    which may have been killed mid-write): take its lock, clear their leftovers (see
+    :func:`recover_leftovers`) and release it, which also removes a lock file a killed writer left.
+    Nothing is done while another run holds the lock, or where the folder is gone."""
+    final = Path(final)
+    if not final.parent.is_dir():
+        return []
+    try:
+        with output_lock(final):
+            return recover_leftovers(final)
+    except OutputLockedError:
+        return []
+
+
 # -- atomic replacement ----------------------------------------------------------------------------
 
 def remove_path(path: PathLike) -> None:

@@ -25,6 +25,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from graphstream._atomic import atomic_file  # noqa: E402
 from graphstream.cli import main  # noqa: E402
 from graphstream.errors import (  # noqa: E402
     DiskFullError,
@@ -540,6 +541,26 @@ def test_sigterm_to_the_parent_alone_ends_its_workers(parts_dir, tmp_path):
     before = ck.stat().st_mtime_ns
     time.sleep(1.0)
     assert ck.stat().st_mtime_ns == before and not (tmp_path / ".ck.pt.lock").exists()
+
+
+def killed_mid_save(rank: int, world: int, path: str) -> None:
+    """Run in each spawned worker: rank 0 dies (SIGKILL, as a worker stopped past its grace) while it
+    writes ``path``, holding the lock and a temporary file."""
+    if rank == 0:
+        with atomic_file(path) as tmp:
+            Path(tmp).write_bytes(b"half a checkpoint")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_killed_mid_save_leaves_nothing_beside_the_checkpoint(tmp_path):
+    """A worker stopped while it saved left .NAME.lock (and its .NAME.tmp-*) beside the checkpoint:
+    the launcher clears them once its workers have ended (a CI run of the SIGTERM test above hit this)."""
+    ck = tmp_path / "ck.pt"
+    ck.write_bytes(b"the previous checkpoint")
+    with pytest.raises(Exception, match="SIGKILL|signal"):
+        launch(killed_mid_save, 2, (str(ck),), threads_per_worker=1, outputs=(str(ck),))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.pt"]
+    assert ck.read_bytes() == b"the previous checkpoint"
 
 
 def _parts_without_training_nodes_in(part: int | None):

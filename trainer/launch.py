@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from graphstream import errors
+from graphstream._atomic import clear_after_writers
 from graphstream.errors import GraphStreamError, ParameterError
 
 LOOPBACK = "127.0.0.1"
@@ -219,7 +220,7 @@ def _stop_workers(processes: Sequence, grace: float = STOP_GRACE_SECONDS) -> Non
 
 def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "gloo",
            threads_per_worker: int | None = None, master_addr: str | None = None,
-           result_types: Sequence[type] = ()) -> list[Any]:
+           result_types: Sequence[type] = (), outputs: Sequence[str] = ()) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` workers; return their results by rank.
 
     ``fn`` must be importable (spawned workers re-import it). With one worker,
@@ -227,6 +228,9 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
     (besides tensors, numeric numpy arrays and plain containers) that ``fn``'s
     results hold, admitted when they are read back. ``master_addr``: the
     address the rendezvous listens on (default 127.0.0.1, this machine only).
+    ``outputs``: files the workers write (atomically, under their lock); once
+    spawned workers have ended, what one stopped mid-write left beside them
+    (its temporary file, its lock file) is cleared.
     """
     if world_size < 1:
         raise ParameterError(f"--workers {world_size}: expected a whole number >= 1")
@@ -268,6 +272,8 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
                 spawn_log.setLevel(level)
                 if context is not None:
                     _stop_workers(context.processes)   # this process unwinds (SIGTERM, Ctrl-C, an error)
+                    for path in outputs:   # a worker killed in a save leaves its temporary and lock files
+                        clear_after_writers(path)
                 for path in context.error_files if context is not None else ():
                     Path(path).unlink(missing_ok=True)
             return [load_result(Path(out_dir) / f"rank{r}.pt", result_types) for r in range(world_size)]

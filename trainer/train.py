@@ -661,7 +661,8 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
     backend = "nccl" if device.type == "cuda" else "gloo"
     payload = parts if not isinstance(source, (str, os.PathLike)) else str(source)
     results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads,
-                     master_addr=master_addr, result_types=(WorkerResult,))
+                     master_addr=master_addr, result_types=(WorkerResult,),
+                     outputs=(config.checkpoint, f"{config.checkpoint}.best") if config.checkpoint else ())
     if results[0] is None:   # a non-zero torchrun rank: worker 0 reports
         return {"rank": next(r.rank for r in results if r is not None), "workers": workers}
     out = dict(results[0].summary, mode="averaged", sync_every=config.sync_every)
