@@ -6,6 +6,7 @@ contents (damage to metadata that no reader uses, e.g. an unused fill value, cha
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from graphstream import GraphWriter, open_partitions, open_store
 from graphstream.assemble import build_partitions
 from graphstream.errors import CorruptDataError, GraphStreamError
 from graphstream.partition.plan import PartitionPlan
-from graphstream.store import open_snapshots
+from graphstream.store import PartitionsError, open_snapshots
 from graphstream.store.integrity import file_digest, seal
 from graphstream.store.verify import verify
 
@@ -245,18 +246,68 @@ def test_version1_store_readable_and_says_unchecked(tmp_path):
     assert report["ok"] and report["version"] == 1 and not report["checksums"] and "note" in report
 
 
+@pytest.mark.parametrize("damaged", ["degree.npy", "global_ids.npy"])
+def test_verify_names_the_damaged_file_only(outputs, tmp_path, damaged):
+    """A flipped byte in a part's degree.npy was reported, and then its nodes as "owned by no part" too:
+    the part's ownership is read from its global_ids.npy, checked on its own (and not judged when that
+    file is the damaged one)."""
+    path = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], path)
+    _damage(path / "part-00001" / damaged, "flip")
+    with pytest.raises(CorruptDataError) as caught:
+        verify(path)
+    problems = caught.value.report.problems
+    assert len(problems) == 1 and damaged in problems[0] and "part 1" in problems[0], problems
+
+
 def test_version1_partitions_readable(outputs, tmp_path):
     path = tmp_path / "parts"
     shutil.copytree(outputs["partitions"][0], path)
+    _as_version1(path)
+    dataset = open_partitions(path)
+    assert not dataset.info.checksums
+    assert _same(_read_partitions(path), _read_partitions(outputs["partitions"][0]))
+
+
+def _as_version1(path: Path) -> None:
     doc = json.loads((path / "manifest.json").read_text())
     doc.pop("crc32c")
     doc["version"] = 1
     for entry in doc["parts"]:
         entry.pop("files")
     (path / "manifest.json").write_text(json.dumps(doc))
-    dataset = open_partitions(path)
-    assert not dataset.info.checksums
-    assert _same(_read_partitions(path), _read_partitions(outputs["partitions"][0]))
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda a: a[:, :3].copy(), "rows of shape (3,)"),                 # fewer feature columns than part 0
+    (lambda a: a.astype(np.float64), "features must be float32 or float16"),
+    (lambda a: a.astype("U8"), "features must be float32 or float16, got <U8"),
+])
+def test_version1_node_data_unlike_part_0_refused(outputs, tmp_path, change, named):
+    """A version 1 dataset (no checksums) whose part 1 holds features of another width or dtype was
+    exported as it was (PyG parts of 3 and 8 columns), or crashed the export with a traceback; verify
+    passed it. open_partitions now holds every part's node data to the folder's rules and to part 0's."""
+    path = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], path)
+    _as_version1(path)
+    file = path / "part-00001" / "features.npy"
+    np.save(file, change(np.load(file)))
+    with pytest.raises(PartitionsError, match=re.escape(named)):
+        open_partitions(path)
+    for proc in (_cli("verify", path), _cli("export", path, "--to", "pyg", tmp_path / "pyg")):
+        assert proc.returncode == 2 and "part 1" in proc.stderr and "features" in proc.stderr, proc.stderr
+    assert not (tmp_path / "pyg").exists()
+
+
+def test_version1_float_labels_refused(outputs, tmp_path):
+    """Float labels were cast to int64 by the export (3.7 -> 3) with exit 0."""
+    path = tmp_path / "parts"
+    shutil.copytree(outputs["partitions"][0], path)
+    _as_version1(path)
+    for part in sorted(path.glob("part-*")):
+        np.save(part / "labels.npy", np.load(part / "labels.npy").astype(np.float32) + 0.7)
+    with pytest.raises(PartitionsError, match="labels must be integers"):
+        open_partitions(path)
 
 
 # -- the CLI: exit 2 with one line naming the damage -------------------------------------------

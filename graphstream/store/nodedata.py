@@ -140,7 +140,7 @@ class NodeData:
             if not file.is_file():
                 continue
             arr = NodeArray.from_npy(file, name)
-            _check_kind(arr, num_nodes)
+            check_node_array(arr, num_nodes)
             arrays[name] = arr
         if require_features and FEATURES not in arrays:
             found = sorted(p.name for p in folder.glob("*.npy"))
@@ -190,7 +190,8 @@ def describe_npy(path: str | os.PathLike, name: str) -> NodeArray:
     return NodeArray.from_npy(path, name)
 
 
-def _check_kind(arr: NodeArray, num_nodes: int) -> None:
+def check_node_array(arr: NodeArray, num_nodes: int) -> None:
+    """One node data file's rows, dtype and shape as its kind (features, labels, a mask) allows."""
     where = arr.path
     if arr.num_rows != num_nodes:
         raise NodeDataError(f"{where}: {arr.name} has {arr.num_rows} rows, the graph has {num_nodes} nodes")

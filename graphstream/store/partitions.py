@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import GraphStreamError
 from .integrity import FileDigest, check_file, check_file_size
-from .nodedata import MASK_SUFFIX, read_npy_header
+from .nodedata import MASK_SUFFIX, NodeArray, check_node_array, read_npy_header
 from .partitions_manifest import (
     FORMAT,
     REQUIRED_FILES,
@@ -215,8 +215,12 @@ def _header(part_dir: Path, name: str, where: str) -> tuple[np.dtype, tuple[int,
     return dtype, shape
 
 
-def _check_part(folder: Path, i: int, entry: PartEntry, node_files: tuple[str, ...] | None) -> Part:
-    """The part's files against its manifest entry: headers, shapes, integer dtypes, node data rows."""
+NodeLayout = dict[str, tuple[np.dtype, tuple[int, ...]]]   # node data file -> (dtype, shape of a row)
+
+
+def _check_part(folder: Path, i: int, entry: PartEntry, first: NodeLayout | None) -> tuple[Part, NodeLayout]:
+    """The part's files against its manifest entry (headers, shapes, integer dtypes, node data rows),
+    and its node data against part 0's (``first``): the same files, dtypes and row shapes."""
     part_dir = folder / entry.path
     where = f"{folder}: part {i} ({entry.path})"
     if not part_dir.is_dir():
@@ -232,13 +236,24 @@ def _check_part(folder: Path, i: int, entry: PartEntry, node_files: tuple[str, .
             raise PartitionsError(f"{where}: {name}.npy has dtype {dtype}, expected integers")
     present = tuple(n for n in NODE_FILES if (part_dir / f"{n}.npy").is_file()) + tuple(
         sorted(p.name[:-4] for p in part_dir.glob(f"*{MASK_SUFFIX}.npy")))
-    if node_files is not None and present != node_files:
-        raise PartitionsError(f"{where}: node data files {list(present)} differ from part 0's {list(node_files)}")
+    if first is not None and present != tuple(first):
+        raise PartitionsError(f"{where}: node data files {list(present)} differ from part 0's {list(first)}")
+    layout: NodeLayout = {}
     for name in present:
         _, shape = _header(part_dir, name, where)
         if not shape or shape[0] != n_local:
             raise PartitionsError(f"{where}: {name}.npy has {shape[0] if shape else 0} rows, "
                                   f"the part has {n_local} nodes")
+        # the node data folder's own rules (an older layout has no checksums to stand in for them)
+        try:
+            arr = NodeArray.from_npy(part_dir / f"{name}.npy", name)
+            check_node_array(arr, n_local)
+        except GraphStreamError as exc:
+            raise PartitionsError(f"{where}: {exc}") from exc
+        layout[name] = (arr.dtype, arr.row_shape)
+        if first is not None and layout[name] != first[name]:
+            raise PartitionsError(f"{where}: {name}.npy has dtype {arr.dtype} and rows of shape {arr.row_shape}, "
+                                  f"part 0's has {first[name][0]} and {first[name][1]}")
     if entry.files is not None:
         # Cheap checks at open (a stat per file); the CRC-32C is checked when a file is read.
         on_disk = sorted(p.name for p in part_dir.glob("*.npy"))
@@ -249,7 +264,8 @@ def _check_part(folder: Path, i: int, entry: PartEntry, node_files: tuple[str, .
         for name, digest in entry.files.items():
             check_file_size(part_dir / name, digest, where)
     return Part(path=part_dir, index=i, num_inner=entry.num_inner, num_halo=entry.num_halo,
-                num_edges=entry.num_edges, num_train=entry.num_train, node_files=present, files=entry.files)
+                num_edges=entry.num_edges, num_train=entry.num_train, node_files=present,
+                files=entry.files), layout
 
 
 def open_partitions(path: str | os.PathLike) -> PartitionedDataset:
@@ -258,7 +274,8 @@ def open_partitions(path: str | os.PathLike) -> PartitionedDataset:
     Guarantees, once it returns: the manifest is valid, the parts' inner
     counts sum to ``num_nodes``, every part has its four CSR files with the
     shapes the manifest implies (integer dtypes, not truncated), and every
-    part has the same node data files, one row per local node.
+    part has the same node data files, one row per local node, with the
+    dtypes and row shapes the node data folder allows, the same in every part.
 
     Raises :class:`PartitionsError` (a :class:`GraphStreamError`) naming the
     part when the manifest or a part is missing, truncated or inconsistent.
@@ -266,10 +283,10 @@ def open_partitions(path: str | os.PathLike) -> PartitionedDataset:
     folder = Path(path)
     info = read_manifest(folder)
     parts: list[Part] = []
-    node_files: tuple[str, ...] | None = None
+    first: NodeLayout | None = None
     for i, entry in enumerate(info.parts):
-        part = _check_part(folder, i, entry, node_files)
-        node_files = part.node_files
+        part, layout = _check_part(folder, i, entry, first)
+        first = layout if first is None else first
         parts.append(part)
     return PartitionedDataset(folder, info, parts)
 

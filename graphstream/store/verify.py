@@ -225,6 +225,14 @@ def _verify_dynamic_partitions(path: str, report: VerifyReport) -> None:
 
 # -- the partitioned dataset ------------------------------------------------------------------
 
+def _mark_owned(owned: np.ndarray, inner, where: str, report: VerifyReport) -> None:
+    inner = np.asarray(inner)
+    inner = inner[(inner >= 0) & (inner < owned.size)]
+    if bool(np.any(owned[inner])) or len(np.unique(inner)) != len(inner):
+        report.problem(f"{where}: owns nodes that another part (or this one) already owns")
+    owned[inner] = True
+
+
 def _verify_partitions(path: str, report: VerifyReport) -> None:
     from .partitions import open_partitions
     dataset = open_partitions(path)
@@ -232,6 +240,7 @@ def _verify_partitions(path: str, report: VerifyReport) -> None:
     report.version, report.checksums = info.version, info.checksums
     report.items.update(parts=len(dataset), num_nodes=info.num_nodes, num_edges=info.num_edges)
     owned = np.zeros(info.num_nodes, dtype=np.bool_)
+    ownership_known = True   # a part whose global_ids.npy is damaged says nothing about what it owns
     for part, entry in zip(dataset, info.parts, strict=True):
         where = f"{path}: part {part.index} ({part.path.name})"
         damaged = False
@@ -247,10 +256,14 @@ def _verify_partitions(path: str, report: VerifyReport) -> None:
             except CorruptDataError as exc:
                 report.problem(str(exc))
                 damaged = True
+                ownership_known &= name != "global_ids.npy"
                 continue
             report.files += 1
             report.bytes_checked += digest.size
         if damaged:
+            if ownership_known:   # its other files are damaged, not its ownership: count its nodes owned
+                _mark_owned(owned, np.load(Path(part.path) / "global_ids.npy", mmap_mode="r")[:part.num_inner],
+                            where, report)
             continue
         raw = Path(part.path)
 
@@ -271,11 +284,7 @@ def _verify_partitions(path: str, report: VerifyReport) -> None:
         global_ids = load("global_ids")
         for a in range(0, len(global_ids), BLOCK):
             _check_ids(f"{where}: global_ids", a, np.asarray(global_ids[a:a + BLOCK]), info.num_nodes, report)
-        inner = np.asarray(global_ids[:part.num_inner])
-        inner = inner[(inner >= 0) & (inner < info.num_nodes)]
-        if bool(np.any(owned[inner])) or len(np.unique(inner)) != len(inner):
-            report.problem(f"{where}: owns nodes that another part (or this one) already owns")
-        owned[inner] = True
+        _mark_owned(owned, global_ids[:part.num_inner], where, report)
         degree = load("degree")
         if len(degree) and int(np.min(degree)) < 0:
             report.problem(f"{where}: degree.npy holds negative degrees")
@@ -285,5 +294,5 @@ def _verify_partitions(path: str, report: VerifyReport) -> None:
             if name.endswith("_mask") and load(name).dtype != np.bool_:
                 report.problem(f"{where}: {name}.npy has dtype {load(name).dtype}, expected bool")
     missing = info.num_nodes - int(np.count_nonzero(owned))
-    if missing:
+    if missing and ownership_known:
         report.problem(f"{path}: {missing} nodes are owned by no part")
