@@ -128,6 +128,10 @@ def test_stream_rejects_negative_bounds_and_stops_early(tmp_path):
     store = write(tmp_path / "g.zarr", src, dst, chunk_size=100)
     with pytest.raises(ParameterError):
         list(store.stream(start=-1))
+    # batch_size 0 was read as "one chunk"; a negative one was numpy's ValueError, 2.5 a TypeError
+    for bad in (0, -5, 2.5):
+        with pytest.raises(ParameterError, match="batch_size"):
+            store.stream(batch_size=bad)
     # Leaving the loop early must not hang or leak (the prefetch pool shuts down).
     for i, batch in enumerate(store.stream(batch_size=100, prefetch=4)):
         if i == 3:

@@ -132,7 +132,7 @@ def open_edge_parts(path: str | os.PathLike) -> zarr.Array:
 def stream_with_parts(store: GraphStore, parts: zarr.Array, batch_size: int | None = None,
                       start: int = 0, stop: int | None = None) -> Iterator[tuple]:
     """Yield ``(batch, part_batch)`` pairs of edges [start, stop): edges and their parts, both prefetched."""
-    bs = batch_size or store.chunk_size
+    bs = store.chunk_size if batch_size is None else batch_size
     stop = store.num_edges if stop is None else stop
     # the reader names its non-id column "time"; here it carries part[e]
     part_stream = stream_edges({"time": parts}, start, stop, bs, prefetch=2)

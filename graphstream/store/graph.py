@@ -231,8 +231,10 @@ class GraphStore:
             raise ParameterError(f"{self.path}: start and stop must be >= 0, got {start} and {stop}")
         stop = self.num_edges if stop is None else min(stop, self.num_edges)
         start = min(start, stop)
+        # 0 was read as "default" (one chunk): a caller's arithmetic gone to zero said nothing
+        batch_size = self.chunk_size if batch_size is None else whole_number(batch_size, "batch_size", minimum=1)
         arrays = {c: self.array(c) for c in columns}
-        return stream_edges(arrays, start, stop, batch_size or self.chunk_size, prefetch)
+        return stream_edges(arrays, start, stop, batch_size, prefetch)
 
     def to_dask(self, column: str = "src"):
         """A dask array over one column, one dask chunk per zarr chunk, read with the stream's checks
