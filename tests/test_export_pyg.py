@@ -169,6 +169,16 @@ def test_unknown_target_missing_dataset_existing_output(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_part_without_nodes_refused_for_pyg(tmp_path, capsys):
+    """It was exported with exit 0, and torch_geometric's LocalFeatureStore.from_partition then failed
+    on that part (max() of no ids): refused before anything is written, naming the part."""
+    edges = np.array([[0, 1], [1, 2], [2, 3]])
+    parts = write_parts(tmp_path / "parts", 4, edges, np.array([0, 0, 2, 2]))   # part 1 owns nothing
+    assert run_cli("export", parts, "--to", "pyg", tmp_path / "pyg") == 2
+    assert "part 1 owns no nodes" in capsys.readouterr().err
+    assert not (tmp_path / "pyg").exists()
+
+
 def test_json_output_and_overwrite(tmp_path, capsys):
     parts, src = toy_dataset(tmp_path / "parts")
     out = tmp_path / "pyg"
@@ -345,3 +355,15 @@ def test_pyg_real_spring_partitions(real_root, name):
     for p in stores:
         before, after = train_pyg_part(out, stores, p)
         assert math.isfinite(before) and math.isfinite(after) and after < before, (p, before, after)
+
+
+def test_dgl_halo_in_reach():
+    """The DGL export's part graph keeps the inner nodes and the halo nodes their rows name (the outer
+    hops of a --halo-hops 2 part would be isolated there), renumbered in order."""
+    from graphstream.export.dgl import halo_in_reach
+
+    src = np.array([1, 5, 0, 3, 5, 2])         # 3 inner nodes (0..2); halo 3..6, of which 4 and 6 unnamed
+    new_src, local = halo_in_reach(src, 3, 7)
+    assert local.tolist() == [0, 1, 2, 3, 5] and new_src.tolist() == [1, 4, 0, 3, 4, 2]
+    same, every = halo_in_reach(np.array([3, 4, 0]), 3, 5)   # one hop: every halo node named, unchanged
+    assert same.tolist() == [3, 4, 0] and every.tolist() == [0, 1, 2, 3, 4]

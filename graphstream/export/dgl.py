@@ -142,8 +142,8 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
         log(note)
     if dataset.info.halo_hops > 1:   # the halo rows' edges would need their owners' edge ids: not exported
         log(f"the parts hold complete rows {dataset.info.halo_hops - 1} hop(s) beyond their inner nodes "
-            f"(--halo-hops {dataset.info.halo_hops}); the DistDGL export holds the inner rows' edges only "
-            "(halo_hops 1)")
+            f"(--halo-hops {dataset.info.halo_hops}); the DistDGL export holds the inner rows' edges and the "
+            "halo nodes they reach only (halo_hops 1)")
     log(f"exported {k} parts to DistDGL format: {out / (name + '.json')}")
     return ExportResult(target="dgl", out=str(out), entry=str(out / f"{name}.json"), num_parts=k,
                         num_nodes=int(dataset.num_nodes), num_edges=int(maps.edge_offsets[-1]),
@@ -159,10 +159,13 @@ def write_part(part: Part, folder: Path, new_id: np.ndarray, owner: np.ndarray, 
     p = part.index
     part_dir = folder / f"part{p}"
     part_dir.mkdir()
-    ni, n_local = part.num_inner, part.num_nodes
-    gids = np.asarray(part.global_ids, dtype=np.int64)
-    # Step 2: the part's graph, local ids as in our CSR.
+    ni = part.num_inner
+    # Step 2: the part's graph, local ids as in our CSR; with --halo-hops above 1 only the halo nodes
+    # the inner rows' edges reach (the outer hops, held for their rows, would be isolated nodes here).
     src, dst = inner_edges(part)
+    src, local = halo_in_reach(src, ni, part.num_nodes)
+    gids = np.asarray(part.global_ids, dtype=np.int64)[local]
+    n_local = gids.size
     g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n_local, idtype=torch.int64)
     g.ndata[dgl.NID] = torch.from_numpy(np.asarray(new_id[gids]))
     inner = np.zeros(n_local, dtype=np.uint8)
@@ -184,7 +187,19 @@ def write_part(part: Part, folder: Path, new_id: np.ndarray, owner: np.ndarray, 
     save_tensors(str(part_dir / "node_feat.dgl"), feats)
     save_tensors(str(part_dir / "edge_feat.dgl"), {})
     save_tensors(str(part_dir / "orig_nids.dgl"), {NTYPE: torch.from_numpy(gids[:ni].copy())})
-    return {"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)}
+    return {"num_inner": ni, "num_halo": n_local - ni, "num_edges": inner_num_edges(part)}
+
+
+def halo_in_reach(src: np.ndarray, num_inner: int, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``src`` renumbered over the inner nodes and the halo nodes it names, and those nodes' old local
+    ids (ascending, so the inner nodes come first and the halo stays in global id order). At one hop
+    every halo node feeds an inner node, and both come back unchanged."""
+    halo = np.unique(src[src >= num_inner])
+    if halo.size == num_nodes - num_inner:
+        return src, np.arange(num_nodes, dtype=np.int64)
+    new_local = np.arange(num_inner, dtype=np.int64)
+    src = np.where(src < num_inner, src, num_inner + np.searchsorted(halo, src))
+    return src, np.concatenate([new_local, halo])
 
 
 def export_part(p: int, edge_lo: int, parts_dir: str, folder: str, new_id_path: str, owner_path: str,

@@ -75,6 +75,10 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, client: Clien
     torch = _import_torch()
     dataset = open_for_export(parts_dir)
     k, n = len(dataset), dataset.num_nodes
+    empty = [part.index for part in dataset if part.num_inner == 0]
+    if empty:   # torch_geometric's LocalFeatureStore.from_partition fails on one (max() of no ids)
+        raise GraphStreamError(f"{parts_dir}: part {empty[0]} owns no nodes ({len(empty)} such parts of {k}); "
+                               "PyG cannot load a partition without nodes: partition into fewer parts")
     maps = id_maps(dataset)
     num_edges = int(maps.edge_offsets[-1])
     names, missing = node_data_names(dataset[0])

@@ -382,3 +382,29 @@ def test_export_on_a_cluster_is_the_same_files(tmp_path, monkeypatch):
     check_dgl_partitions(tmp_path / "dgl-cluster" / config.name, parts, src["features"], src["labels"],
                          {"train_mask": src["train_mask"], "val_mask": src["val_mask"]},
                          expected=expected_edges(src), monkeypatch=monkeypatch)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_halo_hops_two_exports_the_one_hop_partitions(tmp_path, directed):
+    """A --halo-hops 2 dataset's DGL export said halo_hops 1 and held the inner rows' edges only, but
+    each part graph had every 2-hop halo node too, isolated: it now holds what the 1-hop dataset's does."""
+    from graphstream import GraphWriter, open_store
+    from graphstream.assemble import build_partitions
+    from graphstream.partition.plan import PartitionPlan
+
+    rng = np.random.default_rng(3)
+    n, m, k = 200, 700, 4
+    with GraphWriter(tmp_path / "g.zarr", num_nodes=n, directed=directed, chunk_size=128) as w:
+        w.append(rng.integers(0, n, m), rng.integers(0, n, m))
+    store = open_store(tmp_path / "g.zarr")
+    owner = rng.integers(0, k, n)
+    loaded = {}
+    for hops in (1, 2):
+        build_partitions(store, PartitionPlan("test", k, owner), tmp_path / f"parts{hops}", halo_hops=hops)
+        config = export_dgl(tmp_path / f"parts{hops}", tmp_path / f"dgl{hops}")
+        loaded[hops] = [load_partition(str(config), p)[0] for p in range(k)]
+    for one, two in zip(loaded[1], loaded[2], strict=True):
+        assert one.num_nodes() == two.num_nodes() and one.num_nodes() < n
+        assert all(torch.equal(a, b) for a, b in zip(one.edges(), two.edges(), strict=True))
+        for key in one.ndata.keys():
+            assert torch.equal(one.ndata[key], two.ndata[key]), key
