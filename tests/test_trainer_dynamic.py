@@ -157,6 +157,15 @@ def test_tgcn_learns_on_pgc_parts(college):
         run_dynamic_training(parts, DynamicConfig(), workers=3)
 
 
+def test_two_workers_when_one_holds_no_evaluation_pairs(college):
+    """--algo snapshot cuts the sequence by time: the middle part holds no val or test snapshot, its
+    worker's score arrays are empty, and reading them back ended a valid run with a traceback."""
+    parts = college / "by-time"
+    graphstream("partition", college / "snap.zarr", "-k", "3", "--algo", "snapshot", "--out", parts)
+    out = run_dynamic_training(parts, DynamicConfig(model="tgcn", hidden=4, epochs=1), workers=2, threads=1)
+    assert out["workers"] == 2 and out["test_auc"] is not None
+
+
 @pytest.mark.gpu
 def test_delta_on_gpu_equals_full(college):
     store = open_snapshots(college / "snap.zarr")

@@ -157,7 +157,8 @@ def _numpy_result_globals() -> list:
              np.float16, np.float32, np.float64)
     reconstruct = np.zeros(0).__reduce__()[0]        # numpy.(_)core.multiarray._reconstruct
     scalar = np.float64(0).__reduce__()[0]           # numpy.(_)core.multiarray.scalar
-    return [reconstruct, scalar, np.ndarray, np.dtype, *(type(np.dtype(k)) for k in kinds)]
+    # bytes: pickle's protocol 2 writes an empty array's data (an evaluation split without pairs) as bytes()
+    return [reconstruct, scalar, np.ndarray, np.dtype, bytes, *(type(np.dtype(k)) for k in kinds)]
 
 
 def load_result(path: str | os.PathLike, result_types: Sequence[type] = ()) -> Any:
