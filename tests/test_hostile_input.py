@@ -340,6 +340,19 @@ def test_a_window_wider_than_the_time_span_is_one_snapshot(tmp_path):
     from graphstream.dynamic.snapshots import WindowSpec
     spec = WindowSpec.make(100, 5_000, 1e23, None)
     assert spec.num_windows == 1 and spec.index(np.array([100, 5_000])).tolist() == [0, 0]
+    assert spec.seconds == 1e23   # the window asked for is recorded (it said 4901, the span + 1)
+
+
+def test_num_snapshots_over_a_nanosecond_year():
+    """A year in nanoseconds cut into 1000 snapshots was refused ("overflows int64 window arithmetic")
+    although W = 3.15e13 ns: the index is exact without forming time * a, boundaries included."""
+    from graphstream.dynamic.snapshots import WindowSpec
+    t0, span, num = 1_700_000_000 * 10**9, 365 * 86400 * 10**9, 1000
+    spec = WindowSpec.make(t0, t0 + span, None, num)
+    starts = [t0 + -(-t * (span + 1) // num) for t in range(num)]   # ceil(t * W), Python integers
+    x = np.array(sorted({t0, t0 + span, *starts, *(s - 1 for s in starts[1:])}), dtype=np.int64)
+    want = [(int(v) - t0) * num // (span + 1) for v in x]
+    assert spec.index(x).tolist() == want and want[-1] == num - 1
 
 
 def test_flags_that_contradict_each_other_are_refused(tmp_path, capsys):

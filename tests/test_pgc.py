@@ -212,6 +212,12 @@ def test_cli_partition_on_snapshot_store(college, tmp_path, capsys):
         partition_snapshot_store(str(college), PGCConfig(num_parts=None, seed=0), algo="pgc")
     with pytest.raises(GraphStreamError):
         open_dynamic_partitions(tmp_path)
+    # a graph store's options were ignored here without a word (exit 0, a --halo-hops 2 --out that is not)
+    for extra in (["--halo-hops", "2", "--out", str(tmp_path / "hh")], ["--tau", "3"], ["--preset", "fast"],
+                  ["--nodes", str(tmp_path)], ["--passes", "2"], ["--edge-balance", "1.1"]):
+        assert cli_main(["partition", str(college), "-k", "2", *extra]) == 2, extra
+        assert f"{extra[0]}: for graph stores only" in capsys.readouterr().err
+    assert not (tmp_path / "hh").exists()
 
 
 def test_fitted_cost_model_is_usable(college):

@@ -108,6 +108,10 @@ def _algo_params(args) -> dict:
 
 
 SNAPSHOT_ALGORITHMS = ("pgc", "snapshot", "sequence")   # graphstream.dynamic.partition's; pgc the default
+# (flag, attribute) of the options a snapshot store's partitioners do not take
+GRAPH_STORE_FLAGS = (("--tau", "tau"), ("--passes", "passes"), ("--lambda", "lam"), ("--hash-mode", "hash_mode"),
+                     ("--edge-balance", "edge_balance"), ("--preset", "preset"), ("--nodes", "nodes"),
+                     ("--gpus", "gpus"), ("--gpu-memory", "gpu_memory"))
 
 
 def preflight(args) -> None:
@@ -122,6 +126,13 @@ def preflight(args) -> None:
         check_num_parts(args.k)
     if args.k is not None and (args.gpus is not None or args.gpu_memory is not None):
         raise ParameterError("give -k K, or --gpus Q and --gpu-memory BYTES to derive it; not both")
+    if snapshots:   # they were ignored without a word (a --halo-hops 2 dataset that is not one)
+        graph_only = [flag for flag, name in GRAPH_STORE_FLAGS if getattr(args, name, None) is not None]
+        graph_only += ["--halo-hops"] if getattr(args, "halo_hops", 1) != 1 else []
+        if graph_only:
+            raise ParameterError(f"{', '.join(graph_only)}: for graph stores only; a snapshot store is "
+                                 "partitioned with -k, --algo, --seed, --balance, --work-dir and --out "
+                                 "(docs/dynamic.md)")
     if snapshots and args.algo not in SNAPSHOT_ALGORITHMS:
         raise ParameterError(f"--algo {args.algo!r} does not apply to snapshot stores; "
                              f"use one of {', '.join(SNAPSHOT_ALGORITHMS)}")

@@ -61,18 +61,35 @@ WINDOW_DENOMINATOR = 10**6
 
 @dataclass(frozen=True, slots=True)
 class WindowSpec:
-    """Window index of a timestamp: ``(time - t0) * a // b`` (W = b / a seconds)."""
+    """Window index of a timestamp: ``(time - t0) * a // b`` (W = b / a seconds), in int64 without
+    overflow whatever the span (a nanosecond clock over a year cut into 1000 windows included)."""
     t0: int
     a: int
     b: int
     num_windows: int
+    # the window asked for, where the arithmetic uses another one that cuts the same (one window wider
+    # than the whole span); None: b / a
+    asked_seconds: float | None = None
 
     @property
     def seconds(self) -> float:
-        return self.b / self.a
+        return self.b / self.a if self.asked_seconds is None else self.asked_seconds
 
     def index(self, time: np.ndarray) -> np.ndarray:
-        return ((np.asarray(time, dtype=np.int64) - self.t0) * self.a) // self.b
+        x = np.asarray(time, dtype=np.int64) - self.t0           # 0 .. span
+        if self.num_windows * self.b < 2**62:   # x * a < num_windows * b: fits in int64
+            return (x * self.a) // self.b
+        # floor(x * a / b) estimated in float64 (off by at most one for up to 10^8 windows), then set
+        # exactly by the windows' starts: t is the largest t with start(t) <= x
+        t = np.clip(np.floor(x * (self.a / self.b)).astype(np.int64), 0, self.num_windows - 1)
+        t -= self._start(t) > x
+        t += (t + 1 < self.num_windows) & (self._start(t + 1) <= x)
+        return t
+
+    def _start(self, t: np.ndarray) -> np.ndarray:
+        """ceil(t * b / a), the first time (after t0) in window t, without forming t * b."""
+        whole, rest = divmod(self.b, self.a)
+        return t * whole + (t * rest + self.a - 1) // self.a
 
     def bounds(self, t: int) -> tuple[float, float]:
         """[start, end) of window t in the store's time unit."""
@@ -83,6 +100,9 @@ class WindowSpec:
         if (window is None) == (num_snapshots is None):
             raise ParameterError("give exactly one of --window SECONDS and --num-snapshots T")
         span = int(tmax) - int(t0)
+        if span >= 2**62:
+            raise ParameterError(f"time span {span} (from {t0} to {tmax}) is too wide: at most 2**62 time units")
+        asked = None
         if window is not None:
             if not np.isfinite(window) or window <= 0:
                 raise ParameterError(f"--window must be > 0 seconds, got {window}")
@@ -91,19 +111,17 @@ class WindowSpec:
                 raise ParameterError(f"--window {window} is below the smallest window, "
                                      f"1/{WINDOW_DENOMINATOR} of the store's time unit")
             a, b = frac.denominator, frac.numerator
-            if frac > span:   # wider than the whole span: one window (and no int64 overflow below)
-                a, b = 1, span + 1
+            if frac > span:   # wider than the whole span: one window, cut as by span + 1 (b fits int64)
+                a, b, asked = 1, span + 1, float(frac)
             num = span * a // b + 1
         else:
             if num_snapshots < 1:
                 raise ParameterError(f"--num-snapshots must be >= 1, got {num_snapshots}")
             a, b = int(num_snapshots), span + 1
             num = int(num_snapshots)
-        if span * a >= 2**62:
-            raise ParameterError(f"time span {span} with window {b}/{a} overflows int64 window arithmetic")
         if num > 10**8:
             raise ParameterError(f"{num} windows is too many (span {span}, window {b / a:g}); use a wider window")
-        return cls(int(t0), int(a), int(b), int(num))
+        return cls(int(t0), int(a), int(b), int(num), asked)
 
 
 # -- pass 1: the time column ------------------------------------------------------
