@@ -192,6 +192,20 @@ def test_bad_parameters(college, tmp_path):
     assert not out.exists()
 
 
+def test_unsorted_flag_on_sorted_events(college, tmp_path, capsys, monkeypatch):
+    """--unsorted on sorted events logged "events are not sorted by time" beside sorted_input true;
+    the snapshots are those of the sorted path."""
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "1")
+    base = ["snapshots", str(college.path), "--window", str(7 * DAY), "--json"]
+    assert cli_main([*base[:2], str(tmp_path / "a.zarr"), *base[2:], "--unsorted"]) == 0
+    out, err = capsys.readouterr()
+    res = json.loads(out)
+    assert res["sorted_input"] and res["bucketed"] and "--unsorted; bucketing" in err and "not sorted" not in err
+    assert cli_main([*base[:2], str(tmp_path / "b.zarr"), *base[2:]]) == 0
+    a, b = open_snapshots(tmp_path / "a.zarr"), open_snapshots(tmp_path / "b.zarr")
+    assert len(a) == len(b) and all(np.array_equal(a.snapshot_keys(t)[0], b.snapshot_keys(t)[0]) for t in range(len(a)))
+
+
 def test_cli_json_overwrite_and_incomplete(college, tmp_path, capsys):
     out = tmp_path / "s.zarr"
     argv = ["snapshots", str(college.path), str(out), "--window", str(7 * DAY), "--edge-life", "2",

@@ -19,7 +19,8 @@ def configure(p) -> None:
                        help="declare the events sorted by time (checked while reading; one pass). Default: trust the "
                             "store's sorted_by_time attribute, else check with one extra pass")
     order.add_argument("--unsorted", dest="assume_sorted", action="store_const", const=False,
-                       help="bucket the events by window on disk without checking the order")
+                       help="bucket the events by window on disk, whatever their order (the pass that finds "
+                            "the time range still runs; the order found is not relied on)")
     p.add_argument("--buffer-events", type=int, default=1 << 22, metavar="N",
                    help="events held in memory before a sorted run is written (bounds memory; default 4194304)")
     add_overwrite(p, "OUT if it exists")

@@ -416,7 +416,8 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
             if not bucketed:
                 runs = _runs_sorted(store, spec, declared, buffer_events, batch_size)
             else:
-                log(f"{store.path}: events are not sorted by time; bucketing by window on disk")
+                why = "--unsorted" if assume_sorted is False else "events are not sorted by time"
+                log(f"{store.path}: {why}; bucketing by window on disk")
                 runs = _runs_bucketed(store, spec, buffer_events, bucket_events, Path(scratch), batch_size)
             writer = SnapshotWriter(tmp, num_nodes=store.num_nodes, keyframe_every=keyframe_every,
                                     directed=store.directed)
