@@ -223,15 +223,19 @@ def _runs_sorted(store: GraphStore, spec: WindowSpec, check_monotonic: bool, buf
 
 
 def _bucket_ranges(hist: np.ndarray, target: int) -> list[tuple[int, int]]:
-    """Contiguous window ranges of at most ``target`` events (a bigger window is alone)."""
-    ranges, start, total = [], 0, 0
-    for w, n in enumerate(hist.tolist()):
-        if total and total + n > target:
-            ranges.append((start, w))
-            start, total = w, 0
-        total += n
-    ranges.append((start, len(hist)))
-    return ranges
+    """Contiguous window ranges of at most ``target`` events (a bigger window is alone), found by
+    binary search over the running total: a step a range, not a Python int a window (10^8 windows)."""
+    total = np.concatenate([[0], np.cumsum(hist)])   # total[w] = events before window w
+    ranges, start, end = [], 0, len(hist)
+    while start < end:
+        # the first window whose events would carry the range past target
+        stop = int(np.searchsorted(total, total[start] + target, side="right")) - 1
+        if stop < end and total[stop] == total[start]:   # nothing before it in the range: it goes in alone
+            stop += 1
+        stop = min(max(stop, start + 1), end)
+        ranges.append((start, stop))
+        start = stop
+    return ranges or [(0, 0)]
 
 
 def _runs_bucketed(store: GraphStore, spec: WindowSpec, buffer_events: int, bucket_events: int,
@@ -271,7 +275,7 @@ def _runs_bucketed(store: GraphStore, spec: WindowSpec, buffer_events: int, buck
                     w[sel].astype(np.int64).tofile(f)
             bar.update(len(batch))
     for i, (wa, wb) in enumerate(ranges):
-        accs = {w: KeyCounter(buffer_events) for w in range(wa, wb)}
+        accs: dict[int, KeyCounter] = {}   # the windows with events only (most may have none)
         n = os.path.getsize(key_files[i]) // 8
         if n:
             kmap = np.memmap(key_files[i], dtype=np.int64, mode="r", shape=(n,))
@@ -284,12 +288,16 @@ def _runs_bucketed(store: GraphStore, spec: WindowSpec, buffer_events: int, buck
                 cuts = np.flatnonzero(np.diff(sw)) + 1
                 for x, y in zip(np.r_[0, cuts], np.r_[cuts, len(sw)], strict=True):
                     if x < y:
-                        accs[int(sw[x])].add(k[order[x:y]])
+                        window = int(sw[x])
+                        if window not in accs:
+                            accs[window] = KeyCounter(buffer_events)
+                        accs[window].add(k[order[x:y]])
             del kmap, wmap
         key_files[i].unlink()
         win_files[i].unlink()
         for w in range(wa, wb):
-            yield (w, *accs.pop(w).result())
+            acc = accs.pop(w, None)
+            yield (w, *(acc.result() if acc is not None else (EMPTY, EMPTY)))
 
 
 def _snapshots_from_runs(runs: Iterator, edge_life: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:

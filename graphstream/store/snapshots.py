@@ -51,6 +51,7 @@ READABLE_VERSIONS = (1, 2)
 CHECKSUM_VERSION = 2
 DEFAULT_KEYFRAME_EVERY = 8
 RAGGED_CHUNK = 1 << 20
+OFFSETS_CHUNK = 1 << 16   # per-snapshot int64 columns (offsets, counts): written 64 Ki values at a time
 NODE_ID_ARRAYS = frozenset({"kf_src", "kf_dst", "add_src", "add_dst"})   # ids in [0, num_nodes)
 EMPTY = np.empty(0, dtype=np.int64)
 
@@ -118,6 +119,35 @@ _CORE_KEYS = frozenset((SEAL_KEY, "format", "version", "complete", "num_snapshot
 
 # -- the writer ----------------------------------------------------------------
 
+class _IntColumn:
+    """An append-only int64 array written in whole chunks: O(chunk) memory however many values
+    (offsets and counts have one per snapshot, and a store may hold 10^8 snapshots)."""
+
+    def __init__(self, group: zarr.Group, name: str, chunk: int):
+        self.array = _create_array(group, name, (0,), chunk, np.dtype(np.int64))
+        self.buffer = np.empty(chunk, dtype=np.int64)
+        self.filled = 0
+        self.written = 0
+        self.last = 0
+
+    def __len__(self) -> int:
+        return self.written + self.filled
+
+    def append(self, value: int) -> None:
+        self.buffer[self.filled] = value
+        self.filled += 1
+        self.last = value
+        if self.filled == self.buffer.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.filled:
+            end = self.written + self.filled
+            self.array.resize((end,))
+            self.array[self.written:end] = self.buffer[:self.filled]
+            self.written, self.filled = end, 0
+
+
 class _Ragged:
     """Append-only ragged columns with offsets, flushed in whole chunks."""
 
@@ -129,18 +159,18 @@ class _Ragged:
         self.pending: dict[str, list[np.ndarray]] = {c: [] for c in columns}
         self.npending = 0
         self.written = 0
-        self.offsets = [0]
+        self.offsets = _IntColumn(group, f"{prefix}_offsets", min(chunk, OFFSETS_CHUNK))
+        self.offsets.append(0)
 
     def append(self, **cols: np.ndarray) -> None:
-        n = None
-        for c, a in cols.items():
-            if n is None:
-                n = len(a)
-            elif len(a) != n:
-                raise ParameterError(f"ragged columns {list(cols)} differ in length")
-            self.pending[c].append(np.asarray(a).astype(self.dtypes[c], copy=False))
+        n = len(next(iter(cols.values())))
+        if any(len(a) != n for a in cols.values()):
+            raise ParameterError(f"ragged columns {list(cols)} differ in length")
+        if n:   # an empty row is its offset only (empty windows would pile up arrays of nothing here)
+            for c, a in cols.items():
+                self.pending[c].append(np.asarray(a).astype(self.dtypes[c], copy=False))
         self.npending += n
-        self.offsets.append(self.offsets[-1] + n)
+        self.offsets.append(self.offsets.last + n)
         if self.npending >= self.chunk:
             self.flush()
 
@@ -158,10 +188,7 @@ class _Ragged:
 
     def close(self) -> None:
         self.flush()
-        offs = np.asarray(self.offsets, dtype=np.int64)
-        arr = _create_array(self.group, f"{self.prefix}_offsets", offs.shape, max(1, min(len(offs), 1 << 20)),
-                            np.dtype(np.int64))
-        arr[...] = offs
+        self.offsets.flush()
 
 
 def _create_array(group: zarr.Group, name: str, shape: tuple[int, ...], chunk: int, dtype) -> zarr.Array:
@@ -231,8 +258,8 @@ class SnapshotWriter:
         self.chg = _Ragged(self.group, "chg", {"pos": np.int64, "count": np.int32}, chunk)
         self.inner = _Ragged(self.group, "inner", {"inner": idt}, chunk) if node_lists else None
         self.extra_attrs = dict(attrs or {})
-        self.edge_counts: list[int] = []
-        self.node_counts: list[int] = []
+        self.edge_counts = _IntColumn(self.group, "edge_counts", OFFSETS_CHUNK)
+        self.node_counts = _IntColumn(self.group, "node_counts", OFFSETS_CHUNK)
         self.totals = SnapshotTotals()
         self._prev_k, self._prev_c = EMPTY, EMPTY
         self._mark = np.zeros(self.num_nodes, dtype=np.bool_)
@@ -299,8 +326,8 @@ class SnapshotWriter:
         for r in (self.kf, self.add, self.rem, self.chg, self.inner):
             if r is not None:
                 r.close()
-        self.write_array("edge_counts", np.asarray(self.edge_counts, dtype=np.int64))
-        self.write_array("node_counts", np.asarray(self.node_counts, dtype=np.int64))
+        self.edge_counts.flush()
+        self.node_counts.flush()
         t = self.totals
         manifest = SnapshotManifest(
             num_snapshots=self.num_snapshots, num_nodes=self.num_nodes, directed=self.directed,
