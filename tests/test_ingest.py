@@ -614,3 +614,14 @@ def test_text_parsed_in_threads_names_the_first_bad_line(tmp_path, monkeypatch):
     with pytest.raises(InvalidIdError, match=r"g\.txt:150003: non-numeric"):
         ingest(src, tmp_path / "g.zarr", block_bytes=65536)
     assert_no_store(tmp_path / "g.zarr")
+
+
+def test_fractional_times_are_floored_exactly(tmp_path):
+    """A fractional time went through a float64: above 2^53 it lost its last digits (9007199254740993.0
+    became ...994, 1700000000000000001.5 became ...000). A plain decimal is now floored in integers."""
+    text = tmp_path / "t.txt"
+    times = ["9007199254740993.0", "1700000000000000001.5", "-0.5", "-7.25", "-7.0", "1.7e3", "12.", ".5"]
+    text.write_text("".join(f"{i} {i + 1} {t}\n" for i, t in enumerate(times)))
+    ingest(str(text), str(tmp_path / "t.zarr"), time_column=2)
+    assert open_store(tmp_path / "t.zarr").array("time")[:].tolist() == [
+        9007199254740993, 1700000000000000001, -1, -8, -7, 1700, 12, 0]

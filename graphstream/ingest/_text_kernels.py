@@ -136,6 +136,39 @@ def parse_int(buf, a, b):
 
 
 @njit(cache=True, nogil=True)
+def parse_decimal_floor(buf, a, b):
+    """A decimal with a fraction and no exponent ("-12.75") floored exactly -> (int64 value, status):
+    E_NONNUMERIC for any other form, E_OVERFLOW past int64. (Through a float64, a time above 2^53 lost
+    its last digits: 1700000000000000001.5 was stored as 1700000000000000000.)"""
+    a, b, neg, status = _sign(buf, a, b)
+    if status != OK:
+        return 0, status
+    v = 0
+    i = a
+    while i < b and _is_digit(buf[i]):
+        c = np.int64(buf[i]) - _ZERO
+        if v > (9223372036854775807 - c) // 10:
+            return 0, E_OVERFLOW
+        v = v * 10 + c
+        i += 1
+    whole_digits = i - a
+    if i >= b or buf[i] != _DOT:
+        return 0, E_NONNUMERIC
+    i += 1
+    fraction_digits = 0
+    fraction = False   # a non-zero digit after the point
+    while i < b and _is_digit(buf[i]):
+        fraction = fraction or np.int64(buf[i]) != _ZERO
+        fraction_digits += 1
+        i += 1
+    if i < b or whole_digits + fraction_digits == 0:
+        return 0, E_NONNUMERIC
+    if neg:
+        v = -v - 1 if fraction else -v   # floor; -v - 1 >= -2**63 since v <= 2**63 - 1
+    return v, OK
+
+
+@njit(cache=True, nogil=True)
 def parse_float(buf, a, b):
     """Decimal number with optional fraction and exponent -> (value, status)."""
     a, b, neg, status = _sign(buf, a, b)
@@ -203,7 +236,9 @@ def _store_value(buf, a, b, role, row, out):
     """
     if role == ROLE_TIME:
         t, status = parse_int(buf, a, b)
-        if status == E_NONNUMERIC or status == E_OVERFLOW:  # -9223372036854775808 overflows parse_int
+        if status == E_NONNUMERIC or status == E_OVERFLOW:
+            t, status = parse_decimal_floor(buf, a, b)
+        if status == E_NONNUMERIC or status == E_OVERFLOW:  # an exponent; -9223372036854775808 overflows
             f, status = parse_float(buf, a, b)
             if status == OK:
                 f = np.floor(f)
