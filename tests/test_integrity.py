@@ -260,6 +260,35 @@ def test_verify_names_the_damaged_file_only(outputs, tmp_path, damaged):
     assert len(problems) == 1 and damaged in problems[0] and "part 1" in problems[0], problems
 
 
+@pytest.mark.parametrize("edit, named", [
+    ("node_counts", "active nodes, node_counts says"),
+    ("kf_count", "its keyframe differs from the snapshot its deltas rebuild"),
+])
+def test_verify_checks_a_snapshot_store_against_itself(outputs, tmp_path, edit, named):
+    """Values rewritten through zarr (their chunks' checksums valid) that contradict the rest of the
+    store passed verify: a node count, and a keyframe (12 snapshots, keyframe every 8: snapshot 8's)
+    that is not what the deltas before it rebuild."""
+    path = tmp_path / "s.zarr"
+    shutil.copytree(outputs["snapshots"][0], path)
+    group = zarr.open_group(str(path), mode="r+")
+    if edit == "node_counts":
+        group["node_counts"][5] = int(group["node_counts"][5]) + 7
+    else:   # the first count of keyframe 1 (snapshot 8)
+        first = int(group["kf_offsets"][1])
+        group["kf_count"][first] = int(group["kf_count"][first]) + 1
+    with pytest.raises(CorruptDataError, match=named):
+        verify(path)
+
+
+def test_info_refuses_a_snapshot_store_without_one_of_its_arrays(outputs, tmp_path):
+    """A deleted array (chg_count) was found only by the reader that reached for it: info exited 0."""
+    path = tmp_path / "s.zarr"
+    shutil.copytree(outputs["snapshots"][0], path)
+    shutil.rmtree(path / "chg_count")
+    proc = _cli("info", path)
+    assert proc.returncode == 2 and "lacks the array(s) ['chg_count']" in proc.stderr, proc.stderr
+
+
 def test_version1_partitions_readable(outputs, tmp_path):
     path = tmp_path / "parts"
     shutil.copytree(outputs["partitions"][0], path)

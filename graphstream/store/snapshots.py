@@ -119,6 +119,17 @@ _CORE_KEYS = frozenset((SEAL_KEY, "format", "version", "complete", "num_snapshot
 
 # -- the writer ----------------------------------------------------------------
 
+RAGGED_COLUMNS = {"kf": ("src", "dst", "count"), "add": ("src", "dst", "count"), "rem": ("pos",),
+                  "chg": ("pos", "count")}
+
+
+def store_arrays(node_lists: bool) -> tuple[str, ...]:
+    """The arrays every snapshot store holds (with ``node_lists`` also ``inner`` and its offsets)."""
+    names = [f"{prefix}_{c}" for prefix, cols in RAGGED_COLUMNS.items() for c in (*cols, "offsets")]
+    names += ["inner", "inner_offsets"] if node_lists else []
+    return (*names, "edge_counts", "node_counts")
+
+
 class _IntColumn:
     """An append-only int64 array written in whole chunks: O(chunk) memory however many values
     (offsets and counts have one per snapshot, and a store may hold 10^8 snapshots)."""
@@ -372,6 +383,9 @@ class SnapshotStore:
         self.t0 = m.extra.get("t0")
         self.checksums = m.checksums
         self._zarr_arrays = open_arrays(group, path)
+        missing = sorted(set(store_arrays(m.node_lists)) - set(self._zarr_arrays))
+        if missing:   # found at open (info, report), not when a reader first reaches for one
+            raise CorruptDataError(f"{path}: snapshot store lacks the array(s) {missing}")
         self._arrays: dict[str, CheckedArray] = {}
         self.edge_counts = self.array("edge_counts")
         self.node_counts = self.array("node_counts")

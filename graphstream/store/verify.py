@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorruptDataError, GraphStreamError, StoreError
+from .delta import apply_delta, decode_keys
 from .integrity import CheckedArray, check_file
 from .partitions_manifest import PART_META
 
@@ -187,26 +188,41 @@ def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = 
                 report.problem(f"{path}: {name} holds a count < 1 (first at {a + int(np.argmin(values))})")
     if report.problems:
         return   # rebuilding from damaged columns would only repeat what is listed
-    prev_len = 0
+    # Each snapshot rebuilt, its counts checked; at a keyframe also the delta chain that leads to it
+    # (a reader starting at an earlier keyframe gets the chain's snapshot, one starting there the
+    # keyframe's: with valid checksums the two could still disagree).
+    prev_keys, prev_counts = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     for t in range(store.num_snapshots):
-        if t % store.keyframe_every:
+        chain = None
+        if t > 0:
             delta = store.key_delta(t)
             # Removed positions index snapshot t-1; changed positions index snapshot t.
-            new_len = prev_len - len(delta.removed_pos) + len(delta.added_keys)
-            for what, pos, limit, of in (("removed", delta.removed_pos, prev_len, t - 1),
+            new_len = len(prev_keys) - len(delta.removed_pos) + len(delta.added_keys)
+            for what, pos, limit, of in (("removed", delta.removed_pos, len(prev_keys), t - 1),
                                          ("changed", delta.changed_pos, new_len, t)):
                 if len(pos) and (pos.min() < 0 or pos.max() >= limit):
                     report.problem(f"{path}: snapshot {t}: a {what} position is outside the {limit} edges of "
                                    f"snapshot {of}")
             if report.problems:
                 return
-        keys, _ = store.snapshot_keys(t)
+            if t % store.keyframe_every == 0:
+                chain = apply_delta(prev_keys, prev_counts, delta.removed_pos, delta.added_keys,
+                                    delta.added_counts, delta.changed_pos, delta.changed_counts)
+        keys, counts = store.snapshot_keys(t)
+        if chain is not None and not (np.array_equal(chain[0], keys) and np.array_equal(chain[1], counts)):
+            report.problem(f"{path}: snapshot {t}: its keyframe differs from the snapshot its deltas rebuild "
+                           f"({len(keys)} and {len(chain[0])} edges)")
         if len(keys) != store.edge_counts[t]:
             report.problem(f"{path}: snapshot {t} rebuilds to {len(keys)} edges, edge_counts says "
                            f"{store.edge_counts[t]}")
         if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
             report.problem(f"{path}: snapshot {t} is not in canonical order (sorted, distinct)")
-        prev_len = len(keys)
+        nodes = np.unique(np.concatenate(decode_keys(keys, store.num_nodes, np.int64))).size if len(keys) else 0
+        if nodes != store.node_counts[t]:
+            report.problem(f"{path}: snapshot {t} has {nodes} active nodes, node_counts says {store.node_counts[t]}")
+        if len(report.problems) >= MAX_PROBLEMS:
+            return
+        prev_keys, prev_counts = keys, counts
 
 
 def _verify_dynamic_partitions(path: str, report: VerifyReport) -> None:
