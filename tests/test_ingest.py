@@ -625,3 +625,22 @@ def test_fractional_times_are_floored_exactly(tmp_path):
     ingest(str(text), str(tmp_path / "t.zarr"), time_column=2)
     assert open_store(tmp_path / "t.zarr").array("time")[:].tolist() == [
         9007199254740993, 1700000000000000001, -1, -8, -7, 1700, 12, 0]
+
+
+def test_byte_order_mark_quoted_delimiters_and_the_lowest_id(tmp_path):
+    """A UTF-8 byte order mark became part of the first id (--relabel: node "\\ufeff0" beside "0";
+    a header's first name "\\ufeffsrc"); a quoted CSV field was cut at the comma inside it; and the id
+    -2**63 was refused as "does not fit a 64-bit integer"."""
+    def store_of(name: str, data: bytes, *args) -> tuple[list, list, list | None]:
+        (tmp_path / name).write_bytes(data)
+        assert cli_main(["ingest", str(tmp_path / name), str(tmp_path / f"{name}.zarr"), *args]) == 0
+        g = zarr.open_group(str(tmp_path / f"{name}.zarr"), mode="r")
+        return g["src"][:].tolist(), g["dst"][:].tolist(), g["id_map"][:].tolist() if "id_map" in g else None
+
+    assert store_of("bom.csv", b"\xef\xbb\xbf0,1\n1,0\n", "--relabel") == ([0, 1], [1, 0], [0, 1])
+    assert store_of("bomh.csv", b"\xef\xbb\xbfsrc,dst\n5,6\n", "--src-column", "src", "--dst-column", "dst")[:2] \
+        == ([5], [6])
+    assert store_of("q.csv", b'"a,b",c\nc,"d"\n', "--relabel", "--header", "no") == ([0, 1], [1, 2],
+                                                                                    ["a,b", "c", "d"])
+    assert store_of("q.txt", b'"a b" c\n', "--relabel", "--header", "no") == ([0], [1], ["a b", "c"])
+    assert store_of("low.txt", b"-9223372036854775808 1\n", "--relabel") == ([0], [1], [-2**63, 1])

@@ -92,6 +92,24 @@ def _strip_quotes(buf, a, b):
 
 
 @njit(cache=True, nogil=True)
+def _quoted_end(buf, pos, end):
+    """Past the closing quote of the quoted field opening at ``pos`` (``""`` inside is a quote); at
+    the line's end if it is not closed there (a field does not span lines)."""
+    i = pos + 1
+    while i < end:
+        c = buf[i]
+        if c == _QUOTE:
+            if i + 1 < end and buf[i + 1] == _QUOTE:
+                i += 2
+                continue
+            return i + 1
+        if c == _NL or c == _CR:
+            return i
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True)
 def _sign(buf, a, b):
     """Strip quotes and a leading sign of buf[a:b] -> (a, b, negative, status)."""
     a, b = _strip_quotes(buf, a, b)
@@ -123,16 +141,20 @@ def parse_int(buf, a, b):
     a, b, neg, status = _sign(buf, a, b)
     if status != OK:
         return 0, status
+    # Accumulated with the sign, so that -2**63 (whose magnitude is no int64) parses too.
     v = 0
-    check = b - a > 18  # shorter numbers cannot overflow: no division per digit
+    sign = -1 if neg else 1
+    check = b - a > 18  # shorter numbers cannot overflow: no test per digit
     for i in range(a, b):
         c = np.int64(buf[i]) - _ZERO
         if c < 0 or c > 9:
             return 0, E_NONNUMERIC
-        if check and v > (9223372036854775807 - c) // 10:
+        # 2**63 - 1 = 922337203685477580 * 10 + 7; -2**63 = -922337203685477580 * 10 - 8
+        if check and (v * sign > 922337203685477580
+                      or (v * sign == 922337203685477580 and c > (8 if neg else 7))):
             return 0, E_OVERFLOW
-        v = v * 10 + c
-    return (-v if neg else v), OK
+        v = v * 10 + sign * c
+    return v, OK
 
 
 @njit(cache=True, nogil=True)
@@ -301,6 +323,8 @@ def parse_lines(buf, pos, end, line_base, fmt, out):
     while pos < end and rows < cap:
         lines += 1
         line_no = line_base + lines
+        if line_no == 1 and pos + 2 < end and buf[pos] == 0xEF and buf[pos + 1] == 0xBB and buf[pos + 2] == 0xBF:
+            pos += 3   # a UTF-8 byte order mark opens the file: not part of its first id
         while pos < end and _is_blank(buf[pos]):
             pos += 1
         if pos >= end:
@@ -344,6 +368,8 @@ def parse_lines(buf, pos, end, line_base, fmt, out):
             if quick:
                 pass  # a, b, pos and v are set
             elif delim < 0:
+                if pos < end and buf[pos] == _QUOTE:   # a quoted field: its blanks and commas are its own
+                    pos = _quoted_end(buf, pos, end)
                 while pos < end:
                     c = buf[pos]
                     if c == 32 or c == 9 or c == 44 or c == 10 or c == 13:
@@ -351,6 +377,8 @@ def parse_lines(buf, pos, end, line_base, fmt, out):
                     pos += 1
                 b = pos
             else:
+                if pos < end and buf[pos] == _QUOTE:   # a quoted field: its delimiters are its own
+                    pos = _quoted_end(buf, pos, end)
                 while pos < end:
                     c = buf[pos]
                     if c == delim or c == 10 or c == 13:

@@ -112,7 +112,7 @@ def sniff_lines(path: str | os.PathLike, limit: int = 20) -> list[tuple[int, str
     f, raw = open_text(path)
     with f, raw.raw:
         head = read_block(f, str(path), SNIFF_BYTES)
-    text = head.decode("utf-8", errors="replace")
+    text = head.decode("utf-8-sig", errors="replace")   # -sig: a byte order mark is not part of the header
     lines = text.split("\n")
     if len(head) == SNIFF_BYTES and len(lines) > 1:
         lines = lines[:-1]  # the last one may be cut
