@@ -169,3 +169,33 @@ def test_cli(tmp_path, capsys):
     rc = cli_main(["dataset", "citeseer", str(tmp_path / "d"), "--root", str(tmp_path / "none")])
     out, err = capsys.readouterr()
     assert rc == 2 and "dataset root not found" in err
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda p: p.write_text(p.read_text() + "junk\n"), "cannot read the test node ids"),     # a traceback before
+    (lambda p: p.write_text(p.read_text() + "99999\n"), "1001 test node ids for the 1000"),   # IndexError before
+    (lambda p: p.write_text("5\n" + "\n".join(p.read_text().split()[1:]) + "\n"), "do not fit the 1000 test rows"),
+])
+def test_a_damaged_planetoid_test_index_is_one_line(tmp_path, capsys, damage, named):
+    source = need("planetoid", "ind.cora.test.index").parent
+    root = tmp_path / "root"
+    (root / "planetoid").mkdir(parents=True)
+    for f in source.glob("ind.cora.*"):
+        (root / "planetoid" / f.name).write_bytes(f.read_bytes())
+    damage(root / "planetoid" / "ind.cora.test.index")
+    assert cli_main(["dataset", "cora", str(tmp_path / "c"), "--root", str(root)]) == 2
+    assert named in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+def test_a_negative_planetoid_node_id_names_the_graph_file(tmp_path, capsys):
+    source = need("planetoid", "ind.cora.graph").parent
+    root = tmp_path / "root"
+    (root / "planetoid").mkdir(parents=True)
+    for f in source.glob("ind.cora.*"):
+        (root / "planetoid" / f.name).write_bytes(f.read_bytes())
+    graph = {i: [(i + 1) % 2708] for i in range(2708)}
+    graph[5] = [-1]
+    with open(root / "planetoid" / "ind.cora.graph", "wb") as f:
+        pickle.dump(graph, f, protocol=2)
+    assert cli_main(["dataset", "cora", str(tmp_path / "c"), "--root", str(root)]) == 2
+    assert "ind.cora.graph: negative node id -1" in capsys.readouterr().err

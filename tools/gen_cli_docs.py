@@ -140,7 +140,7 @@ def render() -> str:
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
-            meaning = action.help or ""
+            meaning = (action.help or "").replace("%%", "%")   # argparse's escape, as --help prints it
             if isinstance(action, argparse._SubParsersAction) and not meaning:
                 meaning = "sub-commands: " + ", ".join(f"`{name} {c}`" for c in action.choices) + " (below)"
             lines.append(f"| {_flag(action)} | {_default(action)} | {_cell(meaning)} |")

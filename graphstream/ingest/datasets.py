@@ -158,9 +158,19 @@ def planetoid(name: str, root: Path) -> tuple[NodeDataset, np.ndarray]:
     """Load ``ind.<name>.*`` with the standard Planetoid split; return the dataset and features."""
     base = root / "planetoid"
     objs = {k: _load_pickle(base / f"ind.{name}.{k}") for k in ("x", "y", "tx", "ty", "allx", "ally", "graph")}
-    test_index = np.loadtxt(_need(base / f"ind.{name}.test.index"), dtype=np.int64, ndmin=1)
+    index_path = _need(base / f"ind.{name}.test.index")
+    try:
+        test_index = np.loadtxt(index_path, dtype=np.int64, ndmin=1)
+    except ValueError as exc:   # a line that is no whole number
+        raise InputFormatError(f"{index_path}: cannot read the test node ids ({exc})") from exc
     sorted_test = np.sort(test_index)
+    if len(test_index) == 0 or len(np.unique(test_index)) != len(test_index):
+        raise InputFormatError(f"{index_path}: expected distinct test node ids, got {len(test_index)} ids "
+                               f"({len(np.unique(test_index))} distinct)")
     tx, ty = _dense(objs["tx"]), np.asarray(objs["ty"], dtype=np.float32)
+    if len(test_index) != len(tx):   # one id per test row (ind.NAME.tx)
+        raise InputFormatError(f"{index_path}: {len(test_index)} test node ids for the {len(tx)} test rows of "
+                               f"ind.{name}.tx")
     if name == "citeseer":
         # Some test ids have no row (isolated nodes): pad with zero rows, as PyG/DGL do.
         span = sorted_test[-1] - sorted_test[0] + 1
@@ -171,6 +181,10 @@ def planetoid(name: str, root: Path) -> tuple[NodeDataset, np.ndarray]:
         tx, ty = tx_ext, ty_ext
     x = np.vstack([_dense(objs["allx"]), tx])
     y = np.vstack([np.asarray(objs["ally"], dtype=np.float32), ty])
+    n_allx = len(x) - len(tx)
+    if sorted_test[0] < n_allx or sorted_test[-1] >= len(x):
+        raise InputFormatError(f"{index_path}: test node ids {sorted_test[0]}..{sorted_test[-1]} do not fit the "
+                               f"{len(tx)} test rows after the {n_allx} others (ind.{name}.tx)")
     # Put the test rows back at their node ids.
     x[test_index] = x[sorted_test]
     y[test_index] = y[sorted_test]
@@ -182,6 +196,8 @@ def planetoid(name: str, root: Path) -> tuple[NodeDataset, np.ndarray]:
     if len(src) and max(src.max(), dst.max()) >= n:
         raise InputFormatError(f"{base}/ind.{name}.graph: node id {max(src.max(), dst.max())} beyond the "
                                f"{n} feature rows")
+    if len(src) and min(src.min(), dst.min()) < 0:
+        raise InputFormatError(f"{base}/ind.{name}.graph: negative node id {min(src.min(), dst.min())}")
     src, dst = _undirected(src, dst, drop_self_loops=True)
     n_train = len(objs["y"])
     ds = NodeDataset(name=name, src=src, dst=dst, labels=labels, train=np.arange(n_train),
