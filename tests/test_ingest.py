@@ -629,7 +629,8 @@ def test_fractional_times_are_floored_exactly(tmp_path):
 
 def test_byte_order_mark_quoted_delimiters_and_the_lowest_id(tmp_path):
     """A UTF-8 byte order mark became part of the first id (--relabel: node "\\ufeff0" beside "0";
-    a header's first name "\\ufeffsrc"); a quoted CSV field was cut at the comma inside it; and the id
+    a header's first name "\\ufeffsrc"); a quoted CSV field was cut at the comma inside it, and its
+    doubled quotes were kept; and the id
     -2**63 was refused as "does not fit a 64-bit integer"."""
     def store_of(name: str, data: bytes, *args) -> tuple[list, list, list | None]:
         (tmp_path / name).write_bytes(data)
@@ -640,7 +641,7 @@ def test_byte_order_mark_quoted_delimiters_and_the_lowest_id(tmp_path):
     assert store_of("bom.csv", b"\xef\xbb\xbf0,1\n1,0\n", "--relabel") == ([0, 1], [1, 0], [0, 1])
     assert store_of("bomh.csv", b"\xef\xbb\xbfsrc,dst\n5,6\n", "--src-column", "src", "--dst-column", "dst")[:2] \
         == ([5], [6])
-    assert store_of("q.csv", b'"a,b",c\nc,"d"\n', "--relabel", "--header", "no") == ([0, 1], [1, 2],
-                                                                                    ["a,b", "c", "d"])
+    assert store_of("q.csv", b'"a,b",c\nc,"d"\n"x""y",c\n"""q""",x""y\n', "--relabel", "--header", "no") \
+        == ([0, 1, 3, 4], [1, 2, 1, 5], ["a,b", "c", "d", 'x"y', '"q"', 'x""y'])   # "" is a quote when quoted
     assert store_of("q.txt", b'"a b" c\n', "--relabel", "--header", "no") == ([0], [1], ["a b", "c"])
     assert store_of("low.txt", b"-9223372036854775808 1\n", "--relabel") == ([0], [1], [-2**63, 1])

@@ -110,6 +110,22 @@ def _quoted_end(buf, pos, end):
 
 
 @njit(cache=True, nogil=True)
+def rows_with_doubled_quotes(buf, spans):
+    """The rows whose source or destination span (``parse_lines``' string ids) is a quoted field
+    holding a doubled quote ``""``, which stands for one quote."""
+    out = np.zeros(spans.shape[0], dtype=np.bool_)
+    for r in range(spans.shape[0]):
+        for k in (0, 2):
+            a, b = spans[r, k], spans[r, k + 1]
+            if a > 0 and b < buf.shape[0] and buf[a - 1] == _QUOTE and buf[b] == _QUOTE:
+                for i in range(a, b - 1):
+                    if buf[i] == _QUOTE and buf[i + 1] == _QUOTE:
+                        out[r] = True
+                        break
+    return np.flatnonzero(out)
+
+
+@njit(cache=True, nogil=True)
 def _sign(buf, a, b):
     """Strip quotes and a leading sign of buf[a:b] -> (a, b, negative, status)."""
     a, b = _strip_quotes(buf, a, b)
