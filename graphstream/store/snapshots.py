@@ -209,7 +209,7 @@ def _create_array(group: zarr.Group, name: str, shape: tuple[int, ...], chunk: i
 
 
 @njit(cache=True)
-def _count_active(src, dst, mark):
+def count_active(src, dst, mark):
     """Distinct nodes among src and dst; ``mark`` (all False) is restored."""
     n = 0
     for arr in (src, dst):
@@ -288,7 +288,7 @@ class SnapshotWriter:
         src, dst = decode_keys(keys, self.num_nodes, self.id_dtype)
         e = len(keys)
         self.edge_counts.append(e)
-        self.node_counts.append(int(_count_active(src, dst, self._mark)) if e else 0)
+        self.node_counts.append(int(count_active(src, dst, self._mark)) if e else 0)
         tot = self.totals
         full = e * 2 * self.id_bytes
         tot.bytes_full += full
@@ -390,7 +390,7 @@ class SnapshotStore:
         self.edge_counts = self.array("edge_counts")
         self.node_counts = self.array("node_counts")
         self.has_node_lists = m.node_lists
-        ragged = ("kf", "add", "rem", "chg") + (("inner",) if self.has_node_lists else ())
+        ragged = (*RAGGED_COLUMNS, *(("inner",) if self.has_node_lists else ()))
         self._offsets = {name: self._check_offsets(name) for name in ragged}
         for name, counts in (("edge_counts", self.edge_counts), ("node_counts", self.node_counts)):
             if counts.shape != (self.num_snapshots,):

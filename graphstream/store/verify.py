@@ -167,14 +167,12 @@ def _verify_graph(path: str, report: VerifyReport) -> None:
 
 
 def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = None) -> None:
-    from .snapshots import open_snapshots
+    from .snapshots import RAGGED_COLUMNS, count_active, open_snapshots
     store = open_snapshots(path)
     report.version, report.checksums = store.manifest.version, store.checksums
     report.items["snapshots"] = report.items.get("snapshots", 0) + store.num_snapshots
     ids = {"kf_src", "kf_dst", "add_src", "add_dst"} | ({"inner"} if store.has_node_lists else set())
-    groups = {"kf": ("src", "dst", "count"), "add": ("src", "dst", "count"), "rem": ("pos",),
-              "chg": ("pos", "count")}
-    for prefix, cols in groups.items():
+    for prefix, cols in RAGGED_COLUMNS.items():
         lengths = {c: store._checked(f"{prefix}_{c}").shape[0] for c in cols}
         if len(set(lengths.values())) > 1:
             report.problem(f"{path}: columns of {prefix!r} differ in length {lengths}")
@@ -192,6 +190,7 @@ def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = 
     # (a reader starting at an earlier keyframe gets the chain's snapshot, one starting there the
     # keyframe's: with valid checksums the two could still disagree).
     prev_keys, prev_counts = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    mark = np.zeros(store.num_nodes, dtype=np.bool_)   # count_active's scratch, as the writer counted
     for t in range(store.num_snapshots):
         chain = None
         if t > 0:
@@ -217,7 +216,7 @@ def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = 
                            f"{store.edge_counts[t]}")
         if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
             report.problem(f"{path}: snapshot {t} is not in canonical order (sorted, distinct)")
-        nodes = np.unique(np.concatenate(decode_keys(keys, store.num_nodes, np.int64))).size if len(keys) else 0
+        nodes = int(count_active(*decode_keys(keys, store.num_nodes, store.id_dtype), mark)) if len(keys) else 0
         if nodes != store.node_counts[t]:
             report.problem(f"{path}: snapshot {t} has {nodes} active nodes, node_counts says {store.node_counts[t]}")
         if len(report.problems) >= MAX_PROBLEMS:
