@@ -110,17 +110,17 @@ def _quoted_end(buf, pos, end):
 
 
 @njit(cache=True, nogil=True)
-def rows_with_doubled_quotes(buf, spans):
-    """The rows whose source or destination span (``parse_lines``' string ids) is a quoted field
-    holding a doubled quote ``""``, which stands for one quote."""
-    out = np.zeros(spans.shape[0], dtype=np.bool_)
+def ids_with_doubled_quotes(buf, spans):
+    """The string ids (``parse_lines``' spans, flattened: 2 * row for the source, 2 * row + 1 for the
+    destination) that are quoted fields holding a doubled quote ``""``, which stands for one quote."""
+    out = np.zeros(2 * spans.shape[0], dtype=np.bool_)
     for r in range(spans.shape[0]):
-        for k in (0, 2):
-            a, b = spans[r, k], spans[r, k + 1]
+        for j in range(2):
+            a, b = spans[r, 2 * j], spans[r, 2 * j + 1]
             if a > 0 and b < buf.shape[0] and buf[a - 1] == _QUOTE and buf[b] == _QUOTE:
                 for i in range(a, b - 1):
                     if buf[i] == _QUOTE and buf[i + 1] == _QUOTE:
-                        out[r] = True
+                        out[2 * r + j] = True
                         break
     return np.flatnonzero(out)
 
@@ -178,31 +178,31 @@ def parse_decimal_floor(buf, a, b):
     """A decimal with a fraction and no exponent ("-12.75") floored exactly -> (int64 value, status):
     E_NONNUMERIC for any other form, E_OVERFLOW past int64. (Through a float64, a time above 2^53 lost
     its last digits: 1700000000000000001.5 was stored as 1700000000000000000.)"""
-    a, b, neg, status = _sign(buf, a, b)
-    if status != OK:
-        return 0, status
-    v = 0
-    i = a
-    while i < b and _is_digit(buf[i]):
-        c = np.int64(buf[i]) - _ZERO
-        if v > (9223372036854775807 - c) // 10:
-            return 0, E_OVERFLOW
-        v = v * 10 + c
-        i += 1
-    whole_digits = i - a
-    if i >= b or buf[i] != _DOT:
+    a, b = _strip_quotes(buf, a, b)
+    dot = a
+    while dot < b and buf[dot] != _DOT:
+        dot += 1
+    if dot >= b:
         return 0, E_NONNUMERIC
-    i += 1
-    fraction_digits = 0
     fraction = False   # a non-zero digit after the point
-    while i < b and _is_digit(buf[i]):
+    for i in range(dot + 1, b):
+        if not _is_digit(buf[i]):
+            return 0, E_NONNUMERIC
         fraction = fraction or np.int64(buf[i]) != _ZERO
-        fraction_digits += 1
-        i += 1
-    if i < b or whole_digits + fraction_digits == 0:
-        return 0, E_NONNUMERIC
-    if neg:
-        v = -v - 1 if fraction else -v   # floor; -v - 1 >= -2**63 since v <= 2**63 - 1
+    neg = a < dot and buf[a] == _MINUS
+    signed = a < dot and (neg or buf[a] == _PLUS)
+    if dot == a + signed:   # no whole digits (".5", "-.5"): a fraction digit is needed
+        if dot + 1 >= b:
+            return 0, E_NONNUMERIC
+        v = 0
+    else:
+        v, status = parse_int(buf, a, dot)
+        if status != OK:
+            return 0, status
+    if neg and fraction:   # floor
+        if v == -9223372036854775807 - 1:
+            return 0, E_OVERFLOW
+        v -= 1
     return v, OK
 
 

@@ -42,8 +42,8 @@ from ._text_kernels import (
     STATE_SLOTS,
     LineFormat,
     ParseOut,
+    ids_with_doubled_quotes,
     parse_lines,
-    rows_with_doubled_quotes,
 )
 from .blocks import DEFAULT_BLOCK_BYTES, LineTooLongError, count_lines, iter_blocks
 from .config import DEFAULT_ROWS_PER_BLOCK, IngestConfig
@@ -185,30 +185,28 @@ def iter_text(path: str | os.PathLike, layout: TextLayout, config: IngestConfig,
             pos = int(state[S_POS])
             line_base += int(state[S_LINES])
             if rows:
-                spans, ids = (unescape_quotes(buf, out.spans[:rows]) if as_spans else (None, buf))
+                spans, text = unescape_quotes(buf, out.spans[:rows]) if as_spans else (None, buf)
                 yield TextBlock(src=None if as_spans else out.src[:rows], dst=None if as_spans else out.dst[:rows],
                                 time=out.time[:rows] if has_time else None,
                                 weight=out.weight[:rows] if has_weight else None,
-                                spans=spans, buf=ids, first_line=first_line)
+                                spans=spans, buf=text, first_line=first_line)
         if on_bytes is not None:
             on_bytes(raw_pos)
 
 
 def unescape_quotes(buf: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """String id spans with each quoted field's ``""`` read as one quote (as CSV has it), and the bytes
-    they point into: ``buf`` itself, or where a row needs it, ``buf`` with the unescaped ids after it
+    they point into: ``buf`` itself, or where an id needs it, ``buf`` with the unescaped ids after it
     (the block is a read-only view of the file's bytes, so they cannot be rewritten in place)."""
-    rows = rows_with_doubled_quotes(buf, spans)
-    if not rows.size:
+    ids = ids_with_doubled_quotes(buf, spans)
+    if not ids.size:
         return spans, buf
     spans, extra = spans.copy(), bytearray()
-    for r in rows.tolist():
-        for k in (0, 2):
-            a, b = int(spans[r, k]), int(spans[r, k + 1])
-            if a > 0 and buf[a - 1] == ord('"') and b < len(buf) and buf[b] == ord('"'):
-                spans[r, k] = len(buf) + len(extra)
-                extra += bytes(buf[a:b]).replace(b'""', b'"')
-                spans[r, k + 1] = len(buf) + len(extra)
+    for r, column in zip(*np.divmod(ids, 2), strict=True):
+        a, b = spans[r, 2 * column:2 * column + 2].tolist()
+        spans[r, 2 * column] = len(buf) + len(extra)
+        extra += bytes(buf[a:b]).replace(b'""', b'"')
+        spans[r, 2 * column + 1] = len(buf) + len(extra)
     return spans, np.concatenate([buf, np.frombuffer(bytes(extra), dtype=np.uint8)])
 
 
