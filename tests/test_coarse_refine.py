@@ -103,6 +103,22 @@ def test_same_seed_same_result_and_chunk_independent(tmp_path, cora):
     np.testing.assert_array_equal(again.owner, plans[0].owner)
 
 
+def test_a_kept_work_folder_sorts_the_graph_once_for_every_k(tmp_path, cora):
+    """A run given a work folder keeps its vertex stream there; the next runs on the same store reuse it
+    (no pass over the edge store) and give the plans of runs without a folder; KaMinPar's coarse graph
+    file (k >= 16) is not left there."""
+    store = cora[0]
+    work = tmp_path / "work"
+    for k in (8, 16, 32):
+        kept = coarse_refine.run(store, k, seed=1, work_dir=work)
+        assert kept.metrics["vertex_stream_reused"] is (k != 8)
+        assert kept.metrics["passes"] == (2 if k == 8 else 0)
+        alone = coarse_refine.run(store, k, seed=1)
+        assert not alone.metrics["vertex_stream_reused"]
+        np.testing.assert_array_equal(kept.owner, alone.owner)
+        assert sorted(p.name for p in work.iterdir()) == ["vertex_stream"]
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(2, 120), m=st.integers(1, 400), k=st.integers(1, 9), seed=st.integers(0, 5),
        balance=st.sampled_from([1.0, 1.05, 1.3]), chunk=st.integers(1, 64))

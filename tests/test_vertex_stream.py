@@ -269,3 +269,67 @@ def test_a_rebuilt_stream_keeps_nothing_of_the_last_one(tmp_path):
     got = vertex_stream_metrics(again, owner, 6)
     want = vertex_partition_metrics(store, owner, 6)
     assert got["replication_factor"] == want["replication_factor"] and got["part_halo"] == want["part_halo"]
+
+
+def test_a_kept_stream_is_reused_for_the_same_data_only(tmp_path, capsys, monkeypatch):
+    """``keep``: a second build from the same store's data opens the stream (its lists and files as
+    built); another store's data, another node order or a damaged file of the stream gets it rebuilt,
+    saying why, and the lists are then the new store's."""
+    import shutil
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "1")   # the reasons are log lines
+    rng = np.random.default_rng(11)
+    n = 300
+    src, dst = _random_graph(rng, n, 2000)
+    store = _store(tmp_path / "a.zarr", src, dst, n, chunk=97)
+    first = build_vertex_stream(store, tmp_path / "vs", hubs_first=True, keep=True)
+    assert not first.reused
+    kept = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "vs").iterdir()}
+    again = build_vertex_stream(store, tmp_path / "vs", hubs_first=True, keep=True)
+    assert again.reused
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "vs").iterdir()} == kept
+    np.testing.assert_array_equal(_read_all(again, 64)[1], _read_all(first, 64)[1])
+    np.testing.assert_array_equal(again.new_id, first.new_id)
+    # the same data in a copy of the store elsewhere: reused too (the fingerprint is of the data)
+    shutil.copytree(tmp_path / "a.zarr", tmp_path / "copy.zarr")
+    from graphstream.store import open_store
+    assert build_vertex_stream(open_store(tmp_path / "copy.zarr"), tmp_path / "vs", hubs_first=True, keep=True).reused
+
+    def rebuilt(store, hubs_first, why):
+        capsys.readouterr()
+        vs = build_vertex_stream(store, tmp_path / "vs", hubs_first=hubs_first, keep=True)
+        assert not vs.reused
+        assert why in capsys.readouterr().err
+        return vs
+
+    rebuilt(store, False, "hubs_first differ")
+    rebuilt(store, True, "hubs_first differ")
+    # one edge changed, the same counts: another fingerprint
+    dst2 = dst.copy()
+    dst2[5] = (dst2[5] + 1) % n
+    shutil.rmtree(tmp_path / "a.zarr")
+    other = _store(tmp_path / "a.zarr", src, dst2, n, chunk=97)
+    vs = rebuilt(other, True, "another store, or from this one before its data changed")
+    want_off, want_nbr = _reference(src, dst2, n)
+    off, nbr, _ = _read_all(vs, 64)
+    for v in range(n):
+        u = vs.new_id[v]
+        np.testing.assert_array_equal(np.sort(nbr[off[u]:off[u + 1]]),
+                                      np.sort(vs.new_id[want_nbr[want_off[v]:want_off[v + 1]]]))
+    # a flipped byte in the kept lists
+    path = tmp_path / "vs" / "neighbours.npy"
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x40
+    path.write_bytes(bytes(data))
+    vs = rebuilt(other, True, "neighbours.npy fails its checksum")
+    assert build_vertex_stream(other, tmp_path / "vs", hubs_first=True, keep=True).reused
+
+
+def test_a_stream_built_without_keep_is_never_reused(tmp_path, capsys, monkeypatch):
+    """A stream of a temporary folder records no checksums, so a later ``keep`` build rebuilds it."""
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "1")
+    rng = np.random.default_rng(12)
+    store = _store(tmp_path / "a.zarr", *_random_graph(rng, 100, 500), 100)
+    build_vertex_stream(store, tmp_path / "vs")
+    assert not build_vertex_stream(store, tmp_path / "vs", keep=True).reused
+    assert "records no checksums" in capsys.readouterr().err
+    assert build_vertex_stream(store, tmp_path / "vs", keep=True).reused

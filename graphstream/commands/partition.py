@@ -62,7 +62,8 @@ def configure(p) -> None:
     p.add_argument("--work-dir", default=None, metavar="DIR",
                    help="scratch folder: coarse-refine's vertex stream (2 x edges ids), and the part[e] file of "
                         "the edge partitioners (2ps-l, hdrf, dbh, hash --hash-mode edge), kept there "
-                        "(default: a temporary folder, removed at the end)")
+                        "(default: a temporary folder, removed at the end); a vertex stream kept there from "
+                        "the same store's data is reused, so a graph partitioned at several K is sorted once")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also build the partitioned dataset (manifest.json + part-NNNNN/) in this new folder")
     p.add_argument("--nodes", default=None, metavar="NODE_DIR",

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
-from .._atomic import scratch_dir
+from .._atomic import output_lock, scratch_dir
 from .._report import log, phase_logger
 from .._resources import Stopwatch, lower_thread_priority, peak_rss_bytes, usable_cores
 from ..errors import ParameterError
@@ -94,6 +94,7 @@ from .coarse_solvers import (
     make_solvers,
     place_unlinked,
     solved_ahead,
+    solver_files,
     unlinked_heaviest_first,
 )
 from .plan import MAX_PARTS, PartitionPlan
@@ -276,18 +277,23 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
         # pid-named: a folder left by a killed run is removed by the next one
         with scratch_dir("graphstream-cr-") as tmp:
             return _run(store, k, seed, balance, Path(tmp), cfg, client, preset)
-    return _run(store, k, seed, balance, Path(work_dir), cfg, client, preset)
+    # the user's folder: its vertex stream is kept for the next run on the same store, and held by this
+    # one (a second run on the folder fails at once rather than rebuild the stream under this one)
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    with output_lock(work / "vertex_stream"):
+        return _run(store, k, seed, balance, work, cfg, client, preset, keep=True)
 
 
 def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: CoarseRefineParams,
-         client: Client | None, preset: str = "default") -> PartitionPlan:
+         client: Client | None, preset: str = "default", keep: bool = False) -> PartitionPlan:
     watch = Stopwatch(on_lap=phase_logger("coarse-refine"))  # one progress line per phase
     n = store.num_nodes
-    # 1. vertex stream on disk
+    # 1. vertex stream on disk (reused when ``keep`` finds one of the same store's data there)
     vs = build_vertex_stream(store, work / "vertex_stream", batch_size=cfg.batch_size,
-                             bucket_entries=cfg.bucket_entries, hubs_first=cfg.node_order == "hubs-first")
+                             bucket_entries=cfg.bucket_entries, hubs_first=cfg.node_order == "hubs-first", keep=keep)
     watch.lap("vertex_stream")
-    passes = 2   # degree pass + sort pass over the edge store
+    passes = 0 if vs.reused else 2   # degree pass + sort pass over the edge store
 
     with Rounds.make(vs, cfg.block_entries, client) as rounds:   # the state files of a cluster run go at the end
         # 2. size-capped label propagation
@@ -348,7 +354,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         cluster_stream_passes = 0
         # the later trials are solved in child processes while this one moves the first one's clusters
         cores = usable_cores()   # once: a file read (the cgroup's quota), where the children's count is asked a block
-        with solved_ahead(tries, solver_graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
+        with solver_files(solvers), \
+                solved_ahead(tries, solver_graph, cfg.coarse_trials, work / "coarse_trials") as solve_attempt:
             for i, cpart in distinct_solutions(solve_attempt, cfg.coarse_trials):
                 if linked is not None:
                     cpart = place_unlinked(cpart, linked, unlinked, graph.csizes, k)
@@ -414,6 +421,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
     metrics.update({
         "seconds": watch.seconds,
         "passes": passes,
+        "vertex_stream_reused": vs.reused,
         "vertex_stream_passes": passes_vs,
         "peak_rss_bytes": peak_rss_bytes(),
         # this process's peak leaves out the children solving the later coarse trials beside it in step 4:

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -146,6 +147,18 @@ def make_solvers(coarse_solver: str, method: str, graph: CoarseGraph, k: int, ba
     if "metis" in names or not solvers:
         solvers.insert(0, CoarseSolver(k, balance, "metis", method))
     return solvers
+
+
+@contextmanager
+def solver_files(solvers: list[CoarseSolver]) -> Iterator[None]:
+    """Removes the files :func:`make_solvers` wrote for ``solvers`` on leaving (KaMinPar's graph file,
+    which would otherwise stay in a kept work folder)."""
+    try:
+        yield
+    finally:
+        for solver in solvers:
+            if solver.parhip is not None:
+                Path(solver.parhip).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,12 +53,13 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from .._report import track
+from .._report import log, track
 from ..errors import ParameterError, StoreError
 from ..kernels.packing import cut_ranges
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, degree_pass
 from ..store.degrees import check_edge_ids
+from ..store.integrity import FileDigest, check_file, file_digest
 
 # 16 MiB of int32 neighbours per bucket buffer (two: one sorted, one written). 2^22 rather than 2^24
 # (2026-11-29): a bucket's counting sort scatters into a buffer that mostly stays in cache, and the
@@ -105,6 +106,7 @@ class VertexStream:
         self.id_dtype = np.dtype(id_dtype)
         self.num_nodes = len(offsets) - 1
         self.num_entries = int(offsets[-1])
+        self.reused = False   # opened from a kept folder instead of built (build_vertex_stream's keep)
         self._data_offset = _npy_data_offset(self.path / "neighbours.npy")
 
     def __repr__(self) -> str:
@@ -212,7 +214,8 @@ class VertexStream:
 # -- building -------------------------------------------------------------------------------------
 
 def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch_size: int | None = None,
-                        bucket_entries: int = DEFAULT_BUCKET_ENTRIES, hubs_first: bool = False) -> VertexStream:
+                        bucket_entries: int = DEFAULT_BUCKET_ENTRIES, hubs_first: bool = False,
+                        keep: bool = False) -> VertexStream:
     """Sort the store's edges by node into ``work_dir`` (created if needed) and open the result.
 
     ``bucket_entries`` bounds the in-memory bucket buffer (entries, not
@@ -220,11 +223,27 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
     spill-file route. ``hubs_first``: the nodes renumbered, hubs first (see
     the module's docstring; the stream's ``new_id`` maps the store's ids to
     its own).
+
+    ``keep``: the folder is the user's and outlives this run, so the stream
+    records the store's fingerprint (:meth:`GraphStore.fingerprint`) and
+    the size and CRC-32C of each of its files, and a stream found there
+    that was built from the same store's data, in the same node order, is
+    opened instead of built again (``VertexStream.reused``), after its
+    files pass their checksums: partitioning one graph at several k sorts
+    it once. Anything else found there is rebuilt, and said so.
     """
     if bucket_entries < 1:
         raise ParameterError(f"bucket_entries must be >= 1, got {bucket_entries}")
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
+    fingerprint = store.fingerprint() if keep else None
+    if fingerprint is not None:
+        kept, why_not = _kept_stream(work, store, fingerprint, hubs_first)
+        if kept is not None:
+            log(f"vertex stream: reusing the one in {work} (built from this store's data; checksums pass)")
+            return kept
+        if why_not:
+            log(f"vertex stream: rebuilding the one in {work}: {why_not}")
     meta_path = work / META
     # rebuilding: nothing of an old stream is trusted, least of all the files only some streams have (a
     # directed store's out_degree.npy left beside an undirected one's lists would mark its halos)
@@ -270,8 +289,49 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
             _build_spilled(edges, store.num_edges, offsets, out_degree, id_dtype, out, data_offset, buckets, work)
     meta = {"num_nodes": n, "num_entries": total, "id_dtype": str(id_dtype), "source": store.path,
             "num_edges": store.num_edges, "hubs_first": new_id is not None}
+    if fingerprint is not None:
+        meta["store_fingerprint"] = fingerprint
+        meta["files"] = {name: file_digest(work / name).to_json() for name in _stream_files(meta, store.directed)}
     meta_path.write_text(json.dumps(meta))   # written last: marks the stream complete
     return VertexStream(work, offsets, id_dtype, new_id)
+
+
+def _stream_files(meta: dict, directed: bool) -> list[str]:
+    """The files of a vertex stream described by ``meta``."""
+    return (["offsets.npy", "neighbours.npy"] + (["new_id.npy"] if meta.get("hubs_first") else [])
+            + (["out_degree.npy"] if directed else []))
+
+
+def _kept_stream(work: Path, store: GraphStore, fingerprint: str, hubs_first: bool
+                 ) -> tuple[VertexStream | None, str]:
+    """The complete stream in ``work`` when it was built from ``store``'s data (``fingerprint``) with
+    this node order and its files pass their checksums; else None and why not ("" when there is none)."""
+    try:
+        meta = json.loads((work / META).read_text())
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, ValueError) as exc:
+        return None, f"its {META} is unreadable ({exc})"
+    if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
+        return None, "it records no checksums (built without a kept work folder, or damaged)"
+    if meta.get("store_fingerprint") != fingerprint:
+        return None, "it was built from another store, or from this one before its data changed"
+    expected = {"num_nodes": store.num_nodes, "num_edges": store.num_edges, "id_dtype": str(store.id_dtype),
+                "hubs_first": hubs_first and store.num_nodes > 0}
+    differs = [key for key, value in expected.items() if meta.get(key) != value]
+    if differs:
+        return None, f"its {', '.join(differs)} differ"
+    names = _stream_files(meta, store.directed)
+    if sorted(meta["files"]) != sorted(names):
+        return None, f"it holds {sorted(meta['files'])}, a stream of this store {sorted(names)}"
+    try:
+        for name in names:
+            check_file(work / name, FileDigest.from_json(meta["files"][name], f"{work / META}"), str(work))
+    except StoreError as exc:   # CorruptDataError included
+        return None, str(exc)
+    vs = open_vertex_stream(work)
+    vs.reused = True
+    return vs, ""
 
 
 def open_vertex_stream(work_dir: str | os.PathLike, *, mmap: bool = False) -> VertexStream:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import google_crc32c
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
@@ -244,6 +245,27 @@ class GraphStore:
         import dask.array as da
         checked = self.array(column)
         return da.from_array(checked, chunks=checked.chunks, asarray=False, fancy=False, lock=False, name=False)
+
+    def fingerprint(self, columns: Sequence[str] = ("src", "dst")) -> str | None:
+        """A digest of the store's metadata and of ``columns``' data, for files derived from them (a kept
+        vertex stream): the CRC-32C of its sealed attributes' checksum and of every chunk's recorded
+        CRC-32C (the last 4 bytes of each chunk file, written by the ``crc32c`` codec), so it changes
+        with any byte of them, and costs a few small reads a chunk, not a read of the data. None when
+        it cannot be had cheaply: a store without chunk checksums (format version 1) or at a URL."""
+        if not self.checksums or is_url(self.path):
+            return None
+        crc = google_crc32c.Checksum(str(self.attrs.get(SEAL_KEY)).encode())
+        for name in columns:
+            checked = self.array(name)
+            for i in range(-(-self.num_edges // checked.chunks[0])):
+                try:
+                    with open(checked.chunk_file(i), "rb") as f:
+                        f.seek(-4, os.SEEK_END)
+                        crc.update(f.read(4))
+                except OSError as exc:   # missing or shorter than a checksum: a damaged store
+                    raise CorruptDataError(f"{self.path}: array {name!r} chunk {i} ({checked.chunk_file(i)}) "
+                                           f"is missing or damaged: {exc.strerror or exc}") from exc
+        return crc.hexdigest().decode()
 
     def id_map(self) -> np.ndarray | None:
         """Original ids by local id, when the store was relabelled."""
