@@ -982,3 +982,45 @@ def test_a_part_cut_into_steps_on_threads_is_the_same_part(tmp_path, monkeypatch
     check_dataset(store, owner, 4, tmp_path / "cut", nodes)
     assert built["one"] and built["cut"] == built["one"] and built["grouped"] == built["one"]
     assert built["whole"] == built["one"]
+
+
+@pytest.mark.parametrize("wanted", ["every row", "every third row"])
+def test_node_data_held_at_once_stays_within_the_gather_bytes(tmp_path, monkeypatch, wanted):
+    """gather_rows holds at most ``window_bytes`` of node data: the mapped window (half of it) and the
+    rows copied out of it, both dropped before the next window is mapped (the last copy used to live on
+    beside the next window and its copy: three windows at once). Rows are checked too."""
+    import weakref
+
+    from graphstream.store.nodedata import NodeArray
+    rng = np.random.default_rng(5)
+    feats = rng.standard_normal((5000, 16)).astype(np.float32)   # 64 bytes a row
+    np.save(tmp_path / "features.npy", feats)
+    array = NodeArray.from_npy(tmp_path / "features.npy", "features")
+    window_bytes = 64 * 100
+    ids = np.arange(5000) if wanted == "every row" else np.arange(0, 5000, 3)
+    alive: list[weakref.ref] = []
+    mapped = []
+    real_memmap = NodeArray.memmap
+
+    def memmap(self, start=0, stop=None):
+        assert not [r for r in alive if r() is not None], "a window or block outlived its write"
+        window = real_memmap(self, start, stop)
+        mapped.append(window.nbytes)
+        alive.append(weakref.ref(window))
+        return window
+
+    class Writer:
+        def __init__(self):
+            self.rows = []
+
+        def write(self, block):
+            copied = 0 if np.shares_memory(block, alive[-1]()) else block.nbytes   # a whole window: no copy
+            assert mapped[-1] + copied <= window_bytes
+            alive.append(weakref.ref(block))
+            self.rows.append(np.array(block))
+
+    monkeypatch.setattr(NodeArray, "memmap", memmap)
+    writer = Writer()
+    features_mod.gather_rows(array, ids, writer, window_bytes)
+    assert max(mapped) <= window_bytes // 2
+    np.testing.assert_array_equal(np.concatenate(writer.rows), feats[ids])

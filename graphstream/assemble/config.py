@@ -17,7 +17,8 @@ class BuildConfig:
     ``batch_size``: edges per streamed batch (default: the store's chunk).
     ``read_bytes``: spill file read chunk. ``sort_bytes``: the CSR fill
     buffer (a part with more column entries is filled in several row blocks).
-    ``gather_bytes``: node data window mapped at once (and largest block copied).
+    ``gather_bytes``: node data held at once per worker while it is split: a mapped window of half
+    of it, and the rows copied out of that window.
     ``workers``: the build's threads; each part built at once adds its own O(num_nodes)
     scratch (about 16 bytes per node) and buffers. None: as many as the usable
     cores, and half of the available memory, hold (:meth:`resolve_workers`).

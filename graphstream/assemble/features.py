@@ -3,8 +3,9 @@
 The source files are never loaded whole. A part's node ids come in two
 ascending runs (inner, then halo), so rows are read in increasing file
 offset: for each block of ids, only the window of rows from the block's first
-to its last id is mapped (at most ``window_bytes``), the rows are copied out
-and the map is dropped, which also releases the pages it touched from this
+to its last id is mapped (at most half of ``window_bytes``), the rows are
+written from it (copied out first when not every row is wanted) and the map
+is dropped, which also releases the pages it touched from this
 process's resident set. Output ``.npy`` files are written sequentially,
 header first (:class:`NpyWriter`).
 """
@@ -61,14 +62,22 @@ class NpyWriter:
 
 
 def gather_rows(array: NodeArray, ids: np.ndarray, writer: NpyWriter, window_bytes: int) -> None:
-    """Append ``array[ids]`` to ``writer``; ``ids`` ascending and unique.
+    """Append ``array[ids]`` to ``writer``; ``ids`` ascending and unique; at most ``window_bytes`` of
+    node data held at once (one row at least).
 
-    Each block maps the row window [ids[i], ids[j-1]] of at most
-    ``window_bytes`` (one row at least) and copies out ``ids[i:j]``.
+    Each block maps the row window [ids[i], ids[j-1]] of at most half of
+    ``window_bytes``: a window whose every row is wanted is written from the
+    map itself; otherwise the wanted rows are copied out (at most the other
+    half). The map and the copy are dropped before the next window is
+    mapped, which also releases the pages it touched from this process's
+    resident set. (Before 2026-11-30 a window was the whole ``window_bytes``,
+    always copied, and the last copy lived on while the next window was
+    mapped and copied: three windows at once, 384 MiB a worker with the
+    default 128 MiB.)
     """
     if len(ids) == 0:
         return
-    window_rows = max(1, window_bytes // max(1, array.row_bytes))
+    window_rows = max(1, window_bytes // 2 // max(1, array.row_bytes))
     i = 0
     n = len(ids)
     while i < n:
@@ -77,9 +86,9 @@ def gather_rows(array: NodeArray, ids: np.ndarray, writer: NpyWriter, window_byt
         j = max(j, i + 1)
         hi = int(ids[j - 1]) + 1
         window = array.memmap(lo, hi)
-        block = window[ids[i:j] - lo] if (j - i) < (hi - lo) else np.array(window)
-        del window  # unmap now: its pages leave our resident set
+        block = window[ids[i:j] - lo] if (j - i) < (hi - lo) else window
         writer.write(block)
+        del window, block  # unmap now: its pages leave our resident set
         i = j
 
 
