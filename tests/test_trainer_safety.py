@@ -353,6 +353,26 @@ def test_negative_or_fractional_labels_are_named():
         check_parts([g])
 
 
+@pytest.mark.parametrize("columns", [1, 3])
+def test_labels_of_several_columns_are_refused_in_one_line(tmp_path, capsys, columns):
+    """The format allows (n, C) labels (multi-label) and the builder splits them; training takes one class
+    id a node, so such parts get exit 2 and a line naming the shape (an (n, 1) file of class ids is the
+    usual slip), not a traceback from the first batch."""
+    g = tiny_graph()
+    src = np.repeat(np.arange(len(g.indptr) - 1), np.diff(g.indptr))
+    np.savetxt(tmp_path / "edges.txt", np.stack([src, g.indices], 1), fmt="%d")
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    np.save(nodes / "features.npy", g.features)
+    np.save(nodes / "labels.npy", np.repeat(g.labels[:, None], columns, axis=1))
+    np.save(nodes / "train_mask.npy", g.train_mask)
+    assert main(["ingest", tmp_path / "edges.txt", tmp_path / "g.zarr"]) == 0
+    assert main(["partition", tmp_path / "g.zarr", "-k", "2", "--out", tmp_path / "parts", "--nodes", nodes]) == 0
+    code, err = train_cli(capsys, tmp_path / "parts", "--epochs", "1", "--hidden", "4", "--threads", "1")
+    assert code == 2, err
+    assert "labels have shape (" in one_line_error(err) and f", {columns})" in err
+
+
 # -- item 8: checkpoints are atomic, disk full is one line, and stay apart from the parts ----
 
 def test_checkpoint_on_a_full_disk_exits_2_and_keeps_the_old_one(parts_dir, tmp_path, capsys, monkeypatch):

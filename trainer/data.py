@@ -164,6 +164,10 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
         if part.labels is None:
             raise NodeDataError(f"{where}: no labels (build the parts with --nodes NODE_DIR holding labels.npy)")
         labels = np.asarray(part.labels)
+        if labels.ndim != 1:   # the format allows (n, C) labels (multi-label); this trainer classifies
+            raise NodeDataError(f"{where}: labels have shape {labels.shape}; training takes one class id a node, "
+                                f"shape (n,) (class ids in an (n, 1) file: save labels.reshape(-1) and build "
+                                "the parts again)")
         if len(labels) < k:
             raise NodeDataError(f"{where}: labels have {len(labels)} rows, expected at least {k}")
         if k:
