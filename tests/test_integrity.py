@@ -289,6 +289,23 @@ def test_info_refuses_a_snapshot_store_without_one_of_its_arrays(outputs, tmp_pa
     assert proc.returncode == 2 and "lacks the array(s) ['chg_count']" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("kind", ["graph", "snapshots", "partitions", "dynamic_partitions"])
+def test_a_version_edited_down_does_not_turn_the_seal_off(outputs, kind, tmp_path):
+    """Metadata sealed by its CRC-32C, its version edited to 1 (which wrote no seal) and a figure edited
+    beside it, the seal left in place: refused as edited, as it is without the version's edit."""
+    path = tmp_path / kind
+    shutil.copytree(outputs[kind][0], path)
+    meta = path / ("zarr.json" if kind in ("graph", "snapshots") else "manifest.json")
+    doc = json.loads(meta.read_text())
+    attrs = doc["attributes"] if kind in ("graph", "snapshots") else doc
+    assert "crc32c" in attrs
+    attrs["version"] = 1
+    attrs["num_nodes"] += 1
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(CorruptDataError, match="fails its checksum"):
+        verify(path)
+
+
 def test_version1_partitions_readable(outputs, tmp_path):
     path = tmp_path / "parts"
     shutil.copytree(outputs["partitions"][0], path)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
-from .integrity import check_seal, seal
+from .integrity import check_seal_when_due, seal
 from .snapshots import SnapshotStore, open_snapshots
 
 FORMAT = "graphstream.dynamic_partitions"
@@ -57,8 +57,7 @@ class DynamicPartitionsManifest:
         if version not in READABLE_VERSIONS or isinstance(version, bool):
             raise StoreError(f"{where}: dynamic partitions version {doc.get('version')!r}, this graphstream "
                              f"reads versions {' and '.join(map(str, READABLE_VERSIONS))}")
-        if version >= 2:
-            check_seal(doc, where)
+        check_seal_when_due(doc, version, 2, where)
         try:
             parts = doc["parts"]
             manifest = cls(algorithm=str(doc["algorithm"]), num_parts=int(doc["num_parts"]),

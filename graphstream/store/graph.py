@@ -33,7 +33,7 @@ from ..errors import (
     StoreError,
     whole_number,
 )
-from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal, chunk_codecs, open_arrays, seal
+from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal_when_due, chunk_codecs, open_arrays, seal
 from .stream import EdgeBatch, stream_edges
 
 FORMAT = "graphstream.graph"
@@ -115,8 +115,7 @@ class GraphManifest:
     def from_attrs(cls, attrs: dict[str, Any], where: str) -> GraphManifest:
         """Validate the attributes of a complete store once; raise :class:`StoreError` naming ``where``."""
         check_group_header(attrs, FORMAT, READABLE_VERSIONS, "graph store", where)
-        if attrs["version"] >= CHECKSUM_VERSION:
-            check_seal(attrs, f"{where}/zarr.json")
+        check_seal_when_due(attrs, attrs["version"], CHECKSUM_VERSION, f"{where}/zarr.json")
         missing = [k for k in ("num_nodes", "num_edges", "directed", "id_dtype") if k not in attrs]
         if missing:
             raise StoreError(f"{where}: store attributes lack {missing}")

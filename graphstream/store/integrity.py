@@ -224,6 +224,14 @@ def check_seal(doc: dict[str, Any], where: str) -> None:
                                f"{_canonical_crc(doc)}): damaged or edited by hand")
 
 
+def check_seal_when_due(doc: dict[str, Any], version: int, sealed_from: int, where: str) -> None:
+    """:func:`check_seal` for a document of a version from ``sealed_from`` on, and for any that carries a
+    seal: an older version never wrote one, so a seal there belongs to a newer document whose version
+    was edited down (which would otherwise turn the check off)."""
+    if version >= sealed_from or SEAL_KEY in doc:
+        check_seal(doc, where)
+
+
 def open_arrays(group: zarr.Group, where: str) -> dict[str, zarr.Array]:
     """A group's arrays by name. zarr parses every array's ``zarr.json`` here; a damaged one
     (bad JSON, unknown codec or dtype) is :class:`CorruptDataError`, not zarr's exception."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
-from .integrity import SEAL_KEY, FileDigest, check_seal, file_digest, seal
+from .integrity import SEAL_KEY, FileDigest, check_seal_when_due, file_digest, seal
 from .nodedata import read_npy_header
 
 FORMAT = "graphstream.partitions"
@@ -149,8 +149,7 @@ class PartitionsManifest:
         if version not in READABLE_VERSIONS or isinstance(version, bool):
             raise fail(f"version {version!r} is not supported (expected "
                        f"{' or '.join(map(str, READABLE_VERSIONS))})")
-        if version >= CHECKSUM_VERSION:
-            check_seal(obj, str(where))
+        check_seal_when_due(obj, version, CHECKSUM_VERSION, str(where))
         missing = [k for k in TOP_LEVEL_KEYS if k not in obj]
         if missing:
             raise fail(f"manifest lacks {missing}")

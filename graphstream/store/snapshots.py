@@ -42,7 +42,7 @@ from .delta import (
     encode_keys,
 )
 from .graph import check_group_header, default_compressor, id_dtype_for, open_group
-from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal, chunk_codecs, open_arrays, seal
+from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal_when_due, chunk_codecs, open_arrays, seal
 
 FORMAT = "graphstream.snapshots"
 # Version 2: every chunk carries a CRC-32C and is always written (version 1 stays readable, unchecked).
@@ -85,8 +85,7 @@ class SnapshotManifest:
     @classmethod
     def from_attrs(cls, attrs: dict[str, Any], where: str) -> SnapshotManifest:
         check_group_header(attrs, FORMAT, READABLE_VERSIONS, "snapshot store", where)
-        if attrs["version"] >= CHECKSUM_VERSION:
-            check_seal(attrs, f"{where}/zarr.json")
+        check_seal_when_due(attrs, attrs["version"], CHECKSUM_VERSION, f"{where}/zarr.json")
         try:
             manifest = cls(num_snapshots=int(attrs["num_snapshots"]), num_nodes=int(attrs["num_nodes"]),
                            directed=bool(attrs["directed"]), id_dtype=str(np.dtype(attrs["id_dtype"])),
