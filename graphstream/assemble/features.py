@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..store.nodedata import NodeArray, NodeData, write_npy_header
+from ..store.nodedata import NodeArray, NodeData, little_endian, write_npy_header
 
 
 class NpyWriter:
@@ -100,7 +100,8 @@ def gather_node_data(node_data: NodeData, global_ids: np.ndarray, part_dir: Path
     """
     runs = ascending_runs(global_ids)
     for name, array in node_data.arrays.items():
-        with NpyWriter(part_dir / f"{name}.npy", array.dtype, (len(global_ids),) + array.row_shape) as writer:
+        with NpyWriter(part_dir / f"{name}.npy", little_endian(array.dtype),
+                       (len(global_ids),) + array.row_shape) as writer:
             for a, b in runs:
                 gather_rows(array, global_ids[a:b], writer, window_bytes)
 

@@ -190,6 +190,12 @@ def describe_npy(path: str | os.PathLike, name: str) -> NodeArray:
     return NodeArray.from_npy(path, name)
 
 
+def little_endian(dtype: np.dtype) -> np.dtype:
+    """``dtype`` in little-endian byte order, the order of every file a partitioned dataset holds (a
+    big-endian source file's rows are converted as they are split)."""
+    return np.dtype(dtype).newbyteorder("<")
+
+
 def check_node_array(arr: NodeArray, num_nodes: int) -> None:
     """One node data file's rows, dtype and shape as its kind (features, labels, a mask) allows."""
     where = arr.path
@@ -198,7 +204,7 @@ def check_node_array(arr: NodeArray, num_nodes: int) -> None:
     if arr.name == FEATURES:
         if len(arr.shape) != 2:
             raise NodeDataError(f"{where}: features must be 2-D (num_nodes x F), got shape {arr.shape}")
-        if arr.dtype not in _FEATURE_DTYPES:
+        if little_endian(arr.dtype) not in _FEATURE_DTYPES:   # either byte order: the parts get little-endian
             raise NodeDataError(f"{where}: features must be float32 or float16, got {arr.dtype}")
     elif arr.name == LABELS:
         if len(arr.shape) not in (1, 2):
