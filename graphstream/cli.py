@@ -154,6 +154,34 @@ def _signals_unwind() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+@contextmanager
+def _stdout_kept_for_json(json_mode: bool) -> Iterator[None]:
+    """With ``--json``, file descriptor 1 points at stderr while the command runs, so that stdout holds
+    the one JSON object alone: C libraries print there whatever our code does (METIS's "***Cannot
+    bisect a graph with 0 vertices!" lines came before the object, breaking every parser of it)."""
+    if not json_mode:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        _flush_c_stdio()   # what a library's printf still buffers goes to stderr, not to the object's stdout
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    try:
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):   # no C library to ask (not POSIX): nothing of its buffers to flush
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else [str(word) for word in argv]
     if _selected(argv) in COMMANDS:   # before any kernel runs; inherited by the workers and jobs it starts
@@ -162,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
-        with _signals_unwind():
+        with _signals_unwind(), _stdout_kept_for_json(getattr(args, "json", False)):
             result = args.run(args)
     except (GraphStreamError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         # One line whatever the message holds (a library's multi-line text must not break the contract).

@@ -115,3 +115,26 @@ def test_commands_run_with_openmp_s_passive_wait_policy_unless_one_is_set():
     assert _policy_after(["info", "--help"], None) == "PASSIVE"
     assert _policy_after(["info", "--help"], "ACTIVE") == "ACTIVE"
     assert _policy_after(["train", "--help"], None) == "unset"
+
+
+def test_json_stdout_holds_the_object_alone_whatever_a_library_prints(tmp_path):
+    """With --json, what a C library prints on stdout while the command runs (METIS's "***Cannot bisect a
+    graph with 0 vertices!", through printf) and what Python code prints there go to stderr: stdout is
+    the one JSON object. Without --json stdout is left alone."""
+    code = (
+        "import ctypes, os, sys\n"
+        "import graphstream.commands.info as info\n"
+        "from graphstream.cli import main\n"
+        "def run(args):\n"
+        "    ctypes.CDLL(None).printf(b'***from C\\n')\n"
+        "    os.write(1, b'***from fd 1\\n')\n"
+        "    print('***from python')\n"
+        "    return {'a': 1}\n"
+        "info.run = run\n"
+        "sys.exit(main(['info', 'nowhere.zarr'] + sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", code, "--json"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"a": 1}
+    assert all(f"***from {w}" in proc.stderr for w in ("C", "fd 1", "python")), proc.stderr
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert plain.returncode == 0 and "***from fd 1" in plain.stdout and "***from python" in plain.stdout
