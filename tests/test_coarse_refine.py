@@ -103,6 +103,15 @@ def test_same_seed_same_result_and_chunk_independent(tmp_path, cora):
     np.testing.assert_array_equal(again.owner, plans[0].owner)
 
 
+@pytest.mark.parametrize("k, params", [(16, {}), (32, {}), (16, {"edge_balance": 1.0}), (8, {"coarse_solver": "kaminpar"})])
+def test_balance_one_is_a_plan_with_kaminpar_too(cora, k, params):
+    """--balance 1.0 (no imbalance) with KaMinPar on the coarse graph (k >= 16, or asked for): KaMinPar 3.7
+    raised on an imbalance of 0; now every part is within the cap ceil(n / k)."""
+    store, _, _, n = cora
+    plan = coarse_refine.run(store, k, seed=0, balance=1.0, **params)
+    check_plan(plan, n, k, 1.0)
+
+
 def test_a_kept_work_folder_sorts_the_graph_once_for_every_k(tmp_path, cora):
     """A run given a work folder keeps its vertex stream there; the next runs on the same store reuse it
     (no pass over the edge store) and give the plans of runs without a folder; KaMinPar's coarse graph

@@ -15,6 +15,10 @@ from pathlib import Path
 import numpy as np
 
 HEADER_BYTES = 24
+# The least imbalance asked of KaMinPar: --balance 1.0 asks for none, which KaMinPar 3.7 refuses
+# ("Call KaMinPar::set_uniform_max_block_weights() ... before calling KaMinPar::compute_partition()");
+# parts of a millionth above the mean are the balanced ones whenever the mean is below a million.
+MIN_IMBALANCE = 1e-6
 
 
 def available() -> bool:
@@ -45,10 +49,12 @@ def write_parhip(path: str | os.PathLike, xadj: np.ndarray, adjncy: np.ndarray,
 
 def partition(path: str | os.PathLike, k: int, balance: float, seed: int, *, threads: int = 1,
               context: str = "default") -> np.ndarray:
-    """KaMinPar's parts (int32) of the ParHiP graph at ``path``, imbalance ``balance - 1``."""
+    """KaMinPar's parts (int32) of the ParHiP graph at ``path``, imbalance ``balance - 1`` (at least
+    ``MIN_IMBALANCE``: KaMinPar 3.7 reads an imbalance of 0 as "no block weights set" and raises)."""
     import kaminpar
 
     kaminpar.reseed(int(seed))
     graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
     solver = kaminpar.KaMinPar(threads, kaminpar.context_by_name(context))
-    return np.asarray(solver.compute_partition(graph, k, float(balance) - 1.0), dtype=np.int32)
+    imbalance = max(float(balance) - 1.0, MIN_IMBALANCE)
+    return np.asarray(solver.compute_partition(graph, k, imbalance), dtype=np.int32)
