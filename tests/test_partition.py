@@ -385,10 +385,32 @@ def small_store(tmp_path):
     (4, "hdrf", {"lam": -1.0}, "lam must be"),
     (4, "hdrf", {"tau": 3.0}, "does not apply to hdrf"),
     (4, "hash", {"mode": "both"}, "mode must be"),
+    (4, "hdrf", {"lam": float("inf")}, "lam must be a finite number"),   # every edge went to part 0
+    (4, "spring", {"tau": float("inf")}, "tau must be a finite number"),
+    (4, "hdrf", {"balance": 1.2}, "balance does not apply to hdrf"),
+    (4, "spring", {"balance": 1.0}, "balance does not apply to spring"),
+    (4, "dbh", {"balance": 2.0}, "balance does not apply to dbh"),
+    (4, "hash", {"balance": 1.05}, "balance does not apply to hash"),
+    (4, "coarse-refine", {"edge_balance": float("inf")}, "invalid edge_balance=inf"),
 ])
 def test_bad_parameters(small_store, k, algo, params, msg):
     with pytest.raises(ParameterError, match=msg):
         partition(small_store, k, algo, **params)
+
+
+@pytest.mark.parametrize("algo", ["coarse-refine", "2ps-l"])
+def test_a_balance_of_k_or_more_caps_nothing_and_is_recorded_as_k(small_store, algo):
+    """1e17 overflowed the caps' int64 (a traceback); a cap of k x the mean holds everything already."""
+    huge = partition(small_store, 4, algo, balance=1e17, metrics=False)
+    assert huge.params["balance"] == 4.0
+    np.testing.assert_array_equal(huge.owner, partition(small_store, 4, algo, balance=4.0, metrics=False).owner)
+
+
+def test_an_edge_balance_of_k_or_more_is_no_cap(small_store):
+    plain = partition(small_store, 4, "coarse-refine", metrics=False)
+    for f in (4.0, 1e17):
+        np.testing.assert_array_equal(partition(small_store, 4, "coarse-refine", edge_balance=f, metrics=False).owner,
+                                      plain.owner)
 
 
 def test_bad_balance_and_seed(small_store):

@@ -37,8 +37,10 @@ def configure(p) -> None:
                    help=f"graph stores: {', '.join(ALGORITHMS)} (default {DEFAULT_ALGORITHM}); snapshot stores: "
                         "pgc (default), snapshot or sequence (see docs/partitioners.md, docs/dynamic.md)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    p.add_argument("--balance", type=float, default=1.05,
-                   help="largest part allowed, as a multiple of the mean part size (default 1.05)")
+    p.add_argument("--balance", type=float, default=None,
+                   help="largest part allowed, as a multiple of the mean part size (default 1.05): "
+                        "coarse-refine's nodes, 2ps-l's edges, a snapshot store's nodes; spring, hdrf, dbh and "
+                        "hash balance by their own rules and refuse it")
     p.add_argument("--edge-balance", type=float, default=None, metavar="F",
                    help="coarse-refine only: also cap each part's edges (the sum of its nodes' degrees) at F "
                         "times the mean, F >= 1 (default: nodes only; on power-law graphs the nodes alone "
@@ -224,9 +226,11 @@ def _snapshot_store(args, client) -> dict:
     import inspect
 
     from ..cluster import run_task
+    from ..partition import DEFAULT_BALANCE
 
     dyn = _import("graphstream.dynamic.partition", "partitioning snapshot stores")
-    config = dyn.PGCConfig(num_parts=args.k, seed=args.seed, balance=args.balance, scratch_dir=args.work_dir)
+    balance = DEFAULT_BALANCE if args.balance is None else args.balance
+    config = dyn.PGCConfig(num_parts=args.k, seed=args.seed, balance=balance, scratch_dir=args.work_dir)
     kwargs = {"algo": args.algo, "out": args.out, "overwrite": args.overwrite}
     if client is not None and "client" in inspect.signature(dyn.partition_snapshot_store).parameters:
         kwargs["client"] = client

@@ -21,6 +21,7 @@ pass is tasks over edge chunks. Same plan as in-process.
 from __future__ import annotations
 
 import importlib
+import math
 import numbers
 import os
 from collections.abc import Callable
@@ -60,30 +61,34 @@ class Param:
 
 
 def _positive(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < math.inf
 
 
-def _nonneg(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+def _nonneg(x) -> bool:   # finite: HDRF's lambda = inf made every score NaN, every edge went to part 0
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < math.inf
 
 
 def _pos_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 1
 
 
+DEFAULT_BALANCE = 1.05
+#: the algorithms that take ``balance`` (coarse-refine: nodes a part; 2ps-l: edges a part)
+BALANCED = ("coarse-refine", "2ps-l")
+
 #: the one table of algorithm parameters (defaults live in each module's config)
 PARAMS: dict[str, dict[str, Param]] = {
     "spring": {
-        "tau": Param(_positive, "a number > 0", "cluster volume cap (default: see docs/partitioners.md)"),
-        "tau_factor": Param(_positive, "a number > 0", "tau as a multiple of |E|/k"),
-        "beta": Param(lambda x: _positive(x) and x >= 1, "a number >= 1", "merge size cap, times n/k"),
+        "tau": Param(_positive, "a finite number > 0", "cluster volume cap (default: see docs/partitioners.md)"),
+        "tau_factor": Param(_positive, "a finite number > 0", "tau as a multiple of |E|/k"),
+        "beta": Param(lambda x: _positive(x) and x >= 1, "a finite number >= 1", "merge size cap, times n/k"),
     },
     "2ps-l": {
         "passes": Param(_pos_int, "an integer >= 1", "streaming clustering passes (re-streaming keeps state)"),
     },
     "hdrf": {
-        "lam": Param(_nonneg, "a number >= 0", "weight of the balance term (lambda)"),
-        "eps": Param(_positive, "a number > 0", "epsilon in the balance term's denominator"),
+        "lam": Param(_nonneg, "a finite number >= 0", "weight of the balance term (lambda)"),
+        "eps": Param(_positive, "a finite number > 0", "epsilon in the balance term's denominator"),
     },
     "dbh": {},
     "hash": {
@@ -117,7 +122,11 @@ def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dic
         raise ParameterError(f"k = {k} exceeds the number of nodes ({store.num_nodes}) of {store.path}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**63:   # int64
         raise ParameterError(f"seed must be an integer in [0, 2**63), got {seed!r}")
-    if isinstance(balance, bool) or not isinstance(balance, numbers.Real) or not 1.0 <= balance < float("inf"):
+    if balance is not None and algo not in BALANCED:
+        raise ParameterError(f"balance does not apply to {algo}, which balances its parts by its own rule "
+                             f"(it applies to {', '.join(BALANCED)}; docs/partitioners.md)")
+    if balance is not None and (isinstance(balance, bool) or not isinstance(balance, numbers.Real)
+                                or not 1.0 <= balance < float("inf")):
         raise ParameterError(f"balance must be a finite number >= 1.0, got {balance!r}")
     table = PARAMS[algo]
     for name, value in params.items():
@@ -144,7 +153,7 @@ def load_algorithm(algo: str):
 
 
 def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT_ALGORITHM, *,
-              seed: int = 0, balance: float = 1.05, work_dir: str | os.PathLike | None = None,
+              seed: int = 0, balance: float | None = None, work_dir: str | os.PathLike | None = None,
               metrics: bool = True, client: Client | None = None, **params) -> PartitionPlan:
     """Partition ``store`` into ``k`` parts with ``algo``; return the plan with its metrics.
 
@@ -153,7 +162,10 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
         k: number of parts, 1 <= k <= MAX_PARTS (and <= num_nodes).
         algo: one of :data:`ALGORITHMS`.
         seed: seeds every random choice (hashes, tie breaks); same seed, same plan.
-        balance: capacity factor over the mean part size (edge partitioners: edges).
+        balance: capacity factor over the mean part size: coarse-refine's nodes, 2ps-l's edges
+            (default 1.05; a value of k or more caps nothing, and is recorded as k). The others balance
+            by rules of their own (SPRING's volume cap, HDRF's balance term, DBH's and hash's hashes)
+            and refuse one.
         work_dir: where edge partitioners write ``part[e]`` (the plan's ``edge_parts_path``) and
             coarse-refine its vertex stream. Default: a scratch folder removed before this returns,
             the plan's ``edge_parts_path`` then None: ``part[e]`` takes 2 bytes an edge, which no
@@ -174,7 +186,9 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
     if work_dir is not None:
         check_outputs_apart({}, {"store": store.path}, {"work_dir": work_dir})
     check_parameters(store, k, algo, seed, balance, params)
-    k, seed, balance = int(k), int(seed), float(balance)   # numpy scalars too: the plan's metrics are JSON
+    # numpy scalars too: the plan's metrics are JSON; a cap of k x the mean holds every node or edge
+    k, seed = int(k), int(seed)
+    balance = min(float(DEFAULT_BALANCE if balance is None else balance), float(k))
     module = load_algorithm(algo)
     if client is not None:
         from ._driver import on_cluster

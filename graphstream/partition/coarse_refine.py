@@ -68,7 +68,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -217,7 +217,7 @@ class CoarseRefineParams:
             "settle_passes": self.settle_passes >= 0,
             "shed_degree_factor": self.shed_degree_factor >= 0,
             "max_candidates": self.max_candidates >= 1,
-            "edge_balance": self.edge_balance == 0.0 or self.edge_balance >= 1.0,
+            "edge_balance": self.edge_balance == 0.0 or 1.0 <= self.edge_balance < float("inf"),
             "coarse_trials": self.coarse_trials >= 1,
             "cluster_passes": self.cluster_passes >= 0,
             "block_entries": self.block_entries >= 1,
@@ -273,6 +273,10 @@ def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05,
         raise ParameterError(f"balance must be >= 1.0, got {balance}")
     if n == 0:
         raise ParameterError(f"{store.path}: the graph has no nodes")
+    # caps of k x the mean or more hold every node (entry): no cap, and no int64 overflow past them
+    balance = min(balance, float(k))
+    if cfg.edge_balance >= k:
+        cfg = replace(cfg, edge_balance=0.0)
     if work_dir is None:
         # pid-named: a folder left by a killed run is removed by the next one
         with scratch_dir("graphstream-cr-") as tmp:
@@ -333,7 +337,10 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         weigh = K.ENTRIES if cfg.edge_balance else K.NODES
         graph = CoarseGraph(xadj, adjncy, eweights, _solver_weights(cloads[weigh]))
         solver_graph, linked, unlinked = graph, None, None
-        solver_balance = cfg.edge_balance or balance
+        # the entries balanced as tightly as the nodes would be: at the cap's own looseness a loose cap
+        # (F = 5 on Cora, k = 4) let the solver put most clusters in one part, which the refinement then
+        # had to unpick node by node (RF 1.419 against 1.174; without a cap 1.163)
+        solver_balance = min(cfg.edge_balance, balance) if cfg.edge_balance else balance
         if cfg.unlinked_clusters == "packed":
             solver_graph, linked = graph.linked()
             solver_balance = linked_balance(solver_balance, graph.csizes, linked, k)
