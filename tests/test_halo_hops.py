@@ -130,7 +130,7 @@ def test_cli_halo_hops(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert open_partitions(tmp_path / "p").info.halo_hops == 2 and out["part_bytes"] > 0
     assert cli_main(["partition", str(tmp_path / "g.zarr"), "-k", "4", "--halo-hops", "2"]) == 2
-    assert "--halo-hops 2" in capsys.readouterr().err
+    assert "--halo-hops 2 shapes the dataset that --out DIR builds" in capsys.readouterr().err
 
 
 def _node_data(folder: Path, n: int) -> Path:

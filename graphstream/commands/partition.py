@@ -190,9 +190,11 @@ def _run(args, client) -> dict:
         if client is not None:   # the build's tasks read it: a worker that cannot see it fails now, not then
             from ..cluster import check_visible
             check_visible(client, args.nodes)
-    if args.halo_hops < 1 or (args.halo_hops != 1 and args.out is None):   # before the partitioning's time
-        raise ParameterError(f"--halo-hops {args.halo_hops}: expected a whole number >= 1, for the dataset "
-                             "built with --out DIR")
+    if args.halo_hops < 1:   # before the partitioning's time
+        raise ParameterError(f"--halo-hops {args.halo_hops}: expected a whole number >= 1")
+    if args.halo_hops != 1 and args.out is None:
+        raise ParameterError(f"--halo-hops {args.halo_hops} shapes the dataset that --out DIR builds; "
+                             "give --out DIR, or leave --halo-hops out")
     k = args.k
     if k is None:
         if args.gpus is None or args.gpu_memory is None:
