@@ -320,7 +320,7 @@ def test_a_kept_stream_is_reused_for_the_same_data_only(tmp_path, capsys, monkey
     data = bytearray(path.read_bytes())
     data[-3] ^= 0x40
     path.write_bytes(bytes(data))
-    vs = rebuilt(other, True, "neighbours.npy fails its checksum")
+    rebuilt(other, True, "neighbours.npy fails its checksum")
     assert build_vertex_stream(other, tmp_path / "vs", hubs_first=True, keep=True).reused
 
 
