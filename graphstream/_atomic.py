@@ -17,6 +17,10 @@
   two renames of a swap, so it is the old output and is put back.
 * Scratch folders in /tmp carry their owner's pid (:func:`scratch_dir`) so the
   next run removes the ones whose process is dead.
+* A launcher that must tell its command's outputs from another run's of the
+  same name (the service, cancelling or rerunning a job) sets
+  :data:`PUBLISHED_LOG_ENV`: every output swapped into place is noted there
+  first, with the inode it will have (:func:`published_here`).
 * ENOSPC (and EDQUOT) becomes :class:`DiskFullError`; files written through a
   memory map are allocated first (:func:`allocated_memmap`), so a full disk is
   an OSError at allocation instead of a SIGBUS at the first store.
@@ -45,6 +49,11 @@ from .errors import DiskFullError, GraphStreamError, OutputExistsError, Paramete
 
 PathLike = str | os.PathLike
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+#: A file to which each output this process swaps into place is noted (its path and the temporary's device and
+#: inode, which the rename keeps), just before the swap, under the output's lock.
+PUBLISHED_LOG_ENV = "GRAPHSTREAM_PUBLISHED_LOG"
 
 
 class OutputLockedError(GraphStreamError):
@@ -460,6 +469,7 @@ class AtomicOutput:
 
     def commit(self) -> None:
         try:
+            _note_published(self.tmp, self.final)
             swap_into_place(self.tmp, self.final)
         except BaseException as exc:
             self.rollback()
@@ -476,6 +486,54 @@ class AtomicOutput:
                 self.tmp = None
         finally:
             self._stack.close()
+
+
+def _note_published(tmp: Path, final: Path) -> None:
+    """Note ``final`` and ``tmp``'s inode in the file named by :data:`PUBLISHED_LOG_ENV`, if set. Before the
+    swap: a run killed between the two leaves a note of an inode that never reaches ``final`` (nobody else
+    can put it there), never a published output without its note."""
+    log = os.environ.get(PUBLISHED_LOG_ENV)
+    if not log:
+        return
+    st = os.lstat(tmp)
+    line = json.dumps({"path": os.path.realpath(final), "dev": st.st_dev, "ino": st.st_ino}) + "\n"
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def published_here(log: PathLike, path: PathLike) -> bool:
+    """Whether the output now at ``path`` is one that a process noted in ``log`` put there (the same path,
+    device and inode; see :data:`PUBLISHED_LOG_ENV`); False when either is missing."""
+    try:
+        st = os.lstat(path)
+        lines = Path(log).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return False
+    where = os.path.realpath(path)
+    for line in lines:
+        try:
+            note = json.loads(line)
+        except ValueError:   # a line cut by a crash mid-write
+            continue
+        if isinstance(note, dict) and note.get("path") == where and note.get("dev") == st.st_dev \
+                and note.get("ino") == st.st_ino:
+            return True
+    return False
+
+
+def remove_scratch_of(pid: int, parent: PathLike) -> list[Path]:
+    """Remove the scratch folders ``graphstream-*<pid>-XXXX`` (:func:`new_scratch_folder`) that the ended
+    process ``pid`` left in ``parent``; those removed."""
+    if _pid_alive(pid):
+        return []
+    removed = []
+    for folder in Path(parent).glob(f"graphstream-*{pid}-*"):
+        if folder.is_dir() and folder.name.rsplit("-", 2)[-2] == str(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -110,6 +111,27 @@ def test_no_output_inside_a_store_or_dataset(root):
     job_steps("partition", {"store": "g.zarr", "k": 2, "out": "p4", "overwrite": True}, root)
 
 
+def test_no_output_inside_an_earlier_steps_store(root):
+    """In a pipeline the earlier step's store is not there yet to be recognised: refused all the same, as
+    the same output is as a job of its own once the store exists. A `dataset` folder takes more files."""
+    message = refused(root, "pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "nest.zarr", "scale": 6}},
+        {"kind": "generate", "args": {"generator": "rmat", "out": "nest.zarr/inner.zarr", "scale": 6}}]}, 400)
+    assert message == ("pipeline step 2: generate out 'nest.zarr/inner.zarr': lies inside 'nest.zarr', the output "
+                       "of an earlier step; choose a folder of its own")
+    assert "the output of an earlier step" in refused(root, "pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "made.zarr", "scale": 6}},
+        {"kind": "partition", "args": {"store": "made.zarr", "k": 2, "algo": "hdrf", "work_dir": "made.zarr"}}]},
+        400)
+    (root / "datasets").mkdir()
+    job_steps("pipeline", {"steps": [
+        {"kind": "dataset", "args": {"name": "cora", "out_dir": "cora", "root": "datasets"}},
+        {"kind": "generate", "args": {"generator": "rmat", "out": "cora/extra.zarr", "scale": 6}}]}, root)
+    assert refused(root, "pipeline", {"steps": [{"kind": "pipeline", "args": {"steps": []}}]}, 422) == \
+        "pipeline step 1: kind 'pipeline': a step is one command (dataset, export, generate, info, ingest, " \
+        "partition, snapshots, verify), not a pipeline"
+
+
 def test_inputs_must_exist_unless_an_earlier_step_makes_them(root):
     assert "not found" in refused(root, "partition", {"store": "nope.zarr", "k": 2, "out": "x"}, 400)
     assert "not found" in refused(root, "info", {"store": "nope.zarr"}, 400)
@@ -186,18 +208,20 @@ def test_rerun_finishes_a_step_whose_output_the_dead_attempt_wrote(root, tmp_pat
 
 
 def test_rerun_leaves_an_output_the_dead_attempt_did_not_write(root, tmp_path):
-    """Made after the dead attempt's last heartbeat (and its grace), or there before the step was claimed:
-    not the job's to replace; the step fails naming it, the output untouched."""
-    for case in ("later", "before"):
-        job_dir = tmp_path / f"job-{case}"
+    """Another job's output of the same name (put there after the claim, say while this job's first attempt
+    waited on the lock), or one there before the step was claimed: not the job's to replace, however recent;
+    the step fails naming it, the output untouched."""
+    for case in ("another job's", "before"):
+        job_dir = tmp_path / f"job-{case[:5]}"
         job_dir.mkdir()
-        out = f"g-{case}.zarr"
+        out = f"g-{case[:5]}.zarr"
         steps = job_steps("generate", {"generator": "rmat", "out": out, "scale": 6}, root)
         assert run_job(spec_for(root, job_dir, steps, 1))["state"] == "succeeded"
-        if case == "later":
-            crash_after_commit(job_dir, last_beat=time.time() - 100)
+        crash_after_commit(job_dir, last_beat=time.time())
+        if case == "another job's":
+            shutil.rmtree(root / out)   # removed, and another job's written in its place (a new inode)
+            small_store(root / out)
         else:
-            crash_after_commit(job_dir, last_beat=time.time())
             claim = json.loads((job_dir / "step-0.claim.json").read_text())
             (job_dir / "step-0.claim.json").write_text(json.dumps({**claim, "fresh": []}))
         before = sorted((p.name, p.stat().st_mtime_ns) for p in (root / out).rglob("*"))
@@ -205,6 +229,23 @@ def test_rerun_leaves_an_output_the_dead_attempt_did_not_write(root, tmp_path):
         assert again["state"] == "failed" and again["error"] == \
             f"graphstream generate: error: {out}: output exists (pass --overwrite to replace it)"
         assert sorted((p.name, p.stat().st_mtime_ns) for p in (root / out).rglob("*")) == before
+
+
+def test_a_rerun_of_the_same_attempt_is_an_interrupted_run(root, tmp_path):
+    """dask runs a task again when its worker dies: the runner sees that attempt's status.json and ends at
+    once as interrupted (counted by the dispatcher, never recorded as the job's result), running nothing."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    steps = job_steps("generate", {"generator": "rmat", "out": "g8.zarr", "scale": 6}, root)
+    (job_dir / "status.json").write_text(json.dumps({"attempt": 1, "pid": 4242, "host": "node7", "heartbeat": 1.0}))
+    (job_dir / ".stdout-1234abcd").write_text("")
+    outcome = run_job(spec_for(root, job_dir, steps, 1))
+    assert outcome == {"state": "interrupted", "result": None, "attempt": 1,
+                       "error": "its worker (pid 4242 on node7) was lost"}
+    assert not (job_dir / "result.json").exists() and not (root / "g8.zarr").exists()
+    # the next attempt runs, and clears the dead worker's leftovers in the job's folder
+    assert run_job(spec_for(root, job_dir, steps, 2))["state"] == "succeeded"
+    assert not list(job_dir.glob(".stdout-*"))
 
 
 def test_a_damaged_job_file_fails_the_run_naming_it(root, tmp_path):
@@ -224,13 +265,15 @@ def test_a_damaged_job_file_fails_the_run_naming_it(root, tmp_path):
     assert not (root / "g7.zarr").exists()
 
 
-def test_a_cancel_after_the_commit_leaves_no_output(root, tmp_path):
+def test_a_cancel_after_the_commit_leaves_no_output(root, tmp_path, monkeypatch):
     """The command swapped its output into place before the signal took effect: the claimed output is
     removed whole; an output that was there before the claim is not."""
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     [step] = job_steps("generate", {"generator": "rmat", "out": "late.zarr", "scale": 6}, root)
-    small_store(root / "late.zarr")   # as the command left it, just before its exit status was read
+    with monkeypatch.context() as env:   # as the command left it, just before its exit status was read
+        env.setenv("GRAPHSTREAM_PUBLISHED_LOG", str(job_dir / "step.published"))
+        small_store(root / "late.zarr")
     (job_dir / "cancel").touch()
     claim = {"time": time.time(), "fresh": [str(root / "late.zarr")]}
     with open(job_dir / "log", "a") as log, _Status(job_dir, 1) as status:
@@ -240,3 +283,101 @@ def test_a_cancel_after_the_commit_leaves_no_output(root, tmp_path):
     assert not os.path.lexists(root / "late.zarr")
     assert not [p for p in root.iterdir() if p.name.startswith(".late.zarr")]
     assert "removed late.zarr, written before the cancel took effect" in (job_dir / "log").read_text()
+
+
+def test_a_cancel_leaves_another_jobs_output_of_the_same_name(root, tmp_path):
+    """Claimed while absent, then written by another job before this job's command took the lock (the
+    command failed on it, then the cancel came): the output is not this job's, and stays."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    [step] = job_steps("generate", {"generator": "rmat", "out": "shared.zarr", "scale": 6}, root)
+    claim = {"time": time.time(), "fresh": [str(root / "shared.zarr")]}
+    small_store(root / "shared.zarr")   # the other job's, its commands noting nothing in this job's file
+    (job_dir / "cancel").touch()
+    with open(job_dir / "log", "a") as log, _Status(job_dir, 1) as status:
+        state, _, _ = _run_step(step.to_dict(), spec_for(root, job_dir, [step], 1), job_dir, log, status,
+                                "generate", claim)
+    assert state == "cancelled"
+    assert (root / "shared.zarr" / "zarr.json").exists()
+    assert "removed" not in (job_dir / "log").read_text()
+
+
+def test_a_failed_step_leaves_nothing_beside_its_output(root, tmp_path):
+    """A command killed by SIGKILL (no unwinding): the job's error says so, not its last progress line, and
+    the temporary output, lock and scratch folders it left are cleared."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    [step] = job_steps("generate", {"generator": "rmat", "out": "killed.zarr", "scale": 6}, root)
+    spec = spec_for(root, job_dir, [step], 1)
+    argv = ["-c", "import os, signal, sys; root = sys.argv[1]; "
+            "os.mkdir(os.path.join(root, '.killed.zarr.tmp-0badc0de')); "
+            "open(os.path.join(root, '.killed.zarr.lock'), 'w').close(); "
+            "os.mkdir(os.path.join(root, f'graphstream-parts-{os.getpid()}-abcd1234')); "
+            "print('graphstream: build: degrees: 1 task', file=sys.stderr, flush=True); "
+            "os.kill(os.getpid(), signal.SIGKILL)", str(root)]
+    fake = {**step.to_dict(), "kind": "generate"}
+    import graphstream.serve.runner as runner
+    real = runner.subprocess.Popen
+
+    def popen(cmd, **kw):   # the step's command replaced by one that leaves what a killed build leaves
+        return real([cmd[0], *argv], **kw)
+    runner.subprocess.Popen = popen
+    try:
+        with open(job_dir / "log", "a") as log, _Status(job_dir, 1) as status:
+            state, _, error = _run_step(fake, spec, job_dir, log, status, "generate", {"fresh": []})
+    finally:
+        runner.subprocess.Popen = real
+    assert (state, error) == ("failed", "the command was killed by SIGKILL (exit status -9)")
+    assert sorted(p.name for p in root.iterdir()) == ["g.zarr"]
+
+
+def test_a_lock_error_does_not_show_the_other_jobs_command(tmp_path):
+    """The lock's holder is another job maybe: its pid, host and command line stay out of this job's log."""
+    from graphstream.serve.runner import _segment
+    line = ("graphstream generate: error: /r/x.zarr: output is in use by pid 11482 on vm (graphstream partition "
+            "--out=/r/x.zarr big.zarr --scheduler tcp://127.0.0.1:41145, since 2026-11-30T18:00:00) (lock file "
+            "/r/.x.zarr.lock); wait for that run to end or choose another output")
+    with open(tmp_path / "log", "w") as log, _Status(tmp_path, 1) as status:
+        _segment(line, log, status)
+    assert status.error_line == ("graphstream generate: error: /r/x.zarr: output is in use by another run (lock file "
+                                 "/r/.x.zarr.lock); wait for that run to end or choose another output")
+    assert "11482" not in (tmp_path / "log").read_text()
+
+
+class _Done:
+    """A finished dask future holding ``outcome``."""
+
+    def __init__(self, outcome: dict):
+        self.outcome = outcome
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> dict:
+        return self.outcome
+
+    def release(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])
+def test_a_lost_worker_counts_as_an_attempt(tmp_path, max_attempts):
+    """The runner's 'interrupted' outcome (dask ran the job again after its worker died) is an interrupted
+    attempt: queued again while attempts are left, else failed naming it; never recorded as the result."""
+    from graphstream.serve.dispatcher import Dispatcher, _Run
+    from graphstream.serve.jobs import JobStore
+
+    store = JobStore(tmp_path / "jobs.db")
+    job, _ = store.submit("alice", "generate", {}, [], idempotency_key=None, max_attempts=max_attempts)
+    job = store.claim_next()
+    dispatcher = Dispatcher(store, None, root=tmp_path, jobs_dir=tmp_path / "jobs", max_running=1, scheduler=None)
+    lost = {"state": "interrupted", "result": None, "attempt": 1, "error": "its worker (pid 7 on vm) was lost"}
+    dispatcher._runs[job.id] = _Run(job, _Done(lost))
+    dispatcher._ended(job.id, dispatcher._runs[job.id])
+    after = store.get(job.id)
+    if max_attempts == 1:
+        assert (after.state, after.error) == ("failed", "interrupted 1 times, last: its worker (pid 7 on vm) was "
+                                                        "lost (max_attempts 1)")
+    else:
+        assert (after.state, after.attempts) == ("queued", 1)
+    assert "attempt 1 interrupted (its worker (pid 7 on vm) was lost)" in (tmp_path / "jobs" / job.id / "log").read_text()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .jobs import Job, JobStore
-from .runner import CANCEL, LOG, read_outcome, read_status, run_job
+from .runner import CANCEL, INTERRUPTED, LOG, read_outcome, read_status, run_job
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -142,7 +142,10 @@ class Dispatcher:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             self._interrupted(job_id, run.job, f"{type(exc).__name__}: {first}")
         else:
-            self._record(job_id, outcome)
+            if outcome.get("state") == INTERRUPTED:   # dask ran it again after its worker died (runner.py)
+                self._interrupted(job_id, run.job, outcome.get("error") or "its worker was lost")
+            else:
+                self._record(job_id, outcome)
         future.release()
 
     def _record(self, job_id: str, outcome: dict[str, Any]) -> None:
@@ -160,6 +163,7 @@ class Dispatcher:
             self.store.requeue(job_id)
         else:
             self._note(job_id, f"attempt {job.attempts} interrupted ({reason}); no attempts left")
+            _clear_leftovers(job, read_status(self.job_dir(job_id)))
             self.store.finish(job_id, "failed", error=f"interrupted {job.attempts} times, last: {reason} "
                                                       f"(max_attempts {job.max_attempts})")
 
@@ -168,6 +172,21 @@ class Dispatcher:
         job_dir.mkdir(parents=True, exist_ok=True)
         with open(job_dir / LOG, "a", encoding="utf-8") as log:
             log.write(f"graphstream serve: {message}\n")
+
+
+def _clear_leftovers(job: Job, status: dict[str, Any] | None) -> None:
+    """What the job's last run left beside its outputs (a killed command's temporary siblings and lock, and
+    its scratch folders there), for a job that will not run again; nothing while a command still holds an
+    output's lock."""
+    from .._atomic import clear_after_writers, remove_scratch_of
+
+    outputs = [out for step in job.steps for out in step.get("outputs", [])]
+    for out in outputs:
+        clear_after_writers(out)
+    child = (status or {}).get("child")
+    if isinstance(child, int) and (status or {}).get("host") == socket.gethostname():
+        for parent in {os.path.dirname(out) for out in outputs}:
+            remove_scratch_of(child, parent)
 
 
 def _alive(status: dict[str, Any] | None, attempt: int) -> bool:

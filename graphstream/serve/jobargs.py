@@ -89,16 +89,21 @@ def job_steps(kind: str, args: Any, root: Path) -> list[Step]:
         if not isinstance(entry, dict) or not set(entry) <= {"kind", "args"} or "kind" not in entry:
             raise JobArgsError(f'pipeline step {i + 1}: expected {{"kind": ..., "args": {{...}}}}, got {entry!r}')
         try:
+            if entry["kind"] == PIPELINE:
+                raise JobArgsError(f"kind {PIPELINE!r}: a step is one command ({', '.join(KINDS)}), not a pipeline")
             produced = tuple(Path(p) for s in steps for p in s.outputs)
-            steps.append(step(entry["kind"], entry.get("args", {}), root, produced))
+            # what the earlier steps write whole (a `dataset` folder is the one meant to take more files)
+            sealed = tuple(Path(p) for s in steps if s.kind != "dataset" for p in s.outputs)
+            steps.append(step(entry["kind"], entry.get("args", {}), root, produced, sealed))
         except JobArgsError as exc:
             raise JobArgsError(f"pipeline step {i + 1}: {exc}", exc.status) from None
     return steps
 
 
-def step(kind: Any, args: Any, root: Path, produced: tuple[Path, ...] = ()) -> Step:
+def step(kind: Any, args: Any, root: Path, produced: tuple[Path, ...] = (), sealed: tuple[Path, ...] = ()) -> Step:
     """One command's checked argv (see the module's docstring for the rules); ``produced``: the outputs
-    of the pipeline's earlier steps (absolute), which need not exist yet."""
+    of the pipeline's earlier steps (absolute), which need not exist yet; ``sealed``: those of them that no
+    output may lie inside (stores and datasets, written whole)."""
     if kind not in KINDS:
         raise JobArgsError(f"kind {kind!r}: expected one of {', '.join(KINDS + (PIPELINE,))}")
     if not isinstance(args, dict):
@@ -114,7 +119,7 @@ def step(kind: Any, args: Any, root: Path, produced: tuple[Path, ...] = ()) -> S
     except _ParseError as exc:
         raise JobArgsError(str(exc)) from None
     root = Path(root).resolve()
-    resolved, outputs = _check_paths(leaf, namespace, root, kind, produced)
+    resolved, outputs = _check_paths(leaf, namespace, root, kind, produced, sealed)
     # The checked paths, absolute: a command on a dask cluster hands them to workers whose working
     # folder is not the root (the child's is, for the paths the service did not rewrite: defaults).
     absolute = dict(args)
@@ -248,7 +253,8 @@ def _is_path(action: argparse.Action) -> bool:
 
 
 def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace, root: Path,
-                 kind: str, produced: tuple[Path, ...] = ()) -> tuple[dict[str, list[Path]], list[Path]]:
+                 kind: str, produced: tuple[Path, ...] = (), sealed: tuple[Path, ...] = ()
+                 ) -> tuple[dict[str, list[Path]], list[Path]]:
     """Confine every path argument (:func:`confine`), keep outputs and scratch folders apart from inputs
     and out of the root's stores and datasets, and find every input (or an earlier step's output
     holding it); the resolved paths by dest, and the outputs."""
@@ -275,6 +281,11 @@ def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                     raise JobArgsError(f"{where}: an output cannot be the service root itself", 400)
                 # a scratch folder is written into: not a store's or dataset's own folder either
                 _outside_datasets(full, root, where, itself=action.dest in SCRATCH_ARGS)
+                inside = [p for p in sealed if p in full.parents or (action.dest in SCRATCH_ARGS and p == full)]
+                if inside:   # the earlier step's store or dataset, not there yet to be recognised above
+                    relation = "is" if inside[0] == full else "lies inside"
+                    raise JobArgsError(f"{where}: {relation} {inside[0].relative_to(root).as_posix()!r}, the output "
+                                       "of an earlier step; choose a folder of its own", 400)
                 (outputs if action.dest in OUTPUT_ARGS else scratch)[key] = full
             else:
                 if not full.exists() and not any(full == p or p in full.parents for p in produced):

@@ -24,15 +24,26 @@ finished one by its ``result.json``, so a run never needs the server that
 started it.
 
 A step's outputs are claimed before its first run (``step-N.claim.json``:
-those that did not exist then, and when). A server that dies after a step's
-command swapped its output into place but before ``step-N.json`` was
-written leaves a complete output the rerun's command would refuse as
-existing: an output of the claim that appeared (its ctime) between the claim
-and :data:`ADOPT_SECONDS` after the dead attempt's last heartbeat is that
-attempt's, and the rerun writes it again (``--overwrite``, atomic). Any
-other existing output is left alone, and the step fails naming it. A
-cancelled step whose command had already swapped a claimed output into
-place has that output removed, whole: a cancelled job leaves nothing.
+those that did not exist then), and the step's commands note each output
+they swap into place, with its inode (``step-N.published``,
+``graphstream._atomic.PUBLISHED_LOG_ENV``). So the runner knows its own
+outputs from another job's of the same name:
+
+* A server that dies after a step's command swapped its output into place
+  but before ``step-N.json`` was written leaves a complete output that the
+  rerun's command would refuse as existing: a claimed output noted by an
+  earlier attempt is the job's own, and the rerun writes it again
+  (``--overwrite``, atomic). Any other existing output is left alone, and
+  the step fails naming it.
+* A cancelled step whose command had already swapped a claimed output into
+  place has that output removed, whole (a cancelled job leaves nothing);
+  an output another job put there stays.
+* A step that fails has the leftovers beside its outputs cleared (the
+  temporary siblings and lock of a killed command, its scratch folders).
+
+A dask worker that dies mid-run makes dask run the task again under the same
+attempt: the runner finds that attempt's ``status.json`` and ends at once as
+``interrupted``, so the dispatcher counts the attempt (``max_attempts``).
 """
 from __future__ import annotations
 
@@ -55,6 +66,8 @@ from typing import Any
 LOG = "log"
 STATUS = "status.json"
 RESULT = "result.json"
+PUBLISHED = "published"    # step-N.published: the outputs the step's commands swapped into place
+INTERRUPTED = "interrupted"   # a run's outcome (never written as result.json) when its worker was lost
 CANCEL = "cancel"
 HEARTBEAT_SECONDS = 0.5
 # How long a cancelled child may take to unwind its outputs before it is killed (the next run on the
@@ -65,14 +78,13 @@ KILL_AFTER_SECONDS = 60.0
 # the rerun's command then fails at once with the lock error, and is started again for this long.
 LOCKED_RETRY_SECONDS = 120.0
 _LOCKED = "wait for that run to end"   # graphstream._atomic's OutputLockedError message
-# How long after a dead attempt's last heartbeat its command may still have swapped an output into place
-# (it gets SIGTERM with its worker, up to a heartbeat after the last one, and unwinds from where it is).
-ADOPT_SECONDS = 10.0
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # tqdm's bar: "DESC:  45%|####      | 450/1000 [...]", or without a total "DESC: 1.2Medge [00:01, ...]"
 _BAR = re.compile(r"^(?P<desc>[^|]*?):\s+(?:(?P<pct>\d{1,3})%\||[\d.]+[kMGTPE]?\w*\s+\[\d)")
 _ERROR = re.compile(r"^graphstream [\w -]+: (error|terminated|interrupted)")
+# graphstream._atomic's lock error names the holder's pid, host and command line: another job's, maybe
+_HOLDER = re.compile(r"output is in use by .*? \(lock file ")
 
 
 def run_job(spec: dict[str, Any]) -> dict[str, Any]:
@@ -92,10 +104,15 @@ def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     done = _read_job_file(job_dir / RESULT, {"state": str, "attempt": int})
     if done is not None:   # an earlier attempt finished; the server that ran it died before recording it
         return done
+    earlier = read_status(job_dir)
+    if earlier is not None and earlier.get("attempt") == spec["attempt"]:
+        # dask ran the task again after its worker died: an attempt the dispatcher must count
+        return {"state": INTERRUPTED, "result": None, "attempt": spec["attempt"],
+                "error": f"its worker (pid {earlier.get('pid')} on {earlier.get('host')}) was lost"}
+    for leftover in job_dir.glob(".stdout-*"):   # a dead worker's
+        leftover.unlink(missing_ok=True)
     steps = spec["steps"]
     results = []
-    earlier = read_status(job_dir)   # the last heartbeat of the attempt before this one, if one ran
-    last_beat = float(earlier["heartbeat"]) if earlier and earlier.get("attempt") != spec["attempt"] else None
     with open(job_dir / LOG, "a", encoding="utf-8") as log, _Status(job_dir, spec["attempt"]) as status:
         _log(log, f"attempt {spec['attempt']} on {socket.gethostname()} (worker pid {os.getpid()})")
         for i, step in enumerate(steps):
@@ -109,14 +126,16 @@ def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
                 return _outcome(job_dir, spec, "cancelled", error=f"cancelled before {name}")
             status.start_step(name)
             claim = _claim(job_dir / f"step-{i}.claim.json", step.get("outputs", []))
-            adopted = _written_by_earlier_attempt(claim, last_beat)
+            published = job_dir / f"step-{i}.{PUBLISHED}"
+            adopted = _own_outputs(claim, published)
             if adopted:
                 shown = ", ".join(_without_root(adopted, spec["root"].rstrip("/")))
                 _log(log, f"{name}: {shown} written by the attempt before, which ended before recording it; "
                           "written again")
             retry_until = time.monotonic() + (LOCKED_RETRY_SECONDS if spec["attempt"] > 1 else 0.0)
             while True:
-                state, result, error = _run_step(step, spec, job_dir, log, status, name, claim, bool(adopted))
+                state, result, error = _run_step(step, spec, job_dir, log, status, name, claim, bool(adopted),
+                                                 published)
                 if state != "failed" or _LOCKED not in (error or "") or time.monotonic() > retry_until:
                     break
                 _log(log, f"{name}: the output is still locked by the previous attempt's command; retrying")
@@ -153,25 +172,19 @@ def _claim(path: Path, outputs: list[str]) -> dict[str, Any]:
     return claim
 
 
-def _written_by_earlier_attempt(claim: dict[str, Any], last_beat: float | None) -> list[str]:
-    """The claimed outputs now in place that appeared while the attempt before this one ran (see the
-    module's docstring); none when no attempt ran before."""
-    if last_beat is None:
-        return []
-    found = []
-    for out in claim["fresh"]:
-        try:
-            appeared = os.lstat(out).st_ctime
-        except FileNotFoundError:
-            continue
-        if claim["time"] - 1.0 <= appeared <= last_beat + ADOPT_SECONDS:
-            found.append(out)
-    return found
+def _own_outputs(claim: dict[str, Any], published: Path) -> list[str]:
+    """The claimed outputs now in place that this step's commands put there (noted in ``published``): an
+    earlier attempt's, on a rerun; this attempt's, after a cancel."""
+    from .._atomic import published_here
+    return [out for out in claim["fresh"] if published_here(published, out)]
 
 
 def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, status: _Status, name: str,
-              claim: dict[str, Any] | None = None, overwrite: bool = False) -> tuple[str, Any, str | None]:
-    """One child process; (state, result, error). ``overwrite``: its outputs replaced (an earlier attempt's)."""
+              claim: dict[str, Any] | None = None, overwrite: bool = False, published: Path | None = None
+              ) -> tuple[str, Any, str | None]:
+    """One child process; (state, result, error). ``overwrite``: its outputs replaced (an earlier attempt's).
+    ``published``: the file the command notes its outputs in (the step's, kept across attempts)."""
+    from .._atomic import PUBLISHED_LOG_ENV, clear_after_writers, discard_output, remove_scratch_of
     argv = list(step["argv"])
     if overwrite and "--overwrite" not in argv:
         argv.append("--overwrite")
@@ -179,6 +192,8 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
         argv += ["--scheduler", spec["scheduler"]]   # the command's own tasks run on the service's cluster
     cmd = [sys.executable, "-m", "graphstream", step["kind"], *argv, "--json"]
     env = step_env(spec)
+    published = published if published is not None else job_dir / f"step.{PUBLISHED}"
+    env[PUBLISHED_LOG_ENV] = str(published)
     _log(log, f"{name}: graphstream {' '.join([step['kind'], *argv])}")
     start = time.monotonic()
     out_path = job_dir / f".stdout-{uuid.uuid4().hex[:8]}"
@@ -187,6 +202,7 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
             child = subprocess.Popen(cmd, cwd=spec["root"], env=env, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.PIPE, close_fds=True,
                                      preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+            status.doc = {**status.doc, "child": child.pid}   # its scratch folders are named by it
             pump = threading.Thread(target=_pump, args=(child.stderr, log, status), daemon=True)
             pump.start()
             cancelled = _wait(child, job_dir / CANCEL)
@@ -197,14 +213,22 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
         out_path.unlink(missing_ok=True)
     rc = child.returncode
     _log(log, f"{name}: exit status {rc} after {time.monotonic() - start:.1f} s")
+    fresh = (claim or {}).get("fresh", [])
+    if rc != 0:
+        # what a killed command leaves beside its outputs, and its scratch folders there (cluster runs)
+        for out in step.get("outputs", []):
+            clear_after_writers(out)
+        for parent in {spec["root"], *(os.path.dirname(out) for out in step.get("outputs", []))}:
+            remove_scratch_of(child.pid, parent)
     if cancelled and rc != 0:   # (a command that ended before the signal took effect succeeded)
-        # the signal may have come after the command swapped an output into place: nothing stays
-        from .._atomic import discard_output
-        for out in (claim or {}).get("fresh", []):
+        # the signal may have come after the command swapped an output into place: nothing of its stays
+        for out in _own_outputs({"fresh": fresh}, published):
             if discard_output(out):
                 shown = _without_root(out, spec["root"].rstrip("/"))
                 _log(log, f"{name}: removed {shown}, written before the cancel took effect")
         return "cancelled", None, "cancelled"
+    if rc < 0:   # killed by a signal it could not handle: its last line is whatever it was doing
+        return "failed", None, status.error_line or f"the command was killed by {_signal_name(-rc)} (exit status {rc})"
     if rc != 0:
         # the CLI's one-line error; else the last line (a traceback's last line names the exception)
         return "failed", None, status.error_line or status.last_line or f"exit status {rc}"
@@ -212,6 +236,13 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
         return "succeeded", json.loads(stdout) if stdout.strip() else None, None
     except json.JSONDecodeError:
         return "failed", None, f"the command printed no JSON result (exit status 0): {stdout[:200]!r}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _wait(child: subprocess.Popen, cancel_file: Path) -> bool:
@@ -264,6 +295,7 @@ def _segment(text: str, log, status: _Status) -> None:
     text = _ANSI.sub("", text).rstrip()
     if not text.strip():
         return
+    text = _HOLDER.sub("output is in use by another run (lock file ", text)
     bar = _BAR.match(text)
     if bar is not None:
         status.bar(bar["desc"].strip(), None if bar["pct"] is None else min(int(bar["pct"]), 100) / 100)
