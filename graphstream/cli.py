@@ -23,6 +23,7 @@ import argparse
 import errno
 import importlib
 import json
+import math
 import os
 import signal
 import sys
@@ -212,18 +213,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + exc.signum
     if result is not None:
         if getattr(args, "json", False):
-            print(json.dumps(result, default=_json_default))
+            print(json.dumps(_finite(result), default=_json_default, allow_nan=False))
         else:
             _print_human(result, args)
     return 0
 
 
+def _finite(obj):
+    """``obj`` with NaN and infinities as None: JSON has no such numbers (Python's ``NaN`` is not JSON, and
+    strict parsers refuse it), and a figure that cannot be measured is null in every --json output."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: _finite(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(value) for value in obj]
+    return obj
+
+
 def _json_default(obj):
     import numpy as np
     if isinstance(obj, np.generic):
-        return obj.item()
+        return _finite(obj.item())
     if isinstance(obj, np.ndarray):
-        return obj.tolist()
+        return _finite(obj.tolist())
     return str(obj)
 
 

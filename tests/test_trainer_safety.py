@@ -309,7 +309,7 @@ def test_master_addr_is_documented():
     (["--proximal", "inf"], "--proximal inf"),
     (["--sync-every", "0"], "--sync-every 0"),
     (["--workers", "0"], "--workers 0"),
-    (["--batch-size", "0"], "--batch-size 0"),
+    (["--mini-batch", "--batch-size", "0"], "--batch-size 0"),   # (without --mini-batch: refused as unused)
     (["--seed", "-1"], "--seed -1"),
     (["--model", "tgcn", "--epochs", "0"], "--epochs 0"),
     (["--model", "tgcn", "--hidden", "0"], "--hidden 0"),

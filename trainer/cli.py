@@ -141,6 +141,11 @@ def run(args) -> dict:
                                sync_every=args.sync_every)
         return run_dynamic_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                                     threads=args.threads, master_addr=args.master_addr)
+    if not args.mini_batch:   # refused rather than ignored: full batch uses every neighbour and node
+        for given, flag in ((args.fanout, "--fanout"), (args.batch_size, "--batch-size")):
+            if given is not None:
+                raise ParameterError(f"{flag} applies with --mini-batch (full-batch training has no fan-outs or "
+                                     "batches)")
     try:
         fanouts = parse_fanouts(_default(args.fanout, "25,10"))
     except ValueError as exc:

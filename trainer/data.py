@@ -13,6 +13,8 @@ aggregation only.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +61,17 @@ class PartSet:
 
     def __len__(self) -> int:
         return len(self.parts)
+
+    @property
+    def identity(self) -> str | None:
+        """The parts' content, named: a digest of every part's files' checksums from the manifest (not of
+        its timings, so the same parts built again are the same); None for parts built in memory."""
+        entries = (self.manifest or {}).get("parts")
+        if not isinstance(entries, list):
+            return None
+        files = [[e.get("path"), sorted((name, (f or {}).get("crc32c")) for name, f in (e.get("files") or {}).items())]
+                 for e in entries if isinstance(e, dict)]
+        return hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
 
     def num_train(self, i: int) -> int:
         return int(np.count_nonzero(inner_mask(self.parts[i], "train_mask")))
@@ -320,15 +333,22 @@ class DeviceGraph:
 SPARSE_DENSITY = 0.1
 
 
-def features_to_device(features, device: torch.device, block_rows: int = 65536):
+def features_to_device(features, device: torch.device, block_rows: int = 65536, where: str = "features"):
     """Features as a dense float32 tensor, or as :class:`SparseRows` when under 10% are non-zero.
 
-    Read in row blocks, so a memory-mapped matrix is never densified twice.
+    Read in row blocks, so a memory-mapped matrix is never densified twice. A NaN or infinite value is a
+    :class:`NodeDataError` naming ``where`` and the row: one would make every loss NaN, and the run would
+    end with the accuracy of a constant prediction.
     """
     n, f = features.shape
     nnz = 0
     for a in range(0, n, block_rows):
-        nnz += int(np.count_nonzero(features[a:a + block_rows]))
+        blk = np.asarray(features[a:a + block_rows])
+        if blk.dtype.kind == "f" and not np.isfinite(blk).all():
+            row = a + int(np.flatnonzero(~np.isfinite(blk).all(axis=1))[0])
+            raise NodeDataError(f"{where}: features row {row} holds {blk[row - a][~np.isfinite(blk[row - a])][0]} "
+                                "(NaN and infinite features cannot be trained on; fill or drop them before the build)")
+        nnz += int(np.count_nonzero(blk))
     if n == 0 or nnz >= SPARSE_DENSITY * n * f:
         return to_device(np.asarray(features, dtype=np.float32), device)
     indptr = np.zeros(n + 1, np.int64)
@@ -353,7 +373,7 @@ def load_part(part, device: torch.device) -> DeviceGraph:
     block = full_block(indptr, indices, aggregation_degree(part), device)
     masks = {m: np.flatnonzero(inner_mask(part, m)).astype(np.int64)
              for m in ("train_mask", "val_mask", "test_mask")}
-    x = features_to_device(part.features, device)
+    x = features_to_device(part.features, device, where=f"{_where(part)}/features.npy")
     y = to_device(np.asarray(part.labels).astype(np.int64), device)
     graph = DeviceGraph(x, y, block, to_device(masks["train_mask"], device), to_device(masks["val_mask"], device),
                         to_device(masks["test_mask"], device), k, indptr, indices,

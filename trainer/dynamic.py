@@ -27,7 +27,18 @@ from graphstream.errors import ParameterError
 from .averaging import WeightedAverager, flat_parameters
 from .data import resolve_device
 from .link_prediction import Split, edge_scores, roc_auc, sample_negatives
-from .loop import LocalSteps, Schedule, WorkerStats, average_rounds, dealt, gather_to_first, seed_for, worker_device
+from .loop import (
+    LocalSteps,
+    Schedule,
+    WorkerStats,
+    average_rounds,
+    dealt,
+    gather_part_losses,
+    gather_to_first,
+    run_losses,
+    seed_for,
+    worker_device,
+)
 from .optim import Adam
 from .params import integer, number
 from .temporal_models import DYNAMIC_MODELS, TGCN, EvolveGCNO, build_dynamic_model, snapshot_inputs
@@ -201,6 +212,7 @@ def dynamic_worker(rank: int, world: int, source, config: DynamicConfig) -> Dyna
 
     average_rounds(model, flat_parameters(model), LocalSteps(epoch), result, weights=weights, averager=averager,
                    schedule=Schedule(config.epochs, config.sync_every, config.seed), device=device)
+    gather_part_losses(result, rank, world)
     # Evaluate the averaged model on this worker's sequences (no grad); worker 0 pools them.
     outs = [run_sequence(model, stores[i], device, config, part=i, epoch=config.epochs, train=False) for i in mine]
     for name in ("scores", "persisted"):
@@ -269,7 +281,8 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         # transfer figures: every worker's under gloo spawn, this worker's alone under torchrun
         "transfer_bytes": transfer.bytes, "transfer_seconds": transfer.seconds,
         "transfer_host_seconds": transfer.host_seconds, "snapshots_shipped": transfer.snapshots,
-        "full_snapshots_shipped": transfer.full_snapshots, "losses": res0.losses, "device": config.device,
+        "full_snapshots_shipped": transfer.full_snapshots, "device": config.device,
+        "losses": run_losses(res0.part_losses),   # every part's, not worker 0's alone
         # Deprecated aliases of test_auc / val_auc (ROC-AUC, not accuracy), kept: --json is a contract.
         "test_accuracy": test_auc, "val_accuracy": val_auc,
     }

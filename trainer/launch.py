@@ -39,7 +39,7 @@ import torch
 
 from graphstream import errors
 from graphstream._atomic import clear_after_writers
-from graphstream.errors import GraphStreamError, ParameterError
+from graphstream.errors import GraphStreamError, ParameterError, ResourceError
 
 LOOPBACK = "127.0.0.1"
 # How long a worker told to stop (SIGTERM) may take before it is killed.
@@ -151,6 +151,34 @@ def _worker_error(out_dir: str, world: int) -> GraphStreamError | None:
     return None
 
 
+# What needs less memory, said with an out-of-memory error.
+SMALLER = "a smaller --hidden, --batch-size or --fanout, or more workers (fewer parts each), needs less"
+_OOM_WORDS = ("can't allocate memory", "not enough memory", "out of memory", "MemoryError", "Cannot allocate memory")
+
+
+def _out_of_memory(text: str) -> bool:
+    return any(word in text for word in _OOM_WORDS)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _worker_lost(exc: BaseException) -> GraphStreamError | None:
+    """One line for a spawned worker that died without reporting an error: killed by a signal (the
+    kernel's out-of-memory killer sends SIGKILL) or out of memory in an allocation. Other exceptions are
+    bugs: their traceback stays."""
+    import torch.multiprocessing as mp
+    if isinstance(exc, mp.ProcessExitedException):
+        how = (f"was killed by {exc.signal_name}" if exc.signal_name else f"exited with status {exc.exit_code}")
+        return ResourceError(f"training worker {exc.error_index} {how} (out of memory, or stopped by hand); the "
+                             "other workers were stopped, and a --checkpoint holds the last finished round")
+    if isinstance(exc, mp.ProcessRaisedException) and _out_of_memory(str(exc)):
+        return ResourceError(f"training worker {exc.error_index}: out of memory ({_last_line(str(exc))}); {SMALLER}")
+    return None
+
+
 def _numpy_result_globals() -> list:
     """What ``torch.load(weights_only=True)`` needs to rebuild plain numeric numpy arrays and scalars."""
     kinds = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -245,6 +273,11 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
         torch.set_num_threads(threads)
         try:
             return [fn(0, 1, *args)]
+        except (MemoryError, RuntimeError) as exc:   # torch's allocators raise RuntimeErrors
+            if isinstance(exc, MemoryError) or _out_of_memory(str(exc)):
+                raise ResourceError(f"training worker 0: out of memory ({_last_line(str(exc)) or 'MemoryError'}); "
+                                    f"{SMALLER}") from exc
+            raise
         finally:
             torch.set_num_threads(previous)
     import torch.multiprocessing as mp
@@ -265,7 +298,7 @@ def launch(fn: Callable, world_size: int, args: tuple = (), *, backend: str = "g
                 while not context.join():
                     pass
             except Exception as exc:
-                error = _worker_error(out_dir, world_size)
+                error = _worker_error(out_dir, world_size) or _worker_lost(exc)
                 if error is not None:
                     raise error from exc
                 raise

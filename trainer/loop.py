@@ -68,18 +68,25 @@ def gather_to_first(obj, rank: int, world: int) -> list | None:
 
 @dataclass(frozen=True)
 class Schedule:
-    """``epochs`` in rounds of ``sync_every`` local epochs (the last round may be shorter)."""
+    """``epochs`` in rounds of ``sync_every`` local epochs (the last round may be shorter).
+
+    A resumed run starts at round ``start_round``, epoch ``start_epoch`` (the epochs its checkpoint
+    trained): ``start_round * sync_every`` unless that run's last round was short (``--epochs`` not a
+    multiple of ``--sync-every``, then grown), and the rounds after it count from there, so no epoch is
+    skipped."""
     epochs: int
     sync_every: int
     seed: int
+    start_round: int = 0
+    start_epoch: int = 0
 
     @property
     def rounds(self) -> int:
-        return math.ceil(self.epochs / self.sync_every)
+        return self.start_round + math.ceil(max(0, self.epochs - self.start_epoch) / self.sync_every)
 
     def span(self, r: int) -> tuple[int, int]:
-        """Round ``r``'s first epoch and its number of epochs."""
-        first = r * self.sync_every
+        """Round ``r``'s first epoch and its number of epochs (``r >= start_round``)."""
+        first = self.start_epoch + (r - self.start_round) * self.sync_every
         return first, min(self.sync_every, self.epochs - first)
 
 
@@ -110,12 +117,34 @@ class LocalSteps:
 
 @dataclass
 class WorkerStats:
-    """What every worker reports: its parts, its mean local loss per epoch and its timings."""
+    """What every worker reports: its parts, its mean local loss per epoch (over its own parts: the run's
+    is :func:`run_losses` of every worker's ``part_losses``) and its timings."""
     rank: int
     parts: list[int]
     losses: list[float | None] = field(default_factory=list)    # mean local loss per epoch (this worker)
     train_seconds: float = 0.0
     sync_seconds: float = 0.0
+    part_losses: dict[int, list[float | None]] = field(default_factory=dict)   # part -> its loss per epoch
+
+
+def gather_part_losses(stats: WorkerStats, rank: int, world: int) -> None:
+    """Every worker's ``part_losses`` into worker 0's (a collective: every worker calls it)."""
+    gathered = gather_to_first(stats.part_losses, rank, world)
+    if gathered is not None:
+        stats.part_losses = {part: losses for each in gathered for part, losses in each.items()}
+
+
+def run_losses(part_losses: Mapping[int, Sequence[float | None]]) -> list[float | None]:
+    """The run's loss per epoch: the mean over the parts (in part order, so whatever the workers) of each
+    part's mean local loss that epoch, None where no part trained."""
+    merged = dict(part_losses)
+    epochs = max((len(v) for v in merged.values()), default=0)
+    out: list[float | None] = []
+    for e in range(epochs):
+        values = [merged[part][e] for part in sorted(merged) if e < len(merged[part])]
+        values = [v for v in values if v is not None]
+        out.append(float(sum(values) / len(values)) if values else None)
+    return out
 
 
 def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: WorkerStats, *,
@@ -137,7 +166,7 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
     first_worker = not dist.is_initialized() or dist.get_rank() == 0
     with progress(schedule.epochs, "train", unit="epoch") if first_worker else nullcontext() as bar:
         if bar is not None:   # epochs done before a resumed run
-            bar.update(schedule.span(start_round)[0] if start_round < schedule.rounds else schedule.epochs)
+            bar.update(min(schedule.span(start_round)[0], schedule.epochs))
         for r in range(start_round, schedule.rounds):
             first_epoch, n_epochs = schedule.span(r)
             t0 = time.perf_counter()
@@ -150,6 +179,7 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
                     epoch = first_epoch + e
                     torch.manual_seed(seed_for(schedule.seed, i, epoch))
                     loss = steps.epoch(i, epoch)
+                    stats.part_losses.setdefault(i, []).append(loss)
                     if loss is not None:
                         round_losses[e] += loss
                         trained[e] += 1
@@ -169,5 +199,6 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
     return W
 
 
-__all__ = ["LocalSteps", "Schedule", "WorkerStats", "average_rounds", "dealt", "gather_to_first", "seed_for",
-           "worker_device"]
+__all__ = ["LocalSteps", "Schedule", "WorkerStats", "average_rounds", "dealt", "gather_part_losses", "gather_to_first",
+           "run_losses",
+           "seed_for", "worker_device"]

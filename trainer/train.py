@@ -27,8 +27,10 @@ Randomness (dropout, batch order, neighbour samples) is reseeded from
 """
 from __future__ import annotations
 
+import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,18 @@ from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError
 from .averaging import WeightedAverager, flat_gradients, flat_parameters, load_flat_, unflatten_like
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
 from .evaluate import evaluate, evaluated_on, single_class_sets
-from .loop import LocalSteps, Schedule, WorkerStats, average_rounds, dealt, gather_to_first, seed_for, worker_device
+from .loop import (
+    LocalSteps,
+    Schedule,
+    WorkerStats,
+    average_rounds,
+    dealt,
+    gather_part_losses,
+    gather_to_first,
+    run_losses,
+    seed_for,
+    worker_device,
+)
 from .metrics import METRICS, resolve_metric
 from .models import MODELS, Block, build_model
 from .optim import Adam
@@ -172,9 +185,13 @@ def proximal_strength(config: TrainConfig) -> float:
     """The proximal term's strength: as configured, else 0 where the drift correction runs (it does the
     proximal term's job, better: Cora p = 8 / Citeseer p = 4 at --sync-every 10, 5 seeds, averaged minus
     centralised: +0.90 / +0.68 without it, +1.32 / +1.92 with PROXIMAL) and PROXIMAL where it does not."""
-    if config.proximal is not None:
-        return config.proximal
-    return 0.0 if config.drift_correction and not config.mini_batch else PROXIMAL
+    return _proximal(config.proximal, config.drift_correction, config.mini_batch)
+
+
+def _proximal(proximal: float | None, drift_correction: bool, mini_batch: bool) -> float:
+    if proximal is not None:
+        return proximal
+    return 0.0 if drift_correction and not mini_batch else PROXIMAL
 
 
 def _backward(model, loss: torch.Tensor, anchor) -> None:
@@ -271,11 +288,13 @@ CHECKPOINT_FORMAT = "graphstream.trainer.checkpoint"
 # What a resumed run must share with the run that wrote the checkpoint (the field, its flag), or the rest
 # of the run would train another way than its start. Not --epochs (a run may be extended), nor what
 # does not change the training (device, metric: checked apart, checkpoint, ...).
+# (the proximal strength last: compared as trained with, it follows from the drift correction and batching,
+# whose own flags name a change of those better)
 SAME_ON_RESUME = {"model": "--model", "hidden": "--hidden", "num_layers": "--num-layers", "dropout": "--dropout",
-                  "lr": "--lr", "weight_decay": "--weight-decay", "proximal": "--proximal",
+                  "lr": "--lr", "weight_decay": "--weight-decay",
                   "mini_batch": "--mini-batch", "fanouts": "--fanout", "batch_size": "--batch-size",
                   "seed": "--seed", "drift_correction": "--[no-]drift-correction",
-                  "class_weight": "--class-weight"}
+                  "class_weight": "--class-weight", "proximal": "--proximal"}
 
 
 def _comparable(value: Any) -> Any:
@@ -313,7 +332,9 @@ def load_checkpoint(path: str) -> dict:
     """A checkpoint read with ``torch.load(weights_only=True)``: tensors and plain containers only;
     a file that would need anything else (code to run) is refused with :class:`InputFormatError`."""
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():   # torch's warnings on a foreign pickle: the refusal below says it in one line
+            warnings.simplefilter("ignore", UserWarning)
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as exc:
         raise InputFormatError(f"{path}: cannot read the checkpoint ({exc.strerror or exc})") from exc
     except Exception as exc:  # noqa: BLE001 - the unpickler raises many kinds on foreign or damaged files
@@ -342,6 +363,21 @@ def _tensor(ckpt: dict, path: str, key: str, shape: tuple[int, ...], where: str 
         raise InputFormatError(f"{path}: checkpoint {where}{key!r} has shape {tuple(t.shape)}, this model needs "
                                f"{shape}")
     return t
+
+
+class TrainingDivergedError(GraphStreamError):
+    """A training loss that is NaN or infinite: the weights are lost from there on."""
+
+
+def epochs_trained(ckpt: dict, sync_every: int) -> int:
+    """The epochs a checkpoint's run had trained: recorded since runs could be extended after a short last
+    round; before, its last history entry's epoch (every round ended in one), else whole rounds."""
+    if isinstance(ckpt.get("epochs_done"), int):
+        return ckpt["epochs_done"]
+    history = ckpt.get("history") or []
+    if history and isinstance(history[-1], dict) and isinstance(history[-1].get("epoch"), int):
+        return history[-1]["epoch"]
+    return (ckpt["round"] + 1) * sync_every
 
 
 def check_checkpoint(ckpt: dict, path: str, model, *, parts: int, world: int, sync_every: int,
@@ -407,9 +443,8 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
     result = WorkerResult(rank, mine)
     whole = load_part(assemble_whole_graph(parts), device) if rank == 0 else None
     W = flat_parameters(model)
-    schedule = Schedule(config.epochs, config.sync_every, config.seed)
     trust = DriftTrust()   # the drift correction's weight (DRIFT_RISE)
-    start_round, best = 0, {"val_accuracy": -1.0, "metric": metric, "value": -1.0, "round": -1,
+    start_round, start_epoch, best = 0, 0, {"val_accuracy": -1.0, "metric": metric, "value": -1.0, "round": -1,
                             "weights": W.clone(), "epoch": 0}
 
     if config.resume and Path(config.checkpoint).exists():
@@ -428,11 +463,23 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         for key, flag in SAME_ON_RESUME.items():
             before = {"drift_correction": False, "class_weight": "none"}.get(key, saved_config.get(key))
             was, now = saved_config.get(key, before), getattr(config, key)
+            if key == "proximal":   # the strength trained with: --proximal 0 is what a default run used
+                was = _proximal(was, saved_config.get("drift_correction", False), saved_config.get("mini_batch", False))
+                now = proximal_strength(config)
             if _comparable(was) != _comparable(now):
                 raise ParameterError(f"{config.checkpoint}: checkpoint written with {key} {was!r}, this run has "
                                      f"{now!r} (pass the same {flag} to resume it)")
+        was_on, now_on = ckpt.get("parts_identity"), parts.identity
+        if was_on is not None and now_on is not None and was_on != now_on:
+            raise ParameterError(f"{config.checkpoint}: checkpoint was trained on other parts than {parts.path} "
+                                 f"(their files' checksums differ: {was_on} against {now_on}); resume it on the "
+                                 "same parts, or start a new run")
         W = ckpt["weights"]
         start_round = ckpt["round"] + 1
+        start_epoch = epochs_trained(ckpt, config.sync_every)
+        if config.epochs < start_epoch:
+            raise ParameterError(f"{config.checkpoint}: checkpoint has trained {start_epoch} epochs, this run asks "
+                                 f"for {config.epochs} (--epochs may grow on resume, not shrink)")
         best = ckpt["best"]
         if "metric" not in best:   # written before metrics were chosen: selected by validation accuracy
             best = dict(best, metric="accuracy", value=best["val_accuracy"])
@@ -444,7 +491,12 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         for i in mine:
             opts[i].load_state_dict(ckpt["optimizers"][i])
         result.losses = ckpt.get("losses", {}).get(rank, [])
+        saved_parts = ckpt.get("part_losses")
+        # (a checkpoint from before the parts' own losses were kept: each part gets its worker's mean)
+        result.part_losses = {i: list(saved_parts[i]) if isinstance(saved_parts, dict) and i in saved_parts
+                              else list(result.losses) for i in mine}
     load_flat_(model, W)
+    schedule = Schedule(config.epochs, config.sync_every, config.seed, start_round, start_epoch)
 
     anchor, local = None, []      # this part's proximal anchor; this round's recorded local weights
     weight = class_weights(parts, config.class_weight)
@@ -505,10 +557,16 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         if n_train[i] == 0:   # nothing to train on: it stays at W, weighs 0 in the average, adds no loss
             return None
         if config.mini_batch:
-            return _epoch_mini(model, opts[i], graphs[i], config, i, e, device, anchor, weight)
-        if drift and e == round_start:
-            return step_on_mean_gradient(i)
-        return _epoch_full(model, opts[i], graphs[i], config, anchor, weight, correction.get(i))
+            loss = _epoch_mini(model, opts[i], graphs[i], config, i, e, device, anchor, weight)
+        elif drift and e == round_start:
+            loss = step_on_mean_gradient(i)
+        else:
+            loss = _epoch_full(model, opts[i], graphs[i], config, anchor, weight, correction.get(i))
+        if loss is not None and not math.isfinite(loss):   # every later epoch would be NaN too
+            saved = f"; {config.checkpoint} holds the last round before it" if config.checkpoint else ""
+            raise TrainingDivergedError(f"part {i}, epoch {e}: the training loss is {loss} (the run diverged: "
+                                        f"try a lower --lr than {config.lr:g}){saved}")
+        return loss
 
     def end_part(i: int) -> None:
         if config.record_weights:
@@ -522,6 +580,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         if config.checkpoint:   # collectives: every worker takes part
             ckpt_opts = gather_to_first({i: opts[i].state_dict() for i in mine}, rank, world)
             all_losses = gather_to_first(result.losses, rank, world)
+            all_part_losses = gather_to_first(result.part_losses, rank, world)
         if rank != 0:
             return
         scores = evaluate(model, whole)                                  # step 4: evaluate, keep the best
@@ -533,18 +592,23 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
         if value is None or value > best["value"]:
             best = {"val_accuracy": scores["val_accuracy"], "metric": metric, "value": value, "round": r,
                     "weights": W.clone(), "epoch": epochs_done}
+            if config.checkpoint:   # before PATH: a run stopped between the two redoes this round
+                _save_checkpoint(f"{config.checkpoint}.best", {"weights": best["weights"], "config": asdict(config)})
         if config.checkpoint:
             optimizers = {k: v for d in ckpt_opts for k, v in d.items()}
             _save_checkpoint(config.checkpoint, {
                 "format": CHECKPOINT_FORMAT, "config": asdict(config), "round": r,
+                "epochs_done": epochs_done, "parts_identity": parts.identity,
                 "weights": W, "best": best, "optimizers": optimizers, "history": result.history,
                 "losses": dict(enumerate(all_losses)), "num_parts": p, "workers": world,
+                "part_losses": {i: v for d in all_part_losses for i, v in d.items()},
                 "drift_trust": asdict(trust),
                 "sync_every": config.sync_every})
 
     average_rounds(model, W, LocalSteps(epoch, start_part, end_part, end_round, correct_drift), result, weights=n_train,
                    averager=averager, schedule=schedule, device=device, start_round=start_round,
                    optimizers=opts if config.average_optimizer_state else None)
+    gather_part_losses(result, rank, world)
     if rank == 0:
         load_flat_(model, best["weights"])
         final = result.history[-1] if result.history else {}
@@ -558,7 +622,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
                and not k.endswith("_accuracy")},
             "epochs": config.epochs, "rounds": schedule.rounds, "seconds": time.perf_counter() - wall,
             "train_seconds": result.train_seconds, "sync_seconds": averager.seconds,
-            "epoch_seconds": result.train_seconds / max(1, config.epochs - start_round * config.sync_every),
+            "epoch_seconds": result.train_seconds / max(1, config.epochs - start_epoch),
             "num_parts": p, "workers": world, "parts_per_worker": len(mine),
             "class_weight": "none" if weight is None else "balanced", "drift_correction": drift,
             "drift_correction_weight": trust.weight if drift else None}
@@ -673,7 +737,7 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
 def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | None = None) -> dict:
     out.update(model=config.model, hidden=config.hidden, mini_batch=config.mini_batch, seed=config.seed,
                proximal=proximal_strength(config), average_optimizer_state=config.average_optimizer_state,
-               device=config.device, losses=res.losses, history=res.history)
+               device=config.device, losses=run_losses(res.part_losses), history=res.history)
     # Where the weights went, said either way: without --checkpoint nothing is written (a default file
     # beside the parts could overwrite another run's, and one inside them would change the dataset).
     if config.checkpoint:
