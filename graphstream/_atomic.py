@@ -15,8 +15,9 @@
   (:func:`recover_leftovers`): ``.NAME.tmp-*`` and ``.NAME.scratch-*`` are
   removed; an ``.NAME.old-*`` while NAME is missing means a crash between the
   two renames of a swap, so it is the old output and is put back.
-* Scratch folders in /tmp carry their owner's pid (:func:`scratch_dir`) so the
-  next run removes the ones whose process is dead.
+* Scratch folders carry their owner's pid in their name and its flock on their
+  ``.owner.lock`` (:func:`scratch_dir`): the next run removes the ones whose
+  lock it can take (their owner ended, in whatever pid namespace or host).
 * A launcher that must tell its command's outputs from another run's of the
   same name (the service, cancelling or rerunning a job) sets
   :data:`PUBLISHED_LOG_ENV`: every output swapped into place is noted there
@@ -291,12 +292,30 @@ def recover_leftovers(final: PathLike) -> list[str]:
         done.append(f"restored {final} from {olds[-1].name} (a swap was interrupted)")
         olds = olds[:-1]
     for p in olds + _siblings(final, "tmp") + _siblings(final, "scratch"):
-        remove_path(p)
-        done.append(f"removed {p} (left by an interrupted run)")
-    for line in done:  # (not _report.log: _atomic and _report are independent layers)
-        if os.environ.get("GRAPHSTREAM_PROGRESS", "1") not in ("0", "false", "no"):
-            print(f"graphstream: {line}", file=sys.stderr, flush=True)
+        try:
+            remove_path(p)
+            done.append(f"removed {p} (left by an interrupted run)")
+        except OSError as exc:   # read-only contents, say: reported, never a reason to refuse this run
+            done.append(f"could not remove {p} (left by an earlier run): {exc.strerror or exc}; remove it by hand")
+    for line in done:
+        _say(line)
     return done
+
+
+def _say(line: str) -> None:
+    """One line on stderr (not _report.log: _atomic and _report are independent layers)."""
+    if os.environ.get("GRAPHSTREAM_PROGRESS", "1") not in ("0", "false", "no"):
+        print(f"graphstream: {line}", file=sys.stderr, flush=True)
+
+
+def _remove_replaced(old: Path, final: Path) -> None:
+    """Remove the output that ``final`` replaced, now at ``old``; the new output is in place whatever
+    happens here, so a failure (read-only contents) is said, and left for the user, not raised."""
+    try:
+        remove_path(old)
+    except OSError as exc:
+        _say(f"{final}: replaced; the previous output, now {old.name}, could not be removed "
+             f"({exc.strerror or exc}): remove it by hand")
 
 
 def clear_after_writers(final: PathLike) -> list[str]:
@@ -419,13 +438,13 @@ def swap_into_place(tmp: Path, final: Path) -> None:
     if not (final.exists() or final.is_symlink()):
         os.replace(tmp, final)
     elif _exchange(tmp, final):
-        remove_path(tmp)        # now the old output
+        _remove_replaced(tmp, final)        # now the old output
     else:
         # Old output aside first: a crash between the renames leaves it as .old-*, restored next run.
         old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
         os.replace(final, old)
         os.replace(tmp, final)
-        remove_path(old)
+        _remove_replaced(old, final)
 
 
 class AtomicOutput:
@@ -526,11 +545,10 @@ def published_here(log: PathLike, path: PathLike) -> bool:
 def remove_scratch_of(pid: int, parent: PathLike) -> list[Path]:
     """Remove the scratch folders ``graphstream-*<pid>-XXXX`` (:func:`new_scratch_folder`) that the ended
     process ``pid`` left in ``parent``; those removed."""
-    if _pid_alive(pid):
-        return []
     removed = []
     for folder in Path(parent).glob(f"graphstream-*{pid}-*"):
-        if folder.is_dir() and folder.name.rsplit("-", 2)[-2] == str(pid):
+        prefix = folder.name[:folder.name.rfind(f"{pid}-")]
+        if folder.is_dir() and folder.name.rsplit("-", 2)[-2] == str(pid) and _owner_ended(folder, prefix):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
@@ -596,40 +614,82 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
 
 # -- scratch space --------------------------------------------------------------------------------
 
-def new_scratch_folder(prefix: str, dir: PathLike | None = None) -> Path:  # noqa: A002 - tempfile's word
-    """A new temporary folder ``PREFIX<pid>-XXXX``, the caller's to remove; first removes the folders of
-    this prefix whose process is dead (left by killed runs)."""
+# A scratch folder's owner holds this file's flock for the folder's life: another process (another
+# container, another host of a cluster on the shared folder, where the pid in the name means nothing)
+# removes the folder only once it can take the lock, which the kernel drops when the owner dies.
+SCRATCH_OWNER = ".owner.lock"
+# A folder without the owner's lock file (made by an older version, or being made now) is judged by its pid,
+# and only once this old: a folder seconds old may be another pid namespace's, its lock not yet taken.
+UNLOCKED_SCRATCH_SECONDS = 60.0
+
+
+def new_scratch_folder(prefix: str, dir: PathLike | None = None) -> tuple[Path, int]:  # noqa: A002
+    """A new temporary folder ``PREFIX<pid>-XXXX`` and the descriptor of its owner's lock (held until
+    closed; the caller's to close, then to remove the folder); first removes the folders of this prefix
+    whose owner has ended (left by killed runs)."""
     parent = Path(dir) if dir is not None else Path(tempfile.gettempdir())
     for p in parent.glob(f"{prefix}*"):
-        pid = p.name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if p.is_dir() and _owner_ended(p, prefix):
             shutil.rmtree(p, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+    fd = os.open(folder / SCRATCH_OWNER, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):   # no flock there: the pid decides
+            os.close(fd)
+            raise
+    return folder, fd
+
+
+def _owner_ended(folder: Path, prefix: str) -> bool:
+    """Whether the process that made a scratch folder has ended: its lock can be taken (the kernel
+    dropped it), or, for a folder without the lock file, its pid is not alive here and it is old."""
+    try:
+        fd = os.open(folder / SCRATCH_OWNER, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        pid = folder.name[len(prefix):].split("-", 1)[0]
+        try:
+            old = time.time() - folder.stat().st_mtime > UNLOCKED_SCRATCH_SECONDS
+        except FileNotFoundError:
+            return False
+        return old and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def scratch_folder_until_exit(prefix: str) -> Path:
     """A new temporary folder ``PREFIX<pid>-XXXX`` (:func:`new_scratch_folder`) removed when this process
     exits: for a result that outlives the call that made it. Only by the process that made it: a forked
     child that runs the exit handlers it inherits must not remove its parent's folder."""
-    folder = new_scratch_folder(prefix)
-    atexit.register(_remove_if_mine, folder, os.getpid())
+    folder, fd = new_scratch_folder(prefix)
+    atexit.register(_remove_if_mine, folder, fd, os.getpid())
     return folder
 
 
-def _remove_if_mine(folder: Path, pid: int) -> None:
+def _remove_if_mine(folder: Path, fd: int, pid: int) -> None:
     if os.getpid() == pid:
         shutil.rmtree(folder, ignore_errors=True)
+        os.close(fd)
 
 
 @contextmanager
 def scratch_dir(prefix: str, dir: PathLike | None = None) -> Iterator[Path]:  # noqa: A002 - tempfile's word
     """A temporary folder ``PREFIX<pid>-XXXX`` (:func:`new_scratch_folder`), removed on exit (signals
     included)."""
-    path = new_scratch_folder(prefix, dir)
+    path, fd = new_scratch_folder(prefix, dir)
     try:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)   # after the removal: no other process takes the folder for a dead one's meanwhile
 
 
 def allocated_memmap(path: PathLike, dtype, shape: tuple[int, ...]) -> np.memmap:

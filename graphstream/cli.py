@@ -188,14 +188,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _selected(argv) in COMMANDS:   # before any kernel runs; inherited by the workers and jobs it starts
         quiet_openmp(os.environ)      # (not for plug-ins such as train: torch has OpenMP threads of its own)
         one_malloc_arena(os.environ)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:   # the commands' modules load here (up to a second): Ctrl-C then has nothing to unwind
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        name = " ".join(filter(None, ("graphstream", _selected(argv))))
+        print(f"{name}: interrupted (SIGINT) while starting; nothing was written", file=sys.stderr)
+        return 130
     try:
         with _signals_unwind(), _stdout_kept_for_json(getattr(args, "json", False)):
             result = args.run(args)
     except (GraphStreamError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         # One line whatever the message holds (a library's multi-line text must not break the contract).
         print(f"graphstream {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        report = getattr(exc, "json_result", None)   # a result that says what failed (verify's problems)
+        if report is not None and getattr(args, "json", False):
+            print(json.dumps(_finite(report), default=_json_default, allow_nan=False))
         return 2
     except OSError as exc:
         # Outputs are written atomically, so nothing valid-looking was left behind.

@@ -138,3 +138,14 @@ def test_json_stdout_holds_the_object_alone_whatever_a_library_prints(tmp_path):
     assert all(f"***from {w}" in proc.stderr for w in ("C", "fd 1", "python")), proc.stderr
     plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert plain.returncode == 0 and "***from fd 1" in plain.stdout and "***from python" in plain.stdout
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line(monkeypatch, capsys):
+    """SIGINT in the second the commands' modules take to import printed a 50-line traceback."""
+    from graphstream import cli
+
+    def interrupted(argv=None):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["info", "g.zarr"]) == 130
+    assert capsys.readouterr().err == "graphstream info: interrupted (SIGINT) while starting; nothing was written\n"

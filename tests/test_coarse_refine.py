@@ -783,3 +783,19 @@ def test_helper_threads_run_below_the_thread_they_feed():
     t.join()
     assert seen["after"] == min(19, seen["before"] + 5)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before
+
+
+def test_metis_stopped_mid_call_is_one_line(monkeypatch):
+    """METIS traps SIGTERM for the length of a call and returns an error, which pymetis raises as
+    "RuntimeError: Caught an unknown exception!": a SIGTERM there was a 30-line traceback, exit 1."""
+    import pymetis
+
+    from graphstream.errors import GraphStreamError
+    from graphstream.partition.coarse_solvers import partition_coarse
+
+    def stopped(*_args, **_kwargs):
+        raise RuntimeError("Caught an unknown exception!")
+    monkeypatch.setattr(pymetis, "part_graph", stopped)
+    with pytest.raises(GraphStreamError, match="METIS stopped while it partitioned the coarse graph .*SIGTERM"):
+        partition_coarse(np.array([0, 1, 2, 3, 4]), np.array([1, 0, 3, 2]), np.ones(4, np.int64),
+                         np.ones(4, np.int64), 2, 0, 1.05)

@@ -401,3 +401,51 @@ def test_part_paths_outside_the_dataset_refused_by_every_reader(outputs, tmp_pat
         proc = _cli(*args)
         assert proc.returncode == 2 and "must be relative and inside the dataset folder" in proc.stderr, \
             (args, proc.stderr)
+
+
+@pytest.mark.parametrize("kind, array", [("graph", "dst"), ("graph", "time"), ("snapshots", "add_src")])
+def test_an_array_without_its_checksum_codec_is_refused(outputs, kind, array, tmp_path):
+    """The crc32c step deleted from one array's zarr.json (which no seal covers) turned that array's checks
+    off: a flipped byte in its chunks was then read as data by verify and partition, exit 0."""
+    path = tmp_path / kind
+    shutil.copytree(outputs[kind][0], path)
+    meta = path / array / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["codecs"] = [c for c in doc["codecs"] if c["name"] != "crc32c"]
+    meta.write_text(json.dumps(doc))
+    proc = _cli("verify", path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"array {array!r} has no CRC-32C checksum codec in its zarr.json" in proc.stderr, proc.stderr
+
+
+def test_verify_names_every_problem_and_prints_its_report(outputs, tmp_path):
+    """The line named the first 4 problems ("and N more" hid the rest) and --json printed nothing."""
+    path = tmp_path / "g.zarr"
+    shutil.copytree(outputs["graph"][0], path)
+    chunks = sorted((path / "src" / "c").iterdir(), key=lambda p: int(p.name))
+    assert len(chunks) >= 6
+    for chunk in chunks[:6]:
+        data = bytearray(chunk.read_bytes())
+        data[len(data) // 2] ^= 1
+        chunk.write_bytes(bytes(data))
+    proc = _cli("verify", path, "--json")
+    assert proc.returncode == 2
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False and len(report["problems"]) == 6
+    for chunk in chunks[:6]:
+        assert f"src/c/{chunk.name})" in proc.stderr
+
+
+def test_an_unreadable_chunk_is_not_called_damaged(outputs, monkeypatch):
+    """A chunk file without read permission was "damaged: PermissionError ...": an operator could delete
+    good data as corrupt. It is the permission error, naming the file (the CLI: exit 2, one line)."""
+    checked = open_store(outputs["graph"][0]).array("src")
+
+    class Denied:
+        metadata = checked._array.metadata
+
+        def __getitem__(self, key):
+            raise PermissionError(13, "Permission denied", checked.chunk_file(0))
+    monkeypatch.setattr(checked, "_array", Denied())
+    with pytest.raises(PermissionError, match="Permission denied"):
+        checked[0:10]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -575,3 +576,73 @@ def test_atomic_file_keeps_the_old_file_on_failure(tmp_path):
     with atomic_file(ckpt) as tmp:
         tmp.write_bytes(b"new")
     assert ckpt.read_bytes() == b"new" and hidden_siblings(ckpt) == []
+
+
+def test_a_scratch_folder_is_kept_while_its_owner_lives_whatever_its_pid(tmp_path):
+    """The sweep removed any folder whose pid was not alive here: another container's, or another host's
+    in the shared folder a cluster run puts its scratch in, while that run was still using it."""
+    folder, fd = _atomic.new_scratch_folder("graphstream-t-", tmp_path)
+    elsewhere = tmp_path / "graphstream-t-999999-abcdefgh"   # a pid that means nothing here
+    folder.rename(elsewhere)
+    assert not _atomic._pid_alive(999999)
+    other, other_fd = _atomic.new_scratch_folder("graphstream-t-", tmp_path)   # its sweep
+    assert elsewhere.is_dir()
+    os.close(fd)   # the owner ends: the kernel drops its lock
+    third, third_fd = _atomic.new_scratch_folder("graphstream-t-", tmp_path)
+    assert not elsewhere.exists() and other.is_dir()
+    for f in (other_fd, third_fd):
+        os.close(f)
+
+
+def test_a_scratch_folder_without_an_owner_lock_goes_by_pid_and_age(tmp_path):
+    """Made by an older version (no lock file): removed when its pid is dead here and it is old enough
+    that it cannot be a folder another namespace is just making."""
+    fresh = tmp_path / "graphstream-t-999998-aaaaaaaa"
+    old = tmp_path / "graphstream-t-999997-bbbbbbbb"
+    fresh.mkdir()
+    old.mkdir()
+    past = time.time() - 2 * _atomic.UNLOCKED_SCRATCH_SECONDS
+    os.utime(old, (past, past))
+    _, fd = _atomic.new_scratch_folder("graphstream-t-", tmp_path)
+    os.close(fd)
+    assert fresh.is_dir() and not old.exists()
+
+
+def test_an_overwrite_whose_old_output_cannot_be_removed_succeeds(tmp_path, monkeypatch, capsys):
+    """The new output was swapped in, then removing the old one (read-only contents) raised: the command
+    failed after replacing the output, and every later run on it failed removing that leftover."""
+    out = tmp_path / "g.zarr"
+    assert main(["generate", "rmat", str(out), "--scale", "6", "--seed", "2"]) == 0
+    real = _atomic.remove_path
+
+    def read_only(path):
+        if ".g.zarr.tmp-" in str(path) or ".g.zarr.old-" in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        real(path)
+    monkeypatch.setattr(_atomic, "remove_path", read_only)
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "1")
+    capsys.readouterr()
+    assert main(["generate", "rmat", str(out), "--scale", "6", "--seed", "1", "--overwrite", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "replaced; the previous output" in err and "remove it by hand" in err
+    assert json.loads((out / "zarr.json").read_text())["attributes"]["generator"]["seed"] == 1
+    # the next run on it is not blocked by the leftover it cannot remove either
+    assert main(["generate", "rmat", str(out), "--scale", "6", "--seed", "3", "--overwrite", "--json"]) == 0
+    assert "could not remove" in capsys.readouterr().err
+
+
+def test_a_full_work_folder_is_named(tmp_path, monkeypatch):
+    """A full --work-dir (or TMPDIR) said "I/O error: 16384 requested and 7136 written; nothing was
+    written" (numpy's short write) or "disk full" without a path, and the work files were np.save'd."""
+    from graphstream.partition import partition, vertex_stream
+
+    with GraphWriter(tmp_path / "g.zarr") as w:
+        w.append(np.arange(50) % 20, (np.arange(50) * 7) % 20)
+    store = open_store(tmp_path / "g.zarr")
+
+    def full(path, array):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(vertex_stream, "save_npy", full)
+    work = tmp_path / "work"
+    with pytest.raises(DiskFullError, match=f"{work}: disk full writing the partitioner's work files"):
+        partition(store, 2, "coarse-refine", work_dir=work)

@@ -309,10 +309,11 @@ def test_a_failed_step_leaves_nothing_beside_its_output(root, tmp_path):
     job_dir.mkdir()
     [step] = job_steps("generate", {"generator": "rmat", "out": "killed.zarr", "scale": 6}, root)
     spec = spec_for(root, job_dir, [step], 1)
-    argv = ["-c", "import os, signal, sys; root = sys.argv[1]; "
+    argv = ["-c", "import fcntl, os, signal, sys; root = sys.argv[1]; "
             "os.mkdir(os.path.join(root, '.killed.zarr.tmp-0badc0de')); "
             "open(os.path.join(root, '.killed.zarr.lock'), 'w').close(); "
-            "os.mkdir(os.path.join(root, f'graphstream-parts-{os.getpid()}-abcd1234')); "
+            "scratch = os.path.join(root, f'graphstream-parts-{os.getpid()}-abcd1234'); os.mkdir(scratch); "
+            "owner = open(os.path.join(scratch, '.owner.lock'), 'w'); fcntl.flock(owner, fcntl.LOCK_EX); "
             "print('graphstream: build: degrees: 1 task', file=sys.stderr, flush=True); "
             "os.kill(os.getpid(), signal.SIGKILL)", str(root)]
     fake = {**step.to_dict(), "kind": "generate"}

@@ -29,9 +29,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._atomic import check_outputs_apart, for_workers, scratch_dir
+from .._atomic import check_outputs_apart, disk_full, for_workers, scratch_dir
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import ParameterError, whole_number
+from ..errors import DiskFullError, ParameterError, whole_number
 from .plan import MAX_PARTS, PartitionPlan
 
 if TYPE_CHECKING:
@@ -196,7 +196,14 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
                           metrics=metrics, params=params)
     watch = Stopwatch()
     with scratch_dir("graphstream-parts-") if work_dir is None else nullcontext(work_dir) as folder:
-        plan = module.run(store, k, seed=seed, balance=balance, work_dir=folder, **params)
+        try:
+            plan = module.run(store, k, seed=seed, balance=balance, work_dir=folder, **params)
+        except OSError as exc:   # the partitioners write only their work files: name where they went
+            if not disk_full(exc, folder):
+                raise
+            raise DiskFullError(f"{folder}: disk full writing the partitioner's work files "
+                                f"({getattr(exc, 'strerror', None) or exc}); free space there, or pass --work-dir "
+                                "on another disk (a temporary folder goes where TMPDIR says)") from exc
     if work_dir is None:
         plan.edge_parts_path = None   # removed with the scratch folder
     return finish_plan(plan, store, k, algo, watch.seconds, metrics)

@@ -32,6 +32,7 @@ import numpy as np
 
 from .._report import log
 from .._resources import peak_rss_bytes, usable_cores
+from ..errors import GraphStreamError
 
 # Solver graphs with fewer nodes are solved here only: a child's start (0.14 s: the interpreter, numpy,
 # pymetis; 0.31 s while it imported zarr too, before 2026-11-29) would cost more than the calls it takes
@@ -216,8 +217,15 @@ def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csize
         graph = {"adjacency": pymetis.CSRAdjacency(xadj, adjncy)}
     else:
         graph = {"xadj": xadj, "adjncy": adjncy}
-    res = pymetis.part_graph(k, **graph, vweights=csizes, eweights=ew, options=opts,
-                             recursive=method == "recursive")
+    try:
+        res = pymetis.part_graph(k, **graph, vweights=csizes, eweights=ew, options=opts,
+                                 recursive=method == "recursive")
+    except RuntimeError as exc:
+        # METIS (its GKlib) traps SIGTERM, and its own out-of-memory abort, for the length of a call and
+        # returns an error, which pymetis raises as "Caught an unknown exception!": the signal is spent
+        # there, so the run can only stop here, in one line, its outputs unwound as on any error
+        raise GraphStreamError(f"METIS stopped while it partitioned the coarse graph ({num_clusters} clusters, "
+                               f"k = {k}): it stops on SIGTERM and when out of memory ({exc})") from exc
     return np.asarray(res[1], dtype=np.int32)
 
 

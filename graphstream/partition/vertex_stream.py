@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from .._atomic import allocated_memmap, save_npy
 from .._report import log, track
 from ..errors import ParameterError, StoreError
 from ..kernels.packing import cut_ranges
@@ -267,16 +268,18 @@ def build_vertex_stream(store: GraphStore, work_dir: str | os.PathLike, *, batch
         _hubs_first(degree, new_id)
         degree[new_id] = degree.copy()   # the degrees in the stream's order
         out_degree[new_id] = out_degree.copy()
-        np.save(work / "new_id.npy", new_id)
+        save_npy(work / "new_id.npy", new_id)
     if store.directed:   # where a list's in-neighbours start: a directed part's halo is its in-neighbours
-        np.save(work / "out_degree.npy", out_degree)
+        save_npy(work / "out_degree.npy", out_degree)
     np.cumsum(offsets[1:], out=offsets[1:])
     total = int(offsets[-1])
-    np.save(work / "offsets.npy", offsets)
+    save_npy(work / "offsets.npy", offsets)
 
     neigh_path = work / "neighbours.npy"
-    mm = np.lib.format.open_memmap(neigh_path, mode="w+", dtype=id_dtype, shape=(total,))
-    del mm   # only the header and the (sparse) file size; data is written with plain writes
+    # the header and the file's blocks allocated (a disk without room for 2 x edges ids fails here, at
+    # once, with ENOSPC); data is written with plain writes
+    mm = allocated_memmap(neigh_path, id_dtype, (total,))
+    del mm
     data_offset = _npy_data_offset(neigh_path)
 
     # 2. node ranges whose lists fit one bucket buffer.

@@ -261,6 +261,8 @@ class GraphStore:
                     with open(checked.chunk_file(i), "rb") as f:
                         f.seek(-4, os.SEEK_END)
                         crc.update(f.read(4))
+                except PermissionError:   # not damage: unreadable to this user (the error names the file)
+                    raise
                 except OSError as exc:   # missing or shorter than a checksum: a damaged store
                     raise CorruptDataError(f"{self.path}: array {name!r} chunk {i} ({checked.chunk_file(i)}) "
                                            f"is missing or damaged: {exc.strerror or exc}") from exc

@@ -52,7 +52,8 @@ class CheckedArray:
     ``all_chunks_written``: the writer wrote every chunk (stores of a
     checksummed format version), so a missing chunk file is damage; zarr
     itself would read it as fill values. Checked for local stores only (an
-    fsspec store has no cheap existence test per chunk).
+    fsspec store has no cheap existence test per chunk). Such an array
+    without its checksum codec is damage too.
 
     ``id_bound``: the array holds node ids, each in [0, id_bound): a value
     outside raises :class:`InvalidIdError` naming it. A chunk's checksum says
@@ -75,6 +76,12 @@ class CheckedArray:
         self.dtype = array.dtype
         self.chunks = array.chunks
         self.checksums = has_chunk_checksums(array)
+        if all_chunks_written and not self.checksums:
+            # a store of a checksummed version wrote the codec into every array's zarr.json, which no seal
+            # covers: without it, zarr would read any byte as it is
+            raise CorruptDataError(f"{where}: array {name!r} has no CRC-32C checksum codec in its zarr.json "
+                                   f"({Path(where) / name / 'zarr.json'}), which every array of this store's "
+                                   "version has: the metadata was edited or damaged")
         local = "://" not in where
         self._folder = Path(where) / name if local and all_chunks_written else None
 
@@ -110,7 +117,7 @@ class CheckedArray:
                     raise self._damage(i, "the chunk file is missing")
         try:
             values = self._array[key]
-        except MemoryError:
+        except (MemoryError, PermissionError):   # not damage: the bytes were never read
             raise
         except Exception as exc:  # zarr, Blosc and the codec raise many types; find the chunk
             raise self._locate(a, b, exc) from exc
@@ -237,7 +244,7 @@ def open_arrays(group: zarr.Group, where: str) -> dict[str, zarr.Array]:
     (bad JSON, unknown codec or dtype) is :class:`CorruptDataError`, not zarr's exception."""
     try:
         return dict(group.arrays())
-    except MemoryError:
+    except (MemoryError, PermissionError):   # not damage: unreadable to this user
         raise
     except Exception as exc:
         raise CorruptDataError(f"{where}: an array's metadata (zarr.json) is damaged "

@@ -113,11 +113,12 @@ def verify(path: str | os.PathLike) -> VerifyReport:
     except GraphStreamError as exc:   # a damage that stops the walk (e.g. an unreadable manifest)
         report.problem(str(exc))
     report.seconds = time.perf_counter() - start
-    if report.problems:
-        more = f" (and {len(report.problems) - 1} more: {'; '.join(report.problems[1:4])})" \
+    if report.problems:   # every one listed (up to MAX_PROBLEMS): the line names each file to look at
+        more = f" (and {len(report.problems) - 1} more: {'; '.join(report.problems[1:])})" \
             if len(report.problems) > 1 else ""
         error = CorruptDataError(f"{report.problems[0]}{more}")
         error.report = report   # type: ignore[attr-defined]
+        error.json_result = report.to_dict()   # type: ignore[attr-defined]  (--json prints it, exit 2)
         raise error
     return report
 
