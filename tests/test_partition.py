@@ -343,7 +343,9 @@ def test_a_direct_run_without_a_work_dir_keeps_part_e_until_exit(tmp_path):
     scratch.mkdir()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (scratch / f"graphstream-parts-{dead.pid}-x").mkdir()   # a killed run's: its process is gone
+    killed = scratch / f"graphstream-parts-{dead.pid}-x"   # a killed run's: its process, and its lock, gone
+    killed.mkdir()
+    (killed / ".owner.lock").touch()
     code = textwrap.dedent(f"""
         import atexit
         import os

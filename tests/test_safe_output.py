@@ -331,9 +331,10 @@ def test_sigterm_removes_spill_folder_and_stale_ones_go(tmp_path, big_store):
     scratch.mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    stale = scratch / f"graphstream-parts-{dead}-abcd1234"        # a SIGKILLed run's
+    stale = scratch / f"graphstream-parts-{dead}-abcd1234"        # a SIGKILLed run's (its lock dropped)
     stale.mkdir()
     (stale / "part.zarr").write_text("x")
+    (stale / ".owner.lock").touch()
     foreign = scratch / f"graphstream-parts-{os.getpid()}-live"    # a live process's: kept
     foreign.mkdir()
     out = tmp_path / "parts"
