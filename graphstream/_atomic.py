@@ -508,47 +508,58 @@ class AtomicOutput:
 
 
 def _note_published(tmp: Path, final: Path) -> None:
-    """Note ``final`` and ``tmp``'s inode in the file named by :data:`PUBLISHED_LOG_ENV`, if set. Before the
-    swap: a run killed between the two leaves a note of an inode that never reaches ``final`` (nobody else
-    can put it there), never a published output without its note."""
+    """Note ``final`` and ``tmp``'s device, inode and mtime in the file named by :data:`PUBLISHED_LOG_ENV`,
+    if set. The rename keeps all three (a folder's mtime changes with its entries, not with its own
+    rename); the mtime, to the nanosecond, tells this output from a later one that reuses a freed inode.
+    Before the swap: a run killed between the two leaves a note of an inode that never reached ``final``,
+    never a published output without its note."""
     log = os.environ.get(PUBLISHED_LOG_ENV)
     if not log:
         return
     st = os.lstat(tmp)
-    line = json.dumps({"path": os.path.realpath(final), "dev": st.st_dev, "ino": st.st_ino}) + "\n"
+    line = json.dumps({"path": _published_path(final), "dev": st.st_dev, "ino": st.st_ino,
+                       "mtime_ns": st.st_mtime_ns}) + "\n"
     with open(log, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()
         os.fsync(f.fileno())
 
 
+def _published_path(path: PathLike) -> str:
+    """``path`` with its folder resolved but not itself: an output at a symlink replaces the symlink."""
+    path = os.path.abspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
 def published_here(log: PathLike, path: PathLike) -> bool:
     """Whether the output now at ``path`` is one that a process noted in ``log`` put there (the same path,
-    device and inode; see :data:`PUBLISHED_LOG_ENV`); False when either is missing."""
+    device, inode and mtime; see :data:`PUBLISHED_LOG_ENV`); False when either is missing."""
     try:
         st = os.lstat(path)
         lines = Path(log).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return False
-    where = os.path.realpath(path)
+    where = _published_path(path)
     for line in lines:
         try:
             note = json.loads(line)
         except ValueError:   # a line cut by a crash mid-write
             continue
         if isinstance(note, dict) and note.get("path") == where and note.get("dev") == st.st_dev \
-                and note.get("ino") == st.st_ino:
+                and note.get("ino") == st.st_ino and note.get("mtime_ns") == st.st_mtime_ns:
             return True
     return False
 
 
 def remove_scratch_of(pid: int, parent: PathLike) -> list[Path]:
     """Remove the scratch folders ``graphstream-*<pid>-XXXX`` (:func:`new_scratch_folder`) that the ended
-    process ``pid`` left in ``parent``; those removed."""
+    process ``pid`` left in ``parent``; those removed. Only folders with the owner's lock file: a folder
+    of the user's that merely looks like one (``graphstream-2024-11``) is never a scratch folder."""
     removed = []
     for folder in Path(parent).glob(f"graphstream-*{pid}-*"):
         prefix = folder.name[:folder.name.rfind(f"{pid}-")]
-        if folder.is_dir() and folder.name.rsplit("-", 2)[-2] == str(pid) and _owner_ended(folder, prefix):
+        if folder.is_dir() and folder.name.rsplit("-", 2)[-2] == str(pid) \
+                and (folder / SCRATCH_OWNER).is_file() and _owner_ended(folder, prefix):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
@@ -623,15 +634,18 @@ SCRATCH_OWNER = ".owner.lock"
 UNLOCKED_SCRATCH_SECONDS = 60.0
 
 
-def new_scratch_folder(prefix: str, dir: PathLike | None = None) -> tuple[Path, int]:  # noqa: A002
+def new_scratch_folder(prefix: str, dir: PathLike | None = None, *,  # noqa: A002 - tempfile's word
+                       lock: bool = True) -> tuple[Path, int | None]:
     """A new temporary folder ``PREFIX<pid>-XXXX`` and the descriptor of its owner's lock (held until
-    closed; the caller's to close, then to remove the folder); first removes the folders of this prefix
-    whose owner has ended (left by killed runs)."""
+    closed; the caller's to close, then to remove the folder; None with ``lock=False``: the folder goes by
+    its pid alone); first removes the folders of this prefix whose owner has ended (left by killed runs)."""
     parent = Path(dir) if dir is not None else Path(tempfile.gettempdir())
     for p in parent.glob(f"{prefix}*"):
         if p.is_dir() and _owner_ended(p, prefix):
             shutil.rmtree(p, ignore_errors=True)
     folder = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+    if not lock:
+        return folder, None
     fd = os.open(folder / SCRATCH_OWNER, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -648,36 +662,43 @@ def _owner_ended(folder: Path, prefix: str) -> bool:
     try:
         fd = os.open(folder / SCRATCH_OWNER, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
-        pid = folder.name[len(prefix):].split("-", 1)[0]
-        try:
-            old = time.time() - folder.stat().st_mtime > UNLOCKED_SCRATCH_SECONDS
-        except FileNotFoundError:
-            return False
-        return old and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid))
+        return _dead_and_old(folder, prefix)
     except OSError:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
-    except OSError:
-        return False
+    except OSError as exc:   # held (the owner lives), or no flock on this file system: the pid decides
+        return exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS) and _dead_and_old(folder, prefix)
     finally:
         os.close(fd)
+
+
+def _dead_and_old(folder: Path, prefix: str) -> bool:
+    """A scratch folder without a lock to ask: its pid is not alive here, and it is old enough not to be
+    another pid namespace's folder in the making."""
+    pid = folder.name[len(prefix):].split("-", 1)[0]
+    try:
+        old = time.time() - folder.stat().st_mtime > UNLOCKED_SCRATCH_SECONDS
+    except FileNotFoundError:
+        return False
+    return old and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid))
 
 
 def scratch_folder_until_exit(prefix: str) -> Path:
     """A new temporary folder ``PREFIX<pid>-XXXX`` (:func:`new_scratch_folder`) removed when this process
     exits: for a result that outlives the call that made it. Only by the process that made it: a forked
     child that runs the exit handlers it inherits must not remove its parent's folder."""
-    folder, fd = new_scratch_folder(prefix)
-    atexit.register(_remove_if_mine, folder, fd, os.getpid())
+    # no lock held: one descriptor for the life of the process per call would add up (a loop of direct
+    # algorithm runs); such a folder goes by its pid (and age), as before the locks
+    folder, _ = new_scratch_folder(prefix, lock=False)
+    atexit.register(_remove_if_mine, folder, os.getpid())
     return folder
 
 
-def _remove_if_mine(folder: Path, fd: int, pid: int) -> None:
+def _remove_if_mine(folder: Path, pid: int) -> None:
     if os.getpid() == pid:
         shutil.rmtree(folder, ignore_errors=True)
-        os.close(fd)
 
 
 @contextmanager

@@ -647,3 +647,73 @@ def test_a_full_work_folder_is_named(tmp_path, monkeypatch):
     work = tmp_path / "work"
     with pytest.raises(DiskFullError, match=f"{work}: disk full writing the partitioner's work files"):
         partition(store, 2, "coarse-refine", work_dir=work)
+
+
+def test_the_service_sweep_leaves_a_users_folder_that_looks_like_scratch(tmp_path):
+    """remove_scratch_of(pid) after a failed step removed any old `graphstream-*<pid>-*` folder of a dead
+    pid: a user's `graphstream-2024-11` went with its files when the failed command's pid was 2024."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    users = tmp_path / f"graphstream-{dead}-11"
+    users.mkdir()
+    (users / "results.csv").write_text("1,2\n")
+    past = time.time() - 3600
+    os.utime(users, (past, past))
+    assert _atomic.remove_scratch_of(int(dead), tmp_path) == []
+    assert (users / "results.csv").exists()
+
+
+def test_without_flock_a_dead_owners_folder_goes_by_pid(tmp_path, monkeypatch):
+    """On a file system without flock (NFS nolock) the lock file exists but cannot be locked: the pid and
+    the age decide, as they did before the locks, rather than the folder staying forever."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    folder = tmp_path / f"graphstream-t-{dead}-abcdefgh"
+    folder.mkdir()
+    (folder / _atomic.SCRATCH_OWNER).touch()
+    past = time.time() - 3600
+    os.utime(folder, (past, past))
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+    monkeypatch.setattr(_atomic.fcntl, "flock", no_flock)
+    _, fd = _atomic.new_scratch_folder("graphstream-t-", tmp_path)
+    os.close(fd)
+    assert not folder.exists()
+
+
+def test_a_folder_kept_until_exit_holds_no_descriptor():
+    """Each direct algorithm run without a work_dir kept one more descriptor open until exit."""
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+    before = open_fds()
+    folders = [_atomic.scratch_folder_until_exit("graphstream-fdtest-") for _ in range(5)]
+    assert open_fds() == before
+    for folder in folders:
+        _atomic._remove_if_mine(folder, os.getpid())
+
+
+def test_an_output_at_a_symlink_is_noted_at_its_own_path(tmp_path, monkeypatch):
+    """--overwrite of an output that is a symlink replaces the link: the note named the link's target."""
+    (tmp_path / "target.zarr").mkdir()
+    (tmp_path / "out.zarr").symlink_to(tmp_path / "target.zarr")
+    log = tmp_path / "published"
+    monkeypatch.setenv(_atomic.PUBLISHED_LOG_ENV, str(log))
+    with atomic_dir(tmp_path / "out.zarr", overwrite=True) as tmp:
+        (tmp / "x").write_text("new")
+    assert (tmp_path / "out.zarr").is_dir() and not (tmp_path / "out.zarr").is_symlink()
+    assert _atomic.published_here(log, tmp_path / "out.zarr")
+
+
+def test_a_note_matches_its_inode_and_mtime_only(tmp_path, monkeypatch):
+    """A freed inode comes back for another output at the same path (seen on ext4): the mtime, to the
+    nanosecond, tells them apart."""
+    log = tmp_path / "published"
+    monkeypatch.setenv(_atomic.PUBLISHED_LOG_ENV, str(log))
+    with atomic_dir(tmp_path / "out") as tmp:
+        (tmp / "x").write_text("mine")
+    out = tmp_path / "out"
+    assert _atomic.published_here(log, out)
+    st = os.lstat(out)
+    os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns + 1))   # the same inode, another output's mtime
+    assert not _atomic.published_here(log, out)
