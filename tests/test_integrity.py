@@ -449,3 +449,91 @@ def test_an_unreadable_chunk_is_not_called_damaged(outputs, monkeypatch):
     monkeypatch.setattr(checked, "_array", Denied())
     with pytest.raises(PermissionError, match="Permission denied"):
         checked[0:10]
+
+
+def _swap(a: Path, b: Path) -> None:
+    data = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    b.write_bytes(data)
+
+
+@pytest.mark.parametrize("kind, how", [
+    ("graph", "swap"),           # two chunks of src change places
+    ("graph", "other array"),    # dst's chunk 0 replaced by src's chunk 0
+    ("graph", "id_map"),         # id_map's chunk from another store of the same shape
+    ("snapshots", "other array"),   # kf_dst's chunk replaced by kf_src's
+])
+def test_an_intact_chunk_in_the_wrong_place_is_found_by_verify(outputs, kind, how, tmp_path):
+    """Each chunk's own CRC-32C says its bytes are intact, not that it is the chunk written there: two
+    swapped chunks, or one copied from another array or store, passed verify (exit 0, a wrong graph)."""
+    path = tmp_path / kind
+    shutil.copytree(outputs[kind][0], path)
+    if how == "swap":
+        array = "src"
+        chunks = sorted((path / array / "c").iterdir(), key=lambda p: int(p.name))
+        assert len(chunks) >= 3
+        _swap(chunks[1], chunks[2])
+    elif how == "other array":
+        array = "dst" if kind == "graph" else "kf_dst"
+        shutil.copyfile(path / array.replace("dst", "src") / "c" / "0", path / array / "c" / "0")
+    else:
+        array = "id_map"
+        other = tmp_path / "other.zarr"
+        with GraphWriter(other, num_nodes=200, chunk_size=512) as w:
+            w.append(np.arange(10), np.arange(10))
+            w.write_array("id_map", np.arange(200, dtype=np.int64) * 9)
+        shutil.copyfile(other / "id_map" / "c" / "0", path / "id_map" / "c" / "0")
+    with pytest.raises(CorruptDataError, match=f"array {array!r} holds chunk files that are each intact but "
+                                               "not the ones written there") as info:
+        verify(path)
+    assert info.value.json_result["chunk_order_checked"] is True
+    problems = info.value.json_result["problems"]
+    assert sum("not the ones written there" in p for p in problems) == 1, problems
+    proc = _cli("verify", path)
+    assert proc.returncode == 2 and "not the ones written there" in proc.stderr, proc.stderr
+
+
+def test_every_array_records_its_chunks_digest(outputs):
+    """What the writers record: one digest a local array, of both store kinds, checked by a clean verify."""
+    for kind in ("graph", "snapshots"):
+        group = zarr.open_group(str(outputs[kind][0]), mode="r")
+        assert sorted(group.attrs["chunks_crc32c"]) == sorted(group.array_keys())
+        assert verify(outputs[kind][0]).chunk_order
+
+
+def test_a_store_written_before_the_chunks_digest_still_verifies(outputs, tmp_path):
+    """A store of the same version without the attribute (written before it was recorded): verified as
+    before, saying the order was not checked."""
+    path = tmp_path / "g.zarr"
+    shutil.copytree(outputs["graph"][0], path)
+    meta = path / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"].pop("chunks_crc32c")
+    doc["attributes"] = seal(doc["attributes"])
+    meta.write_text(json.dumps(doc))
+    report = verify(path)
+    assert not report.problems and report.to_dict()["chunk_order_checked"] is False
+
+
+def test_a_deleted_chunks_digest_is_caught_by_the_seal(outputs, tmp_path):
+    path = tmp_path / "g.zarr"
+    shutil.copytree(outputs["graph"][0], path)
+    meta = path / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"].pop("chunks_crc32c")
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(CorruptDataError, match="fails its checksum"):
+        verify(path)
+
+
+def test_a_derived_store_records_its_own_digest(tmp_path):
+    """Attributes copied from another store (its digest among them) are replaced by the new store's own."""
+    first = tmp_path / "a.zarr"
+    with GraphWriter(first, num_nodes=50, chunk_size=16) as w:
+        w.append(np.arange(40) % 50, np.arange(40)[::-1] % 50)
+    copied = open_store(first).attrs
+    assert "chunks_crc32c" in copied
+    second = tmp_path / "b.zarr"
+    with GraphWriter(second, num_nodes=50, chunk_size=16, attrs={"chunks_crc32c": copied["chunks_crc32c"]}) as w:
+        w.append(np.arange(40) % 7, np.arange(40) % 11)
+    assert verify(second).chunk_order

@@ -431,13 +431,15 @@ def test_graph_manifest_is_the_one_reader_of_the_attributes(tmp_path):
 
     from graphstream.errors import StoreError
     from graphstream.store.graph import GraphManifest
+    from graphstream.store.integrity import chunks_digests
 
     with GraphWriter(tmp_path / "g.zarr", num_nodes=5, directed=False, source="s", attrs={"k": 1}) as w:
         w.append(np.array([0, 1]), np.array([1, 4]))
     store = open_store(tmp_path / "g.zarr")
+    digests = chunks_digests(zarr.open_group(str(tmp_path / "g.zarr"), mode="r"), str(tmp_path / "g.zarr"))
     assert store.manifest == GraphManifest(num_nodes=5, num_edges=2, directed=False, id_dtype="int32",
                                            source="s", chunk_size=store.chunk_size, extra={"k": 1},
-                                           arrays=("dst", "src"))
+                                           arrays=("dst", "src"), chunks_crc32c=digests)
     assert store.manifest.to_attrs() == store.attrs and list(store.manifest.to_attrs()) == list(store.attrs)
     zarr.open_group(str(tmp_path / "g.zarr"), mode="r+").attrs["version"] = 7
     with pytest.raises(StoreError, match="version 7"):

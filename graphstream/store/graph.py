@@ -33,7 +33,18 @@ from ..errors import (
     StoreError,
     whole_number,
 )
-from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal_when_due, chunk_codecs, open_arrays, seal
+from .integrity import (
+    CHUNK_ARRAY_CONFIG,
+    CHUNKS_KEY,
+    SEAL_KEY,
+    CheckedArray,
+    check_seal_when_due,
+    chunk_codecs,
+    chunks_digests,
+    open_arrays,
+    recorded_crcs,
+    seal,
+)
 from .stream import EdgeBatch, stream_edges
 
 FORMAT = "graphstream.graph"
@@ -67,7 +78,7 @@ def is_url(path: str | os.PathLike) -> bool:
 
 
 _ATTR_KEYS = ("format", "version", "complete", "num_nodes", "num_edges", "directed", "id_dtype", "source",
-              "chunk_size", "arrays", SEAL_KEY)
+              "chunk_size", "arrays", CHUNKS_KEY, SEAL_KEY)
 
 
 def check_group_header(attrs: dict[str, Any], fmt: str, versions: tuple[int, ...], noun: str, where: str) -> None:
@@ -100,6 +111,7 @@ class GraphManifest:
     extra: dict[str, Any] = field(default_factory=dict)
     version: int = VERSION
     arrays: tuple[str, ...] | None = None   # every array of the store (version 2 on), so a lost one is seen
+    chunks_crc32c: dict[str, str] | None = None   # per array, its chunks' digest (CHUNKS_KEY; local stores)
 
     @property
     def checksums(self) -> bool:
@@ -128,13 +140,18 @@ class GraphManifest:
         chunk = attrs.get("chunk_size")
         if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
             bad.append("chunk_size")
+        digests = attrs.get(CHUNKS_KEY)
+        if digests is not None and (not isinstance(digests, dict) or not all(
+                isinstance(v, str) and len(v) == 8 for v in digests.values())):
+            bad.append(CHUNKS_KEY)
         if bad:
             raise StoreError(f"{where}: store attributes {bad} are malformed "
                              f"({ {k: attrs[k] for k in bad} })")
         return cls(num_nodes=attrs["num_nodes"], num_edges=attrs["num_edges"], directed=attrs["directed"],
                    id_dtype=attrs["id_dtype"], source=attrs.get("source", ""), chunk_size=chunk,
                    extra={k: v for k, v in attrs.items() if k not in _ATTR_KEYS}, version=attrs["version"],
-                   arrays=tuple(attrs["arrays"]) if isinstance(attrs.get("arrays"), list) else None)
+                   arrays=tuple(attrs["arrays"]) if isinstance(attrs.get("arrays"), list) else None,
+                   chunks_crc32c=digests)
 
     def to_attrs(self) -> dict[str, Any]:
         """The attributes in the order a writer records them (so the group's ``zarr.json`` is stable)."""
@@ -145,6 +162,8 @@ class GraphManifest:
             out["chunk_size"] = self.chunk_size
         if self.arrays is not None:
             out["arrays"] = list(self.arrays)
+        if self.chunks_crc32c is not None:
+            out[CHUNKS_KEY] = dict(self.chunks_crc32c)
         out.update(self.extra)
         return seal(out) if self.version >= CHECKSUM_VERSION else out
 
@@ -255,17 +274,8 @@ class GraphStore:
             return None
         crc = google_crc32c.Checksum(str(self.attrs.get(SEAL_KEY)).encode())
         for name in columns:
-            checked = self.array(name)
-            for i in range(-(-self.num_edges // checked.chunks[0])):
-                try:
-                    with open(checked.chunk_file(i), "rb") as f:
-                        f.seek(-4, os.SEEK_END)
-                        crc.update(f.read(4))
-                except PermissionError:   # not damage: unreadable to this user (the error names the file)
-                    raise
-                except OSError as exc:   # missing or shorter than a checksum: a damaged store
-                    raise CorruptDataError(f"{self.path}: array {name!r} chunk {i} ({checked.chunk_file(i)}) "
-                                           f"is missing or damaged: {exc.strerror or exc}") from exc
+            for recorded in recorded_crcs(self.array(name)):
+                crc.update(recorded)
         return crc.hexdigest().decode()
 
     def id_map(self) -> np.ndarray | None:
@@ -597,6 +607,9 @@ class GraphWriter:
         }
         meta.update(self.extra_attrs)
         meta.update(attrs or {})
+        meta.pop(CHUNKS_KEY, None)   # one copied from the store this one derives from would not match
+        if not is_url(self.staging_path):
+            meta[CHUNKS_KEY] = chunks_digests(self._group, self.staging_path)
         # The writer's attributes go through the same validation as a reader's.
         manifest = GraphManifest.from_attrs(seal({**GraphManifest.header(), **meta, "complete": True}), self.path)
         self._group.attrs.update({k: v for k, v in manifest.to_attrs().items() if k != "complete"})

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,65 @@ class CheckedArray:
     def _damage(self, i: int, reason: str) -> CorruptDataError:
         return CorruptDataError(f"{self.where}: array {self.name!r} chunk {i} ({self.chunk_file(i)}) is damaged: "
                                 f"{reason}")
+
+
+def recorded_crcs(array: CheckedArray) -> Iterator[bytes]:
+    """Each chunk's recorded CRC-32C in chunk order: the last 4 bytes of its file, which the ``crc32c``
+    codec wrote, so a small read a chunk rather than a read of the data. Local arrays of a checksummed
+    store only; a missing or short file is :class:`CorruptDataError` naming it."""
+    for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0):
+        try:
+            with open(array.chunk_file(i), "rb") as f:
+                f.seek(-4, os.SEEK_END)
+                yield f.read(4)
+        except PermissionError:   # not damage: unreadable to this user (the error names the file)
+            raise
+        except OSError as exc:   # missing or shorter than a checksum: a damaged store
+            raise CorruptDataError(f"{array.where}: array {array.name!r} chunk {i} ({array.chunk_file(i)}) "
+                                   f"is missing or damaged: {exc.strerror or exc}") from exc
+
+
+# A store's attribute recording, per array, the CRC-32C of its chunks' CRC-32Cs in chunk order. Each chunk's
+# own checksum says its bytes are intact, not that they are the chunk written at that place of that store:
+# a chunk file copied from another store, another position or an older run of the same shape passes it.
+CHUNKS_KEY = "chunks_crc32c"
+
+
+def chunks_digest(array: CheckedArray) -> str:
+    """The CRC-32C of ``array``'s recorded chunk checksums in order (:data:`CHUNKS_KEY`)."""
+    crc = google_crc32c.Checksum()
+    for recorded in recorded_crcs(array):
+        crc.update(recorded)
+    return crc.hexdigest().decode()
+
+
+def chunks_digests(group: zarr.Group, where: str) -> dict[str, str]:
+    """:func:`chunks_digest` of every array of a local store's group, by name (what a writer records)."""
+    return {name: chunks_digest(CheckedArray(array, name, where, all_chunks_written=True))
+            for name, array in sorted(group.arrays())}
+
+
+def check_chunks_digests(arrays: dict[str, CheckedArray], recorded: Any, where: str) -> list[str]:
+    """The problems with ``arrays``' chunk files against their recorded digests (:data:`CHUNKS_KEY`):
+    a chunk that is valid on its own but not the one written there."""
+    if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+        return [f"{where}: the {CHUNKS_KEY!r} attribute is malformed ({str(recorded)[:100]})"]
+    problems = []
+    for name, array in arrays.items():
+        if name not in recorded:
+            problems.append(f"{where}: array {name!r} has no recorded digest of its chunks in {CHUNKS_KEY!r}")
+            continue
+        try:
+            got = chunks_digest(array)
+        except CorruptDataError as exc:
+            problems.append(str(exc))
+            continue
+        if got != recorded[name]:
+            problems.append(f"{where}: array {name!r} holds chunk files that are each intact but not the ones "
+                            f"written there (digest of its chunks' checksums {got}, recorded {recorded[name]}): a "
+                            "chunk was copied in from another position or store, or rewritten after the store was "
+                            "sealed")
+    return problems
 
 
 def _reason(exc: BaseException) -> str:

@@ -42,7 +42,17 @@ from .delta import (
     encode_keys,
 )
 from .graph import check_group_header, default_compressor, id_dtype_for, open_group
-from .integrity import CHUNK_ARRAY_CONFIG, SEAL_KEY, CheckedArray, check_seal_when_due, chunk_codecs, open_arrays, seal
+from .integrity import (
+    CHUNK_ARRAY_CONFIG,
+    CHUNKS_KEY,
+    SEAL_KEY,
+    CheckedArray,
+    check_seal_when_due,
+    chunk_codecs,
+    chunks_digests,
+    open_arrays,
+    seal,
+)
 
 FORMAT = "graphstream.snapshots"
 # Version 2: every chunk carries a CRC-32C and is always written (version 1 stays readable, unchecked).
@@ -343,7 +353,7 @@ class SnapshotWriter:
             num_snapshots=self.num_snapshots, num_nodes=self.num_nodes, directed=self.directed,
             id_dtype=str(self.id_dtype), keyframe_every=self.keyframe_every, node_lists=self.inner is not None,
             totals={k: getattr(t, k) for k in SnapshotManifest.TOTALS},
-            extra={**self.extra_attrs, **(attrs or {})})
+            extra={**self.extra_attrs, **(attrs or {}), CHUNKS_KEY: chunks_digests(self.group, self.path)})
         # Sealed over the final attributes (complete included); complete is still written last.
         final = seal({**self.group.attrs, **manifest.to_attrs(), "complete": True})
         self.group.attrs.update({k: v for k, v in final.items() if k != "complete"})

@@ -20,14 +20,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import CorruptDataError, GraphStreamError, StoreError
 from .delta import apply_delta, decode_keys
-from .integrity import CheckedArray, check_file
+from .integrity import CHUNKS_KEY, CheckedArray, check_chunks_digests, check_file
 from .partitions_manifest import PART_META
+
+if TYPE_CHECKING:
+    from .snapshots import SnapshotStore
 
 MAX_PROBLEMS = 20
 BLOCK = 1 << 20
@@ -46,6 +49,7 @@ class VerifyReport:
     items: dict[str, int] = field(default_factory=dict)   # e.g. edges, snapshots, parts
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    chunk_order: bool = False   # whether the store recorded its chunks' digests (and they were checked)
 
     def problem(self, message: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:
@@ -56,7 +60,8 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         out = {"path": self.path, "kind": self.kind, "ok": not self.problems, "version": self.version,
                "checksums": self.checksums, "chunks_checked": self.chunks, "files_checked": self.files,
-               "bytes_checked": self.bytes_checked, **self.items, "seconds": self.seconds}
+               "bytes_checked": self.bytes_checked, "chunk_order_checked": self.chunk_order, **self.items,
+               "seconds": self.seconds}
         if not self.checksums:
             out["note"] = "written before checksums (format version 1): contents checked, bytes not checksummed"
         if self.problems:
@@ -146,29 +151,49 @@ def _check_ids(name: str, a: int, ids: np.ndarray, limit: int, report: VerifyRep
         report.problem(f"{name}[{a + bad}] = {ids[bad]} is outside [0, {limit})")
 
 
+def _check_chunk_order(arrays: dict[str, CheckedArray], attrs: dict[str, Any], path: str,
+                       report: VerifyReport) -> None:
+    """Each array's chunk files are the ones written there (:data:`~.integrity.CHUNKS_KEY`), for the
+    arrays whose chunks all passed their own checksums (a damaged one is listed already). Stores
+    written before the digest was recorded, and stores at a URL, have none to check."""
+    if CHUNKS_KEY not in attrs:
+        return
+    report.chunk_order = True
+    for problem in check_chunks_digests(arrays, attrs[CHUNKS_KEY], path):
+        report.problem(problem)
+
+
 def _verify_graph(path: str, report: VerifyReport) -> None:
     from .graph import open_store
     store = open_store(path)
     report.version, report.checksums = store.manifest.version, store.checksums
     report.items.update(num_nodes=store.num_nodes, num_edges=store.num_edges)
+    intact: dict[str, CheckedArray] = {}
     for name in store.columns:
         array = store.array(name, check_ids=False)   # every bad id a problem of the report, not the first an error
+        before = len(report.problems)
         for a, values in _blocks(array, report):
             if name in ("src", "dst"):
                 _check_ids(f"{path}: {name}", a, values, store.num_nodes, report)
             elif name == "weight" and not np.all(np.isfinite(values)):
                 bad = int(np.flatnonzero(~np.isfinite(values))[0])
                 report.problem(f"{path}: weight[{a + bad}] = {values[bad]} is not finite")
+        if len(report.problems) == before:
+            intact[name] = array
     if store.info.has_id_map:
         id_map = store.array("id_map")
         if id_map.shape != (store.num_nodes,):
             report.problem(f"{path}: id_map has shape {id_map.shape}, expected ({store.num_nodes},)")
+        before = len(report.problems)
         for _ in _blocks(id_map, report):
             pass
+        if len(report.problems) == before:
+            intact["id_map"] = id_map
+    _check_chunk_order(intact, store.attrs, path, report)
 
 
 def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = None) -> None:
-    from .snapshots import RAGGED_COLUMNS, count_active, open_snapshots
+    from .snapshots import RAGGED_COLUMNS, open_snapshots
     store = open_snapshots(path)
     report.version, report.checksums = store.manifest.version, store.checksums
     report.items["snapshots"] = report.items.get("snapshots", 0) + store.num_snapshots
@@ -178,15 +203,24 @@ def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = 
         if len(set(lengths.values())) > 1:
             report.problem(f"{path}: columns of {prefix!r} differ in length {lengths}")
     limit = store.num_nodes if node_limit is None else node_limit
+    intact: dict[str, CheckedArray] = {}
     for name in sorted(store._zarr_arrays):
         array = store._checked(name, check_ids=False)   # every bad id a problem of the report
+        before = len(report.problems)
         for a, values in _blocks(array, report):
             if name in ids:
                 _check_ids(f"{path}: {name}", a, values, limit, report)
             elif name.endswith("_count") and len(values) and values.min() < 1:
                 report.problem(f"{path}: {name} holds a count < 1 (first at {a + int(np.argmin(values))})")
-    if report.problems:
-        return   # rebuilding from damaged columns would only repeat what is listed
+        if len(report.problems) == before:
+            intact[name] = array
+    if not report.problems:   # rebuilding from damaged columns would only repeat what is listed
+        _check_rebuilt_snapshots(store, path, report)
+    _check_chunk_order(intact, store.attrs, path, report)
+
+
+def _check_rebuilt_snapshots(store: SnapshotStore, path: str, report: VerifyReport) -> None:
+    from .snapshots import count_active
     # Each snapshot rebuilt, its counts checked; at a keyframe also the delta chain that leads to it
     # (a reader starting at an earlier keyframe gets the chain's snapshot, one starting there the
     # keyframe's: with valid checksums the two could still disagree).
