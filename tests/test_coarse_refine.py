@@ -315,6 +315,34 @@ def test_trivial_coarse_graphs_are_packed_largest_first_onto_the_least_loaded_pa
     assert np.array_equal(got, want)
 
 
+def test_few_clusters_keep_their_edges_in_one_part():
+    """No more clusters than parts, with edges: a connected component that fits a part is packed whole
+    (its clusters were packed one by one, into different parts), and one that does not fit is split."""
+    from graphstream.partition.coarse_solvers import trivial_parts
+    # a path 0-1-2 and an edge 3-4; 5 clusters, k = 6
+    xadj = np.array([0, 1, 3, 4, 5, 6], dtype=np.int64)
+    adjncy = np.array([1, 0, 2, 1, 4, 3], dtype=np.int64)
+    csizes = np.ones(5, dtype=np.int64)
+    roomy = trivial_parts(xadj, adjncy, csizes, 6, 4.0)   # cap ceil(4 * 5 / 6) = 4: both fit
+    assert roomy[0] == roomy[1] == roomy[2] and roomy[3] == roomy[4] and roomy[0] != roomy[3]
+    tight = trivial_parts(xadj, adjncy, csizes, 6, 2.4)   # cap 2: the edge fits, the path does not
+    assert tight[3] == tight[4] and len({tight[0], tight[1], tight[2]}) == 3
+    assert trivial_parts(xadj, adjncy, csizes, 4, 1.05) is None   # more clusters than parts: a solver's
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 8])
+@pytest.mark.parametrize("solver", ["metis", "kaminpar"])
+def test_the_only_edge_of_a_small_graph_is_not_cut(tmp_path, k, solver):
+    """A 10-node graph with one edge: its endpoints went to different parts at every k (RF 1.2; SPRING
+    gives 1.0). The two clusters were packed apart, and had room for one node a part beside the
+    isolated nodes placed after them."""
+    store = write_store(tmp_path / "g.zarr", [0], [1], 10)
+    plan = coarse_refine.run(store, k, seed=0, work_dir=tmp_path / "w", coarse_solver=solver)
+    assert plan.owner[0] == plan.owner[1], plan.owner
+    assert plan.metrics["replication_factor"] == 1.0
+    assert np.bincount(plan.owner, minlength=k).max() <= max(-(-10 // k), int(1.05 * 10 / k))
+
+
 def test_metis_trial_seeds_give_different_partitions():
     """METIS treats seeds 0 and 1 alike; partition_coarse's seeds 0, 1, 2 must still be three partitions."""
     from graphstream.kernels.pairs import pair_key

@@ -343,7 +343,10 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         solver_balance = min(cfg.edge_balance, balance) if cfg.edge_balance else balance
         if cfg.unlinked_clusters == "packed":
             solver_graph, linked = graph.linked()
-            solver_balance = linked_balance(solver_balance, graph.csizes, linked, k)
+            # the nodes without an edge are placed after the solver too, onto the least loaded parts: on a
+            # 10-node graph with one edge, its two clusters alone had room for one node a part at k = 4
+            unplaced = len(isolated) if weigh == K.NODES else 0
+            solver_balance = linked_balance(solver_balance, graph.csizes, linked, k, unplaced)
             unlinked = unlinked_heaviest_first(linked, graph.csizes)
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, solver_graph, k, solver_balance, work)
         tries = attempts(solvers, seed, cfg.coarse_trials)

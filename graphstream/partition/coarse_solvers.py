@@ -86,10 +86,11 @@ class CoarseGraph:
         return CoarseGraph(xadj, new_id[self.adjncy], self.ew, self.csizes[ids]), ids
 
 
-def linked_balance(balance: float, weights: np.ndarray, linked: np.ndarray, k: int) -> float:
+def linked_balance(balance: float, weights: np.ndarray, linked: np.ndarray, k: int, unplaced: int = 0) -> float:
     """The solver's balance on the linked clusters alone: their parts may hold up to ``balance`` x the mean
-    part of *all* clusters, the unlinked ones then filling the room left (at most k: one part all)."""
-    total, linked_total = int(weights.sum()), int(weights[linked].sum())
+    part of *all* clusters and of ``unplaced`` (weight in no cluster: the nodes without an edge), the
+    unlinked clusters and those nodes then filling the room left (at most k: one part all)."""
+    total, linked_total = int(weights.sum()) + int(unplaced), int(weights[linked].sum())
     if linked_total == 0:
         return balance
     return min(float(k), balance * total / linked_total)
@@ -183,10 +184,62 @@ def attempts(solvers: list[CoarseSolver], seed: int, trials: int) -> list[Attemp
 def solve(solver: CoarseSolver, graph: CoarseGraph, seed: int) -> np.ndarray:
     """Part (int32) of every cluster for ``seed``."""
     if solver.solver == "kaminpar":
+        trivial = trivial_parts(graph.xadj, graph.adjncy, graph.csizes, solver.k, solver.balance)
+        if trivial is not None:
+            return trivial
         from . import kaminpar_solver
         return kaminpar_solver.partition(solver.parhip, solver.k, solver.balance, seed)
     return partition_coarse(graph.xadj, graph.adjncy, graph.ew, graph.csizes, solver.k, seed, solver.balance,
                             solver.method)
+
+
+def trivial_parts(xadj: np.ndarray, adjncy: np.ndarray, csizes: np.ndarray, k: int, balance: float
+                  ) -> np.ndarray | None:
+    """The parts of a coarse graph with no more clusters than parts, or without edges, by least-loaded
+    packing (heaviest first); None when a solver is needed.
+
+    The connected components are packed whole where one fits under the balance's cap, and the clusters
+    of the others one by one: packing the clusters alone put the two clusters of a 10-node graph's
+    only edge in two parts (k = 2: RF 1.2), and the refinement could not join them (both endpoints
+    proposed to move to the other's part in one round, and both moves were taken)."""
+    num_clusters = len(csizes)
+    if k == 1 or num_clusters == 0:
+        return np.zeros(num_clusters, dtype=np.int32)
+    if num_clusters > k and len(adjncy) > 0:
+        return None
+    # here, not at the top: a trial child never takes this branch and need not load numba
+    from ..kernels.packing import pack_least_loaded
+    weights = np.asarray(csizes, dtype=np.int64)
+    component = _components(xadj, adjncy, num_clusters)
+    cweights = np.bincount(component, weights=weights).astype(np.int64)
+    cap = int(np.ceil(balance * weights.sum() / k))
+    # an item is a component that fits a part, or one cluster of a component that does not
+    item = np.where(cweights[component] <= cap, component, len(cweights) + np.arange(num_clusters))
+    item = np.unique(item, return_inverse=True)[1].ravel()
+    iweights = np.bincount(item, weights=weights).astype(np.int64)
+    order = np.argsort(-iweights, kind="stable")
+    item_part = np.empty(len(iweights), dtype=np.int32)
+    item_part[order] = pack_least_loaded(iweights[order], np.zeros(k, dtype=np.int64))
+    return item_part[item]
+
+
+def _components(xadj: np.ndarray, adjncy: np.ndarray, n: int) -> np.ndarray:
+    """Connected component of every vertex of a small CSR graph (at most k vertices with edges here)."""
+    component = np.full(n, -1, dtype=np.int64)
+    count = 0
+    for start in range(n):
+        if component[start] >= 0:
+            continue
+        component[start] = count
+        stack = [start]
+        while stack:
+            v = stack.pop()
+            for u in adjncy[xadj[v]:xadj[v + 1]]:
+                if component[u] < 0:
+                    component[u] = count
+                    stack.append(int(u))
+        count += 1
+    return component
 
 
 def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csizes: np.ndarray,
@@ -197,15 +250,9 @@ def partition_coarse(xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, csize
     ``csizes`` are the node weights.
     """
     num_clusters = len(csizes)
-    if k == 1 or num_clusters == 0:
-        return np.zeros(num_clusters, dtype=np.int32)
-    if num_clusters <= k or len(adjncy) == 0:
-        # here, not at the top: a trial child never takes this branch and need not load numba
-        from ..kernels.packing import pack_least_loaded
-        part = np.empty(num_clusters, dtype=np.int32)
-        order = np.argsort(-csizes, kind="stable")
-        part[order] = pack_least_loaded(np.asarray(csizes, dtype=np.int64)[order], np.zeros(k, dtype=np.int64))
-        return part
+    trivial = trivial_parts(xadj, adjncy, csizes, k, balance)
+    if trivial is not None:
+        return trivial
     import pymetis  # in-memory on the bounded coarse graph only
 
     # METIS gives seeds 0 and 1 the same partition (every graph tried): seed s asks it for s + 1, so
