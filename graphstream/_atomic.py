@@ -65,11 +65,24 @@ def _is_url(path: PathLike) -> bool:
     return "://" in str(path)
 
 
+def resolved(path: PathLike) -> Path:
+    """``path`` absolute with its symlinks followed; a loop of links is :class:`ParameterError` naming it
+    (Python 3.11's ``Path.resolve`` raises RuntimeError there, 3.13's OSError: a traceback either way)."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError as exc:
+        raise ParameterError(f"{path}: a loop of symbolic links ({exc})") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ParameterError(f"{path}: a loop of symbolic links ({exc.strerror})") from exc
+        raise
+
+
 def recorded_path(path: PathLike) -> str:
     """How an output records where its input came from (a store's ``source``, a manifest's): a local
     path absolute, symlinks resolved, so that it means the same from any folder and whether the command
     ran in process or on a cluster (whose commands are given absolute paths); a URL as it is."""
-    return str(path) if _is_url(path) else str(Path(path).resolve())
+    return str(path) if _is_url(path) else str(resolved(path))
 
 
 def for_workers(path: PathLike | None) -> str | None:
@@ -129,7 +142,7 @@ def check_outputs_apart(outputs: Mapping[str, PathLike | None], inputs: Mapping[
         if _is_url(out) or _is_url(inp):
             relation = "is" if str(out).rstrip("/") == str(inp).rstrip("/") else None
         else:
-            relation = _relation(Path(out).resolve(), Path(inp).resolve())
+            relation = _relation(resolved(out), resolved(inp))
         if relation is not None and relation not in allowed:
             raise ParameterError(f"{out_name} {out} {relation} the {in_name} {inp}: choose {choose}")
 
@@ -242,7 +255,7 @@ def output_lock(final: PathLike) -> Iterator[None]:
     """Hold ``.NAME.lock`` beside ``final``; a second holder gets :class:`OutputLockedError`
     naming the first. Re-entrant within a process (a command and the writer it calls)."""
     final = Path(final)
-    key = str(final.resolve())
+    key = str(resolved(final))
     held = _HELD.get(key)
     if held is not None:
         held[1] += 1
@@ -610,6 +623,11 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
     run fails at once, not after the long part), clear the leftovers of killed runs and refuse
     existing outputs without ``overwrite``."""
     check_outputs_apart(outputs, inputs, scratch)
+    for name, folder in (scratch or {}).items():
+        # a scratch folder is made, its parents are not: a typo must not leave a tree of scratch files
+        if folder is not None and not _is_url(folder) and not Path(folder).parent.exists():
+            raise ParameterError(f"{name} {folder}: its parent folder {Path(folder).parent} does not exist "
+                                 "(the scratch folder is created, not its parents)")
     with ExitStack() as stack:
         for out in outputs.values():
             if out is None or _is_url(out):

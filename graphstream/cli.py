@@ -31,6 +31,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
+from typing import NoReturn
 
 from . import __version__
 from ._resources import one_malloc_arena, quiet_openmp
@@ -77,17 +78,28 @@ def _selected(argv: Sequence[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, its errors in one line as every other error of the CLI (exit 2): the usage block it
+    prints by default (16 lines for train) buries the line that says what is wrong."""
+
+    command_parsers: dict[str, argparse.ArgumentParser]   # the top parser's: each command's, by name
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> _OneLineParser:
     """The parser, with full arguments for the command ``argv`` names (every command if None).
 
     The other commands get a bare parser with their help line, enough for
     ``graphstream --help`` and for argparse's "invalid choice" message.
     """
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="graphstream",
         description="Partition and store graphs larger than memory, and feed them to GNN trainers.")
     parser.add_argument("--version", action="version", version=f"graphstream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.command_parsers = sub.choices
     selected = None if argv is None else _selected(argv)
     modules: dict[str, str | ModuleType] = {name: module for name, (module, _) in COMMANDS.items()}
     if selected is None or selected not in COMMANDS:
@@ -190,7 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         one_malloc_arena(os.environ)
     try:   # the commands' modules load here (up to a second): Ctrl-C then has nothing to unwind
         parser = build_parser(argv)
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:   # named by the command's own parser (the top one would say "graphstream: error")
+            parser.command_parsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     except KeyboardInterrupt:
         name = " ".join(filter(None, ("graphstream", _selected(argv))))
         print(f"{name}: interrupted (SIGINT) while starting; nothing was written", file=sys.stderr)
@@ -205,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if report is not None and getattr(args, "json", False):
             print(json.dumps(_finite(report), default=_json_default, allow_nan=False))
         return 2
+    except BrokenPipeError:   # stdout's reader left (| head): what was written stands, and there is no one to tell
+        return _stdout_closed()
     except OSError as exc:
         # Outputs are written atomically, so nothing valid-looking was left behind.
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -220,11 +236,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"graphstream {args.command}: terminated ({exc}); partial output removed", file=sys.stderr)
         return 128 + exc.signum
     if result is not None:
-        if getattr(args, "json", False):
-            print(json.dumps(_finite(result), default=_json_default, allow_nan=False))
-        else:
-            _print_human(result, args)
+        try:
+            if getattr(args, "json", False):
+                print(json.dumps(_finite(result), default=_json_default, allow_nan=False))
+            else:
+                _print_human(result, args)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _stdout_closed()
     return 0
+
+
+def _stdout_closed() -> int:
+    """The exit of a command whose stdout was closed by its reader (``graphstream info g.zarr | head -1``):
+    no traceback, stdout pointed at /dev/null so that Python's flush at exit does not raise again, and
+    the status a shell gives a command ended by SIGPIPE (128 + 13)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _finite(obj):

@@ -158,6 +158,8 @@ def write_part(torch, part: Part, folder: Path, idx_root: Path, lo: int, hi: int
                 "row": torch.from_numpy(gids[src]),
                 "col": torch.from_numpy(gids[dst]),
                 "size": (num_nodes, num_nodes)}, part_dir / "graph.pt")
+    # the halo the exported edges reach: with --halo-hops above 1 the part holds more, for rows not exported
+    num_halo = int(np.unique(src[src >= ni]).size)
     del src, dst
     inner_ids = gids[:ni].copy()
     feats = {}
@@ -169,7 +171,7 @@ def write_part(torch, part: Part, folder: Path, idx_root: Path, lo: int, hi: int
         feats[ATTR_NAMES.get(key, key)] = torch.from_numpy(rows)
     torch.save({"global_id": torch.from_numpy(inner_ids), "feats": feats}, part_dir / "node_feats.pt")
     torch.save({}, part_dir / "edge_feats.pt")
-    return {"num_inner": ni, "num_halo": part.num_halo, "num_edges": inner_num_edges(part)}
+    return {"num_inner": ni, "num_halo": num_halo, "num_edges": inner_num_edges(part)}
 
 
 def export_part(p: int, lo: int, hi: int, parts_dir: str, folder: str, num_nodes: int, names: list[str],

@@ -134,10 +134,10 @@ def ingest(source: str | os.PathLike | Sequence[str | os.PathLike], out: str | o
         plans = [replace(p, string_ids=True) for p in plans]   # text files can all be read as strings
     try:
         return _ingest_plans(paths, out, plans, config, client)
-    except text.NonNumericIdError:
+    except (text.NonNumericIdError, text.IdOverflowError):
         if not config.relabel or plans[0].string_ids or plans[0].fmt not in TEXT_FORMATS:
             raise
-    # A non-numeric id after numeric ones: start again with string ids.
+    # A non-numeric id (or one beyond int64) after numeric ones: start again with string ids.
     plans = [replace(p, string_ids=True) for p in plans]
     return _ingest_plans(paths, out, plans, config, client)
 

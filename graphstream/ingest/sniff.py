@@ -186,6 +186,13 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
     used = [c for c in cols.values() if c >= 0]
     if len(set(used)) != len(used):
         raise ParameterError(f"columns must differ, got {cols}")
+    if sample and used and max(used) >= len(first):
+        # here, not at the first line the kernel cannot split: a header of words was taken for an edge
+        # ("non-numeric destination id 'b' in column 1", for a source column 5)
+        key = max(cols, key=cols.get)
+        delim = "whitespace or comma" if delimiter is None else repr(delimiter)
+        raise ParameterError(f"{path}:{sample[0][0]}: {key} column {cols[key]} is beyond the {len(first)} fields "
+                             f"of the first line (separated by {delim}; columns count from 0)")
 
     def numeric_fields(fields: list[str]) -> dict[str, bool]:
         out = {}

@@ -68,6 +68,11 @@ class NonNumericIdError(InvalidIdError):
     """An id field is not a number (the caller may retry with string ids)."""
 
 
+class IdOverflowError(InvalidIdError):
+    """An id field is a number beyond int64 (an unsigned 64-bit hash, say): with --relabel the caller
+    retries with string ids, as for a word."""
+
+
 class IdBeyondError(InvalidIdError):
     """An id at or beyond the node count; ``where`` ("file:line" or "file: row N") and ``value`` locate it."""
 
@@ -122,7 +127,9 @@ def _raise(path: str, state: np.ndarray, buf: np.ndarray, layout: TextLayout, ro
                                 f"node count {config.num_nodes}" + (" (ids are 1-based)" if config.one_based else ""),
                                 where, text)
         if code == E_OVERFLOW:
-            raise InvalidIdError(f"{where}: {what} {text} in column {field} does not fit a 64-bit integer")
+            hint = "" if config.relabel else " (pass --relabel for arbitrary ids)"
+            raise IdOverflowError(f"{where}: {what} {text} in column {field} does not fit a 64-bit signed "
+                                  f"integer{hint}")
     raise InputFormatError(f"{where}: cannot parse {what} {text!r} in column {field} as a number")
 
 

@@ -289,10 +289,29 @@ def open_group(path: str, noun: str) -> zarr.Group:
     """Open a Zarr group read-only; refuse a missing path or something that is not a group."""
     if not is_url(path) and not Path(path).exists():
         raise StoreError(f"{path}: no such {noun}")
+    if not is_url(path) and Path(path).is_dir() and not (Path(path) / "zarr.json").is_file():
+        raise StoreError(f"{path}: not a {noun}{_what_folder_holds(Path(path))}")
+    if not is_url(path) and not Path(path).is_dir():
+        raise StoreError(f"{path}: not a {noun} but a file (a {noun} is a Zarr folder; graphstream ingest makes "
+                         "a graph store from an edge file)")
     try:
         return zarr.open_group(path, mode="r")
     except Exception as exc:  # zarr raises several types for "not a group"
         raise StoreError(f"{path}: not a Zarr group ({exc.__class__.__name__}: {exc})") from exc
+
+
+def _what_folder_holds(folder: Path) -> str:
+    """What a folder given in place of a store is, for the message (a dataset's folder, a partitioned
+    dataset: the natural slips after ``graphstream dataset``)."""
+    if (folder / "manifest.json").is_file():
+        return " but a partitioned dataset or dynamic partitions (it holds manifest.json)"
+    try:
+        stores = sorted(p.name for p in folder.iterdir() if (p / "zarr.json").is_file())[:3]
+    except OSError:
+        stores = []
+    if stores:
+        return f" but a folder holding {', '.join(stores)} (did you mean {folder / stores[0]}?)"
+    return " (no zarr.json)"
 
 
 def store_for_workers(store: GraphStore) -> GraphStore:
