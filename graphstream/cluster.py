@@ -211,8 +211,8 @@ def _probe(address: str) -> None:
     """Fail at once on an address that is no dask scheduler's: empty, a web address (the dashboard's),
     or a tcp:// one that is refused, unresolvable, silent or answers with something else than dask's
     handshake (dask's client would retry for its whole timeout, hang on a silent listener, or read
-    foreign bytes as a frame length); a tls:// one without dask's TLS settings, or refused. Other
-    protocols are left to dask."""
+    foreign bytes as a frame length); a tls:// one without dask's TLS settings, or refused; any other
+    protocol, or a path after the port."""
     import socket
     import struct
     from urllib.parse import urlsplit
@@ -227,6 +227,12 @@ def _probe(address: str) -> None:
     if parts.scheme in ("http", "https"):
         raise ClusterError(f"--scheduler {address}: a web address (the dashboard's?); the scheduler listens "
                            "on tcp://HOST:PORT (8786 by default)")
+    # anything else dask's client would retry for its whole timeout, then print a traceback on its way out
+    if parts.scheme not in ("tcp", "tls"):
+        raise ClusterError(f"--scheduler {address}: graphstream connects to tcp:// or tls:// schedulers "
+                           "(tcp://HOST:PORT)")
+    if parts.path or parts.query or parts.fragment or not parts.hostname:
+        raise ClusterError(f"--scheduler {address}: expected tcp://HOST:PORT, nothing after the port")
     if parts.scheme == "tls":
         import dask
         if not dask.config.get("distributed.comm.tls.ca-file", None):
@@ -236,8 +242,6 @@ def _probe(address: str) -> None:
             socket.create_connection((parts.hostname, port), timeout=10).close()
         except OSError as exc:
             raise ClusterError(f"cannot reach the dask scheduler at {address}: {exc}") from exc
-        return
-    if parts.scheme != "tcp" or parts.hostname is None:
         return
     try:
         with socket.create_connection((parts.hostname, port), timeout=10) as conn:
@@ -315,9 +319,22 @@ def run_tasks(client: Client, stage: str, fn: Callable[..., Any], tasks: Sequenc
             progress(sum(units(t) for t in tasks), stage, unit=unit, line=line) as bar:
         for future in as_completed(futures, loop=client.loop):
             i = index[future.key]
+            if future.status == "error":
+                _raise_first_error(client, futures, i)
             results[i] = future.result()
             bar.update(units(tasks[i]))
     return results
+
+
+def _raise_first_error(client: Client, futures: list, failed: int) -> None:
+    """Raise the error of the first failing task in the tasks' order, not of the first to fail in time:
+    the later tasks are cancelled, the earlier ones run to their end (the in-process path names the
+    first bad line of a file; whichever range finished first named a later one, run to run)."""
+    _cancel(client, futures[failed + 1:])
+    for future in futures[:failed]:
+        if future.exception() is not None:   # waits for it; a lost scheduler raises here (the stage guard's)
+            future.result()
+    futures[failed].result()
 
 
 def run_jobs(client: Client, stage: str, jobs: Sequence[Job], *, unit: str = "task", total: int | None = None,
@@ -360,21 +377,18 @@ def run_jobs(client: Client, stage: str, jobs: Sequence[Job], *, unit: str = "ta
 
 @contextmanager
 def _stage_guard(client: Client, futures: list, prefix: str) -> Iterator[None]:
-    """A stage's errors: its tasks cancelled; a lost scheduler a :class:`ClusterError`; on SIGINT or
-    SIGTERM, a wait until the stage's tasks have stopped, before the outputs are unwound."""
+    """A stage's errors: its tasks cancelled; a lost scheduler a :class:`ClusterError`; on a task's error,
+    SIGINT or SIGTERM, a wait until the stage's tasks have stopped, before the outputs are unwound."""
     try:
         yield
-    except GraphStreamError:
-        _cancel(client, futures)
-        raise
-    except Exception as exc:
-        lost = _lost_scheduler(client, exc)
+    except BaseException as exc:
+        lost = _lost_scheduler(client, exc) if isinstance(exc, Exception) and \
+            not isinstance(exc, GraphStreamError) else None
         _cancel(client, futures)
         if lost is not None:
             raise lost from exc
-        raise
-    except BaseException:
-        _cancel(client, futures)
+        # a cancelled task's thread runs on, and one that writes after the command has removed its
+        # temporary output would leave it back (a hidden .OUT.tmp-* beside a failed ingest's OUT)
         _wait_until_stopped(client, prefix)
         raise
 
@@ -421,6 +435,19 @@ def check_client(client: Any) -> None:
         raise ParameterError(f"client must be a distributed.Client, got {client!r}{hint}")
 
 
+def shared_scratch_parent(near: str | os.PathLike) -> str | None:
+    """Where a cluster run puts a scratch folder that no work folder was given for: beside ``near`` (an
+    output, or the input store), on the file system the workers share, where a local /tmp is not
+    shared; the system's temporary folder when that folder is not writable (a read-only dataset
+    mount: in-process runs worked there, cluster runs failed with EROFS), which a LocalCluster's
+    workers see and remote ones are told of by :func:`check_visible`. None (the system's temporary
+    folder) for a URL."""
+    if "://" in str(near):
+        return None
+    parent = Path(near).resolve().parent
+    return str(parent) if os.access(parent, os.W_OK | os.X_OK) else None
+
+
 def check_visible(client: Client, *paths: str | os.PathLike) -> None:
     """Raise a ClusterError naming the worker and the path when a worker cannot see one of ``paths``.
 
@@ -439,8 +466,10 @@ def check_visible(client: Client, *paths: str | os.PathLike) -> None:
     for worker, missing in sorted(seen.items()):
         if missing and not isinstance(missing, BaseException):
             path = Path(missing[0])
-            made = path.name.startswith("graphstream-") or ".tmp-" in path.name   # a scratch or temporary folder
-            shown = f"{path.parent} (where this command made {path.name})" if made else str(path)
+            # a scratch or temporary folder this command made (graphstream-parts-*, .g.zarr.scratch-*, .X.tmp-*)
+            made = path.name.startswith("graphstream-") or "scratch-" in path.name or ".tmp-" in path.name
+            shown = (f"{path.parent} (where this command made {path.name}; give --work-dir a folder every worker "
+                     "sees)") if made else str(path)
             raise ClusterError(f"worker {worker} cannot see {shown}: every path must be visible to every "
                                "worker (a shared file system, or an fsspec URL); see docs/distributed.md")
 

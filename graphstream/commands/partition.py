@@ -165,11 +165,15 @@ def run(args) -> dict:
 
 def _scratch_parent(args, client) -> str | None:
     """Where the run's scratch folder goes: the system's temporary folder in-process; on a cluster
-    a folder every worker sees, beside --out (or the store), as a local /tmp is not shared."""
+    --work-dir, else a folder every worker sees beside --out (or the store) when it is writable
+    (:func:`~graphstream.cluster.shared_scratch_parent`)."""
     if client is None:
         return None
-    near = args.out if args.out is not None else args.store
-    return None if "://" in str(near) else str(Path(near).resolve().parent)
+    if args.work_dir is not None and "://" not in str(args.work_dir):
+        Path(args.work_dir).mkdir(exist_ok=True)   # its parent exists: claim_outputs checked it
+        return str(args.work_dir)
+    from ..cluster import shared_scratch_parent
+    return shared_scratch_parent(args.out if args.out is not None else args.store)
 
 
 def _run(args, client) -> dict:

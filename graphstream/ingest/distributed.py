@@ -50,7 +50,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._atomic import scratch_dir
-from ..cluster import check_visible, output_for_tasks, run_task, run_tasks, save_shard, split_range, task_count
+from ..cluster import (
+    check_visible,
+    output_for_tasks,
+    run_task,
+    run_tasks,
+    save_shard,
+    shared_scratch_parent,
+    split_range,
+    task_count,
+)
 from ..errors import InputFormatError, StoreError
 from ..store import GraphWriter, id_dtype_for, is_url
 from ..store.graph import EdgeRangeWriter
@@ -114,7 +123,7 @@ def ingest_on_cluster(client: Client, paths: list[str], target: str, plans: list
     pieces = _pieces(client, paths, plans, config)
     if _counted_text(plans, pieces, config):
         return _ingest_counted(client, paths, target, plans, config, pieces)
-    parent = Path(work_dir) if work_dir is not None else Path(paths[0] if is_url(target) else target).resolve().parent
+    parent = work_dir if work_dir is not None else shared_scratch_parent(paths[0] if is_url(target) else target)
     # not ".NAME.scratch-": the writer created below clears those as leftovers of killed runs when it
     # takes the output (scratch_dir itself clears the folders of dead runs of this prefix)
     with scratch_dir(f".{Path(target).name}.shards-", dir=parent) as work:

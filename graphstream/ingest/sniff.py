@@ -186,13 +186,6 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
     used = [c for c in cols.values() if c >= 0]
     if len(set(used)) != len(used):
         raise ParameterError(f"columns must differ, got {cols}")
-    if sample and used and max(used) >= len(first):
-        # here, not at the first line the kernel cannot split: a header of words was taken for an edge
-        # ("non-numeric destination id 'b' in column 1", for a source column 5)
-        key = max(cols, key=cols.get)
-        delim = "whitespace or comma" if delimiter is None else repr(delimiter)
-        raise ParameterError(f"{path}:{sample[0][0]}: {key} column {cols[key]} is beyond the {len(first)} fields "
-                             f"of the first line (separated by {delim}; columns count from 0)")
 
     def numeric_fields(fields: list[str]) -> dict[str, bool]:
         out = {}
@@ -213,6 +206,15 @@ def resolve_layout(path: str | os.PathLike, *, delimiter: str | None, header: st
             log(f"{Path(path).name}:{sample[0][0]}: first line {ids[0]!r} {ids[1]!r} read as {verdict}: {reason} "
                 f"(--header {'no' if has_header else 'yes'} to read it otherwise)")
     data = sample[1:] if has_header else sample
+    fields = len(split_fields(data[0][1], delimiter)) if data else 0
+    if data and used and max(used) >= max(2, fields):
+        # a column chosen past the line (past the first two: a line short of those is the kernel's
+        # "malformed line"), named here: a header of words was taken for an edge, and blamed ("non-numeric
+        # destination id 'b' in column 1", for a source column 5)
+        key = max(cols, key=cols.get)
+        delim = "whitespace or comma" if delimiter is None else repr(delimiter)
+        raise ParameterError(f"{path}:{data[0][0]}: {key} column {cols[key]} is beyond the {fields} fields "
+                             f"of the first line (separated by {delim}; columns count from 0)")
     string_ids = False
     if data:
         num = numeric_fields(split_fields(data[0][1], delimiter))

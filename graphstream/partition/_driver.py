@@ -14,7 +14,7 @@ import numpy as np
 from .._atomic import scratch_dir
 from .._report import track
 from .._resources import Stopwatch
-from ..cluster import check_visible, run_task, save_shard
+from ..cluster import check_visible, run_task, save_shard, shared_scratch_parent
 from ..store import GraphStore, degree_pass, open_store
 from .edge_parts import EdgePartWriter, owner_from_edge_parts, owner_from_edge_parts_on_cluster, parts_dir
 from .metrics import edge_load_balance
@@ -101,8 +101,7 @@ def on_cluster(client: Client, store: GraphStore, k: int, algo: str, *, seed: in
     module = load_algorithm(algo)
     with ExitStack() as stack:
         if work_dir is None:   # beside the store: every worker must see it (a local /tmp is not shared)
-            parent = Path(store.path).resolve().parent if "://" not in store.path else None
-            work_dir = stack.enter_context(scratch_dir("graphstream-partition-", parent))
+            work_dir = stack.enter_context(scratch_dir("graphstream-partition-", shared_scratch_parent(store.path)))
             keep_edge_parts = False
         else:
             Path(work_dir).mkdir(parents=True, exist_ok=True)
@@ -127,10 +126,13 @@ def _greedy_pass_as_one_task(client: Client, module, store: GraphStore, k: int, 
     takes = inspect.signature(module.run).parameters
     owner_path = work_dir / f"owner-{algo}-{os.getpid()}.npy"
     degree_path = work_dir / f"degree-{algo}-{os.getpid()}.npy" if "degree" in takes else None
+    cluster_seconds = {}   # the phases run as the cluster's tasks: the one task's own laps found them done
     try:
         if degree_path is not None:
+            watch = Stopwatch()
             save_shard(degree_path, degree_pass(store, params.get("batch_size"), client=client,
                                                 work_dir=work_dir).total)
+            cluster_seconds["degrees"] = watch.seconds
         fields = run_task(client, f"{algo}: partition (one worker)", partition_task, store.path, k, algo, seed,
                           balance, str(work_dir), params, str(owner_path),
                           None if degree_path is None else str(degree_path), "owner_pass" not in takes)
@@ -139,7 +141,14 @@ def _greedy_pass_as_one_task(client: Client, module, store: GraphStore, k: int, 
         for path in (owner_path, degree_path):
             if path is not None:
                 path.unlink(missing_ok=True)
-    return complete_edge_plan(plan, store, client, work_dir) if plan.owner is None else plan
+    if plan.owner is None:
+        watch = Stopwatch()
+        plan = complete_edge_plan(plan, store, client, work_dir)
+        cluster_seconds["owner"] = watch.seconds
+    phases = plan.metrics.get("phase_seconds")
+    if isinstance(phases, dict):
+        phases.update({name: seconds for name, seconds in cluster_seconds.items() if name in phases})
+    return plan
 
 
 def partition_task(store_path: str, k: int, algo: str, seed: int, balance: float, work_dir: str,

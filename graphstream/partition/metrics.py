@@ -43,7 +43,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._atomic import scratch_dir
-from ..cluster import check_visible, run_tasks, save_shard, split_range, task_count
+from ..cluster import check_visible, run_tasks, save_shard, shared_scratch_parent, split_range, task_count
 from ..kernels.bitsets import count_bits, count_byte_columns, new_byte_bitsets, set_byte_bit
 from ..kernels.prefetch import PREFETCH_DISTANCE, prefetch_row
 from ..store import GraphStore, open_store
@@ -295,11 +295,12 @@ def _counts_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: 
     1.64-1.76 s in-process on one core). Two workers' two shards ORed on the client instead of by the
     wave: 0.06 s against 0.055 s, not kept.
     """
-    parent = Path(work_dir) if work_dir is not None else Path(store.path).resolve().parent
-    check_visible(client, store.path, parent)
+    parent = work_dir if work_dir is not None else shared_scratch_parent(store.path)
+    check_visible(client, store.path)
     edge_count = np.zeros(k, dtype=np.int64)
     present = np.zeros(k, dtype=np.int64)
     with scratch_dir("graphstream-metrics-", parent) as work:
+        check_visible(client, work)
         owner_path = str(save_shard(work / "owner.npy", owner))
         edge_ranges = split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
         node_ranges = split_range(store.num_nodes, task_count(client), align=64)

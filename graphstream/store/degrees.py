@@ -120,7 +120,7 @@ def _degree_pass_on_cluster(client: Client, store: GraphStore, batch_size: int |
     One edge range per worker thread, not several: every range costs an O(n) shard, and counting is
     uniform work, so finer ranges buy no balance worth their bytes."""
     from .._atomic import scratch_dir
-    from ..cluster import check_visible, run_tasks, split_range, task_count
+    from ..cluster import check_visible, run_tasks, shared_scratch_parent, split_range, task_count
 
     n = store.num_nodes
     ranges = split_range(store.num_edges, task_count(client, per_worker=1), align=store.chunk_size)
@@ -135,7 +135,7 @@ def _degree_pass_on_cluster(client: Client, store: GraphStore, batch_size: int |
         return Degrees(out_deg, in_deg, sum(d.self_loops for d in counted))
     if work_dir is None and is_url(store.path):
         raise ParameterError(f"{store.path}: a store at a URL needs a work folder for the degree shards (work_dir)")
-    parent = Path(work_dir) if work_dir is not None else Path(store.path).resolve().parent
+    parent = work_dir if work_dir is not None else shared_scratch_parent(store.path)
     with scratch_dir(f".{Path(store.path).name}.scratch-degrees-", dir=parent) as work:
         check_visible(client, store.path, work)
         shards = [str(work / f"edges-{i:05d}.npy") for i in range(len(ranges))]
