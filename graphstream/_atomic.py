@@ -38,6 +38,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -46,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DiskFullError, GraphStreamError, OutputExistsError, ParameterError
+from .errors import DiskFullError, OutputExistsError, OutputLockedError, ParameterError, yes_or_no
 
 PathLike = str | os.PathLike
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -55,10 +56,6 @@ DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 #: A file to which each output this process swaps into place is noted (its path and the temporary's device and
 #: inode, which the rename keeps), just before the swap, under the output's lock.
 PUBLISHED_LOG_ENV = "GRAPHSTREAM_PUBLISHED_LOG"
-
-
-class OutputLockedError(GraphStreamError):
-    """Another run is writing the same output (its lock file is held)."""
 
 
 def _is_url(path: PathLike) -> bool:
@@ -101,6 +98,7 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
     if inputs:
         check_outputs_apart({"output": path}, inputs)
     path = Path(path)
+    overwrite = yes_or_no(overwrite, "overwrite")
     if (path.exists() or path.is_symlink()) and not overwrite:
         other = f", or {alternative}" if alternative else ""
         raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it{other})")
@@ -123,6 +121,18 @@ def _relation(out: Path, inp: Path) -> str | None:
     except OSError:
         pass
     return None
+
+
+def prepare_work_dir(folder: PathLike | None, name: str = "work_dir") -> None:
+    """Make a scratch folder the caller named (and its parents, as ``mkdir -p``); a file there is a
+    :class:`ParameterError` naming ``name`` (FileExistsError, or FileNotFoundError where a builder
+    expected the folder to exist). URLs and None are left alone."""
+    if folder is None or _is_url(folder):
+        return
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise ParameterError(f"{name} {path}: a file, not a folder")
+    path.mkdir(parents=True, exist_ok=True)
 
 
 def check_outputs_apart(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None],
@@ -169,7 +179,11 @@ def lock_path(final: PathLike) -> Path:
     return final.with_name(f".{final.name}.lock")
 
 
-_HELD: dict[str, list] = {}   # resolved output -> [fd, depth]: re-entrant within one process
+# resolved output -> [fd, depth, thread]: re-entrant within the thread that holds it (a command and the
+# writer it calls), refused to the process's other threads (two threads on one work folder each wrote the
+# other's vertex stream: a wrong plan, or a SIGBUS on a file truncated under its memory map)
+_HELD: dict[str, list] = {}
+_HELD_GUARD = threading.Lock()
 
 
 def _holder_text(fd: int) -> str:
@@ -253,30 +267,36 @@ def _acquire(final: Path) -> int:
 @contextmanager
 def output_lock(final: PathLike) -> Iterator[None]:
     """Hold ``.NAME.lock`` beside ``final``; a second holder gets :class:`OutputLockedError`
-    naming the first. Re-entrant within a process (a command and the writer it calls)."""
+    naming the first. Re-entrant within the holding thread (a command and the writer it calls); another
+    thread of the process is a second holder."""
     final = Path(final)
     key = str(resolved(final))
-    held = _HELD.get(key)
-    if held is not None:
-        held[1] += 1
-    else:
-        try:
-            _HELD[key] = [_acquire(final), 1]
-        except OSError as exc:
-            if exc.errno in DISK_FULL_ERRNOS:   # named here: the lock is the first thing an output writes
-                raise DiskFullError(f"{final}: disk full before anything was written (taking the lock "
-                                    f"{lock_path(final).name}); free space and run again") from exc
-            raise
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None and held[2] != threading.get_ident():
+            raise OutputLockedError(f"{final}: output is in use by another thread of this process; wait for "
+                                    "that run to end or choose another output")
+        if held is not None:
+            held[1] += 1
+        else:
+            try:
+                _HELD[key] = [_acquire(final), 1, threading.get_ident()]
+            except OSError as exc:
+                if exc.errno in DISK_FULL_ERRNOS:   # named here: the lock is the first thing an output writes
+                    raise DiskFullError(f"{final}: disk full before anything was written (taking the lock "
+                                        f"{lock_path(final).name}); free space and run again") from exc
+                raise
     try:
         yield
     finally:
-        held = _HELD[key]
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[key]
-            # Unlink while still holding it: whoever opened the old file re-checks the inode.
-            lock_path(final).unlink(missing_ok=True)
-            os.close(held[0])
+        with _HELD_GUARD:
+            held = _HELD[key]
+            held[1] -= 1
+            if held[1] == 0:
+                del _HELD[key]
+                # Unlink while still holding it: whoever opened the old file re-checks the inode.
+                lock_path(final).unlink(missing_ok=True)
+                os.close(held[0])
 
 
 # -- leftovers of killed runs ----------------------------------------------------------------------
@@ -471,7 +491,7 @@ class AtomicOutput:
 
     def __init__(self, path: PathLike, overwrite: bool = False, *, mkdir: bool = True, lock: bool = True):
         self.final = Path(path)
-        self.overwrite = overwrite
+        self.overwrite = yes_or_no(overwrite, "overwrite")
         self.mkdir = mkdir
         self.lock = lock
         self.tmp: Path | None = None

@@ -32,6 +32,11 @@ class OutputExistsError(GraphStreamError):
     """The output path exists and overwriting was not asked for."""
 
 
+class OutputLockedError(GraphStreamError):
+    """Another run (another process, or another thread of this one) is writing the same output or work
+    folder: its lock file is held."""
+
+
 class ParameterError(GraphStreamError, ValueError):
     """A parameter is out of range or inconsistent with the input."""
 
@@ -59,6 +64,17 @@ class ResourceError(GraphStreamError):
 # -- parameter checks at the Python API's boundary -----------------------------------------------------
 # The CLI's argparse types give ints and floats; Python callers may pass anything, and int() would
 # silently truncate 2.5 (and numba would fail on it with a TypingError far from the call).
+
+def yes_or_no(value, name: str) -> bool:
+    """``value`` as a bool when it is one (Python's or numpy's); else a :class:`ParameterError` naming
+    ``name``. A string is refused: "false" and "no" are true values, and a setting read from YAML or
+    the environment as ``overwrite="no"`` replaced an existing output."""
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
 
 def whole_number(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """``value`` as an int when it is a Python or numpy integer (not a bool) within [minimum, maximum];

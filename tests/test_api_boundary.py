@@ -103,3 +103,132 @@ def test_writer_refuses_values_a_cast_would_change(tmp_path):
         w.append([0, 1, 2], [1, 2, 3], [1.0, -2.0, 3.0], weight=np.array([1, 2, 3], dtype=np.int64))
     store = open_store(tmp_path / "w.zarr")
     assert store.array("time").read_all().tolist() == [1, -2, 3]
+
+
+def test_a_second_thread_on_a_held_output_is_refused(tmp_path):
+    """The lock was re-entrant for the whole process: two threads on one work folder both took it and
+    wrote each other's vertex stream (a wrong plan and RF, a truncated file, once a SIGBUS). It stays
+    re-entrant within the thread that holds it."""
+    import threading
+
+    from graphstream._atomic import output_lock
+    from graphstream.errors import OutputLockedError
+
+    target = tmp_path / "work"
+    held, release, seen = threading.Event(), threading.Event(), []
+
+    def holder() -> None:
+        with output_lock(target):
+            with output_lock(target):   # the command and the writer it calls: one thread
+                held.set()
+                release.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert held.wait(30)
+    try:
+        with output_lock(target):
+            seen.append("taken")
+    except OutputLockedError as exc:
+        seen.append(str(exc))
+    release.set()
+    thread.join()
+    assert len(seen) == 1 and "in use by another thread of this process" in seen[0], seen
+    with output_lock(target):   # free again once the holder let go
+        pass
+
+
+@pytest.mark.parametrize("call", ["writer", "ingest undirected", "ingest relabel", "build"])
+def test_yes_no_settings_refuse_strings(graph, tmp_path, call):
+    """``overwrite="no"`` replaced an existing output ("no" is a true value); ``undirected="false"`` stored
+    an undirected graph."""
+    root, plan = graph
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n1 2\n")
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "x").write_text("mine")
+    calls = {
+        "writer": lambda: GraphWriter(keep, overwrite="no"),
+        "ingest undirected": lambda: __import__("graphstream.ingest", fromlist=["ingest"]).ingest(
+            edges, tmp_path / "u.zarr", undirected="false"),
+        "ingest relabel": lambda: __import__("graphstream.ingest", fromlist=["ingest"]).ingest(
+            edges, tmp_path / "u.zarr", relabel="no"),
+        "build": lambda: build_partitions(root / "g.zarr", plan, keep, overwrite="no"),
+    }
+    with pytest.raises(ParameterError, match="must be True or False"):
+        calls[call]()
+    assert (keep / "x").read_text() == "mine" and not (tmp_path / "u.zarr").exists()
+
+
+def test_algorithm_parameters_take_numpy_numbers(graph):
+    """``passes=np.int64(2)``, ``tau=np.float32(100)`` were refused ("must be an integer >= 1, got
+    np.int64(2)") where k and seed take numpy numbers."""
+    root, _ = graph
+    assert partition(root / "g.zarr", 4, "2ps-l", passes=np.int64(2)).owner.shape == (200,)
+    assert partition(root / "g.zarr", 4, "spring", tau=np.float32(100)).owner.shape == (200,)
+
+
+def test_snapshot_partitioning_takes_the_same_k_as_the_cli(graph):
+    """PGCConfig took k = 1025 (the CLI refuses k > 1024) and k above the store's node count."""
+    root, _ = graph
+    with pytest.raises(ParameterError, match="-k must be in"):
+        PGCConfig(num_parts=1025)
+    with pytest.raises(ParameterError, match="exceeds the number of nodes"):
+        partition_snapshot_store(root / "s.zarr", PGCConfig(num_parts=1000))
+
+
+def test_many_open_parts_raise_the_open_files_limit(graph, tmp_path):
+    """Each memory-mapped part array holds a file descriptor: under a soft limit of 1024 a 300-part
+    dataset failed at part 169 with a bare "Too many open files". The soft limit is raised to the hard
+    one when that happens; where it cannot be, the error names the file and the way out."""
+    import subprocess
+    import sys
+
+    root, _ = graph
+    parts = tmp_path / "parts"
+    owner = (np.arange(200) % 40).astype(np.int32)
+    from graphstream.partition.plan import PartitionPlan
+    build_partitions(root / "g.zarr", PartitionPlan(algorithm="test", num_parts=40, owner=owner, params={"k": 40},
+                                                    metrics={}), parts)
+    script = (
+        "import resource, sys, graphstream\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64 if sys.argv[2] == 'hard' else hard))\n"
+        "ds = graphstream.open_partitions(sys.argv[1]); kept = []\n"
+        "try:\n"
+        "    for p in ds:\n"
+        "        kept.append((p.global_ids, p.indptr, p.indices, p.degree))\n"
+        "except graphstream.errors.GraphStreamError as exc:\n"
+        "    print('error:', exc); sys.exit(2)\n"
+        "print('read', len(kept))\n")
+    raised = subprocess.run([sys.executable, "-c", script, str(parts), "soft"], capture_output=True, text=True)
+    assert raised.returncode == 0 and "read 40" in raised.stdout, raised.stdout + raised.stderr
+    capped = subprocess.run([sys.executable, "-c", script, str(parts), "hard"], capture_output=True, text=True)
+    assert capped.returncode == 2 and "too many open files (limit 64" in capped.stdout, capped.stdout + capped.stderr
+
+
+def test_bad_arguments_are_parameter_errors(graph, tmp_path):
+    """Each raised a built-in exception (TypeError, FileExistsError, FileNotFoundError) or was taken as it
+    was (time_column=2.0 as column 2, prefetch=-1)."""
+    from graphstream.ingest import ingest
+
+    root, plan = graph
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1 5\n1 2 6\n")
+    (tmp_path / "afile").write_text("")
+    store = open_store(root / "g.zarr")
+    calls = {
+        "num_nodes='10'": lambda: ingest(edges, tmp_path / "a.zarr", num_nodes="10"),
+        "time_column=2.0": lambda: ingest(edges, tmp_path / "b.zarr", time_column=2.0),
+        "start=10.5": lambda: next(iter(store.stream(start=10.5))),
+        "prefetch=-1": lambda: next(iter(store.stream(prefetch=-1))),
+        "work_dir=a file": lambda: partition(root / "g.zarr", 2, "hdrf", work_dir=tmp_path / "afile"),
+    }
+    for case, call in calls.items():
+        with pytest.raises(ParameterError):
+            call()
+        assert not (tmp_path / "a.zarr").exists() and not (tmp_path / "b.zarr").exists(), case
+    # a work folder that does not exist yet is made, as partition() makes its own
+    build_partitions(root / "g.zarr", plan, tmp_path / "parts", work_dir=tmp_path / "new" / "work")
+    assert (tmp_path / "new" / "work").is_dir()

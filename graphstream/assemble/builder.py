@@ -74,7 +74,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._atomic import atomic_dir, check_output, check_outputs_apart, for_workers, recorded_path, scratch_dir
+from .._atomic import (
+    atomic_dir,
+    check_output,
+    check_outputs_apart,
+    for_workers,
+    prepare_work_dir,
+    recorded_path,
+    scratch_dir,
+)
 from .._jobs import Job, run_jobs_in_threads
 from .._report import log
 from .._resources import Stopwatch, peak_rss_bytes
@@ -277,6 +285,7 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
         raise ParameterError(f"node data {node_data.path} is for {node_data.num_nodes} nodes, "
                              f"the store has {store.num_nodes}")
     check_output(out_dir, overwrite)
+    prepare_work_dir(work_dir)
     undirected = not store.directed
 
     with atomic_dir(out_dir, overwrite) as tmp, ExitStack() as scratch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ParameterError, finite_number, whole_number
+from ..partition.plan import MAX_PARTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +28,11 @@ class PGCConfig:
         if self.num_parts is None:
             raise ParameterError("give -k K (number of parts) to partition a snapshot store")
         # frozen: the checked values (numpy scalars as Python numbers) are set once, here
-        whole = {"num_parts": ("-k", 1), "rounds": ("rounds", 0), "chunks_per_part": ("chunks_per_part", 1),
-                 "seed": ("seed", 0)}
-        for field_name, (shown, minimum) in whole.items():
-            object.__setattr__(self, field_name, whole_number(getattr(self, field_name), shown, minimum))
+        # k within MAX_PARTS here as on the command line, where the Python API took any k
+        whole = {"num_parts": ("-k", 1, MAX_PARTS), "rounds": ("rounds", 0, None),
+                 "chunks_per_part": ("chunks_per_part", 1, None), "seed": ("seed", 0, None)}
+        for field_name, (shown, minimum, maximum) in whole.items():
+            object.__setattr__(self, field_name, whole_number(getattr(self, field_name), shown, minimum, maximum))
         numbers = {"spatial_weight": 0.0, "temporal_weight": 0.0, "balance": 1.0, "instance_cost": 0.0,
                    "edge_cost": 0.0}
         for field_name, minimum in numbers.items():

@@ -201,6 +201,8 @@ def partition_snapshots(snaps: SnapshotStore | str | os.PathLike, config: PGCCon
                              f"use one of {', '.join(ALGORITHMS)}")
     if not isinstance(snaps, SnapshotStore):
         snaps = open_snapshots(snaps)
+    if config.num_parts > snaps.num_nodes:   # as for a graph store: parts that could hold no node
+        raise ParameterError(f"k = {config.num_parts} exceeds the number of nodes ({snaps.num_nodes}) of {snaps.path}")
     return ALGORITHMS[algo](snaps, config)
 
 

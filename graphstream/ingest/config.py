@@ -6,9 +6,10 @@ instead of passing the same fourteen keywords down every call.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 
-from ..errors import ParameterError
+from ..errors import ParameterError, whole_number, yes_or_no
 from ..store import DEFAULT_CHUNK
 
 FORMATS = ("auto", "snap", "csv", "tsv", "npy", "parquet")
@@ -23,7 +24,14 @@ Column = int | str | None   # a 0-based index, a header (or parquet) name, or ab
 
 
 def _column(col: Column, what: str) -> Column:
-    """Digit strings become indices (the CLI passes "2"); indices must be >= 0."""
+    """Digit strings become indices (the CLI passes "2"); indices must be whole numbers >= 0 (2.0 was
+    taken as column 2, numpy's integers refused further on)."""
+    if col is None:
+        return None
+    if isinstance(col, bool) or not isinstance(col, (str, numbers.Integral)):
+        raise ParameterError(f"{what} must be a column index or a header's name, got {col!r}")
+    if isinstance(col, numbers.Integral):
+        col = int(col)
     if isinstance(col, str) and col.lstrip("-").isdigit():
         col = int(col)
     if isinstance(col, int) and not isinstance(col, bool) and col < 0:
@@ -67,12 +75,15 @@ class IngestConfig:
     rows_per_block: int = DEFAULT_ROWS_PER_BLOCK
 
     def __post_init__(self) -> None:
+        for name in ("undirected", "one_based", "relabel", "overwrite"):
+            yes_or_no(getattr(self, name), name)
         if self.fmt not in FORMATS:
             raise ParameterError(f"format must be one of {', '.join(FORMATS)}, got {self.fmt!r}")
         if self.header not in HEADER_CHOICES:
             raise ParameterError(f"header must be auto, yes or no, got {self.header!r}")
-        if self.num_nodes is not None and self.num_nodes < 0:
-            raise ParameterError(f"num_nodes must be >= 0, got {self.num_nodes}")
+        if self.num_nodes is not None:
+            object.__setattr__(self, "num_nodes", whole_number(self.num_nodes, "num_nodes", 0))
+        object.__setattr__(self, "chunk_size", whole_number(self.chunk_size, "chunk_size", 1))
         if self.one_based and self.relabel:
             # relabel numbers the ids it meets from 0 whatever their base, so
             # one_based would be silently ignored: say so instead.

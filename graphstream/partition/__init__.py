@@ -29,7 +29,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._atomic import check_outputs_apart, disk_full, for_workers, scratch_dir
+from .._atomic import check_outputs_apart, disk_full, for_workers, prepare_work_dir, scratch_dir
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import DiskFullError, ParameterError, whole_number
 from .plan import MAX_PARTS, PartitionPlan
@@ -60,16 +60,17 @@ class Param:
     doc: str
 
 
+# numbers.Real and numbers.Integral: numpy's numbers too, as k and seed take them (a value from an array)
 def _positive(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < math.inf
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and 0 < x < math.inf
 
 
 def _nonneg(x) -> bool:   # finite: HDRF's lambda = inf made every score NaN, every edge went to part 0
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < math.inf
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and 0 <= x < math.inf
 
 
 def _pos_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 1
 
 
 DEFAULT_BALANCE = 1.05
@@ -186,6 +187,7 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
     if work_dir is not None:
         check_outputs_apart({}, {"store": store.path}, {"work_dir": work_dir})
     check_parameters(store, k, algo, seed, balance, params)
+    prepare_work_dir(work_dir)
     # numpy scalars too: the plan's metrics are JSON; a cap of k x the mean holds every node or edge
     k, seed = int(k), int(seed)
     balance = min(float(DEFAULT_BALANCE if balance is None else balance), float(k))

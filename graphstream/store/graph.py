@@ -32,6 +32,7 @@ from ..errors import (
     ParameterError,
     StoreError,
     whole_number,
+    yes_or_no,
 )
 from .integrity import (
     CHUNK_ARRAY_CONFIG,
@@ -246,8 +247,9 @@ class GraphStore:
         missing = [c for c in columns if c not in self.columns]
         if missing:
             raise StoreError(f"{self.path}: store has no column(s) {missing} (has {list(self.columns)})")
-        if start < 0 or (stop is not None and stop < 0):
-            raise ParameterError(f"{self.path}: start and stop must be >= 0, got {start} and {stop}")
+        start = whole_number(start, "start", 0)
+        stop = None if stop is None else whole_number(stop, "stop", 0)
+        prefetch = whole_number(prefetch, "prefetch", 0)
         stop = self.num_edges if stop is None else min(stop, self.num_edges)
         start = min(start, stop)
         # 0 was read as "default" (one chunk): a caller's arithmetic gone to zero said nothing
@@ -387,8 +389,8 @@ class GraphWriter:
                  clevel: int = 3, attrs: dict[str, Any] | None = None, atomic: bool = True):
         chunk_size = whole_number(chunk_size, "chunk_size", 1)
         num_nodes = None if num_nodes is None else whole_number(num_nodes, "num_nodes", 0)
-        if not isinstance(directed, (bool, np.bool_)):   # "false" is a true value
-            raise ParameterError(f"directed must be True or False, got {directed!r}")
+        directed, with_time, with_weight, overwrite = (yes_or_no(v, n) for v, n in (
+            (directed, "directed"), (with_time, "with_time"), (with_weight, "with_weight"), (overwrite, "overwrite")))
         self.path = str(path)
         self.num_nodes = num_nodes
         self.directed = bool(directed)

@@ -11,7 +11,9 @@ exporters (:func:`graphstream.export.dgl.part_to_dgl`,
 """
 from __future__ import annotations
 
+import errno
 import os
+import resource
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GraphStreamError
+from .._resources import raise_open_files_limit
+from ..errors import GraphStreamError, ResourceError
 from .integrity import FileDigest, check_file, check_file_size
 from .nodedata import MASK_SUFFIX, NodeArray, check_node_array, read_npy_header
 from .partitions_manifest import (
@@ -83,7 +86,17 @@ class Part:
             if file.name not in checked:
                 check_file(file, self.files[file.name], f"{self.path.parent}: part {self.index} ({self.path.name})")
                 checked.add(file.name)
-        array = np.load(file, mmap_mode="r")
+        try:
+            array = np.load(file, mmap_mode="r")
+        except OSError as exc:
+            if exc.errno != errno.EMFILE:
+                raise
+            if not raise_open_files_limit():
+                limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                raise ResourceError(f"{file}: too many open files (limit {limit}; every memory-mapped array of "
+                                    "an open part holds one): raise the limit (ulimit -n) or keep fewer parts "
+                                    "open at once") from exc
+            array = np.load(file, mmap_mode="r")
         if name in _CSR_CHECKS:
             _CSR_CHECKS[name](self, array)
         return array
