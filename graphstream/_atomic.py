@@ -645,9 +645,15 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
     check_outputs_apart(outputs, inputs, scratch)
     for name, folder in (scratch or {}).items():
         # a scratch folder is made, its parents are not: a typo must not leave a tree of scratch files
-        if folder is not None and not _is_url(folder) and not Path(folder).parent.exists():
-            raise ParameterError(f"{name} {folder}: its parent folder {Path(folder).parent} does not exist "
-                                 "(the scratch folder is created, not its parents)")
+        if folder is None or _is_url(folder):
+            continue
+        parent = Path(folder).parent
+        if not parent.is_dir():
+            why = "is a file" if parent.exists() else "does not exist"
+            raise ParameterError(f"{name} {folder}: its parent folder {parent} {why} (the scratch folder is "
+                                 "created, not its parents)")
+        if Path(folder).exists() and not Path(folder).is_dir():
+            raise ParameterError(f"{name} {folder}: a file, not a folder")
     with ExitStack() as stack:
         for out in outputs.values():
             if out is None or _is_url(out):

@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated as exc:
         print(f"graphstream {args.command}: terminated ({exc}); partial output removed", file=sys.stderr)
         return 128 + exc.signum
-    if result is not None:
+    if result is not None and sys.stdout is not None:   # None: started with stdout closed (>&-)
         try:
             if getattr(args, "json", False):
                 print(json.dumps(_finite(result), default=_json_default, allow_nan=False))
@@ -244,6 +244,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
         except BrokenPipeError:
             return _stdout_closed()
+        except OSError as exc:   # >/dev/full: the work is done and kept; the report could not be written
+            print(f"graphstream {args.command}: error: cannot write the result to stdout ({exc.strerror or exc})",
+                  file=sys.stderr)
+            _stdout_closed()
+            return 2
     return 0
 
 
@@ -252,7 +257,7 @@ def _stdout_closed() -> int:
     no traceback, stdout pointed at /dev/null so that Python's flush at exit does not raise again, and
     the status a shell gives a command ended by SIGPIPE (128 + 13)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, 1)
     os.close(devnull)
     return 128 + signal.SIGPIPE
 

@@ -107,8 +107,11 @@ def _same_graph(folder: Path, key: dict[str, Any], own: RFPoint) -> list[RFPoint
     except OSError:
         return points
     for sibling in candidates:
-        if sibling.name.startswith(".") or sibling.resolve() == folder.resolve() \
-                or not (sibling / MANIFEST).is_file():
+        try:   # a sibling that is a loop of symbolic links is no dataset, and not this report's to refuse
+            if sibling.name.startswith(".") or sibling.resolve() == folder.resolve() \
+                    or not (sibling / MANIFEST).is_file():
+                continue
+        except (OSError, RuntimeError):
             continue
         try:
             m = read_manifest(sibling)

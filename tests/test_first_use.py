@@ -140,3 +140,39 @@ def test_pyg_export_counts_the_halo_it_exports(tmp_path, store):
         reached = set(graph["row"].tolist()) | set(graph["col"].tolist())
         inner = set(np.flatnonzero(owner == p).tolist())
         assert row["num_halo"] == len(reached - inner), (p, row)
+
+
+def test_stdout_closed_or_full(store, tmp_path):
+    """Started with stdout closed (``>&-``): an AttributeError traceback at the final flush (sys.stdout is
+    None). On a full stdout (``>/dev/full``): an OSError traceback, exit 1."""
+    closed = _cli("info", store, shell_pipe=">&-")
+    assert "Traceback" not in closed.stderr and "rc=0" in closed.stdout, closed.stdout + closed.stderr
+    if Path("/dev/full").exists():
+        full = _cli("info", store, "--json", shell_pipe=">/dev/full")
+        assert "rc=2" in full.stdout and "Traceback" not in full.stderr, full.stdout + full.stderr
+        assert "cannot write the result to stdout" in full.stderr
+
+
+def test_work_dir_that_is_a_file_or_under_one(tmp_path, store):
+    (tmp_path / "afile").write_text("")
+    for work, named in (("afile", "a file, not a folder"), ("afile/x", "its parent folder")):
+        proc = _cli("partition", store, "-k", "2", "--work-dir", tmp_path / work)
+        assert proc.returncode == 2 and named in proc.stderr, proc.stderr
+
+
+def test_serve_port_out_of_range_is_one_line(tmp_path):
+    proc = _cli("serve", "--root", tmp_path, "--port", "99999")
+    assert proc.returncode == 2 and "--port must be in [0, 65535]" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_report_skips_a_sibling_that_is_a_loop_of_links(tmp_path, store):
+    """A symbolic-link loop beside the dataset: a RuntimeError traceback from the report's look at its
+    siblings (other partitionings of the same graph)."""
+    owner = (np.arange(60) % 2).astype(np.int32)
+    plan = PartitionPlan(algorithm="test", num_parts=2, owner=owner, params={"k": 2}, metrics={})
+    build_partitions(open_store(store), plan, tmp_path / "parts")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    proc = _cli("report", tmp_path / "parts", "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr

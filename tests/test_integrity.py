@@ -537,3 +537,45 @@ def test_a_derived_store_records_its_own_digest(tmp_path):
     with GraphWriter(second, num_nodes=50, chunk_size=16, attrs={"chunks_crc32c": copied["chunks_crc32c"]}) as w:
         w.append(np.arange(40) % 7, np.arange(40) % 11)
     assert verify(second).chunk_order
+
+
+def test_a_part_folder_in_another_part_s_place_is_refused(outputs, tmp_path):
+    """Dynamic partitions: part 0's folder copied over part 1's (or the two swapped) passed verify, each
+    part store intact on its own (exit 0, a part's data gone)."""
+    path = tmp_path / "dyn"
+    shutil.copytree(outputs["dynamic_partitions"][0], path)
+    shutil.rmtree(path / "part-00001")
+    shutil.copytree(path / "part-00000", path / "part-00001")
+    proc = _cli("verify", path)
+    assert proc.returncode == 2 and "holds part 0 of 2" in proc.stderr and "part 1 of 2" in proc.stderr, proc.stderr
+
+
+def test_a_delta_that_does_not_fit_is_refused_before_any_write():
+    """Removed positions out of order (a store edited or damaged under valid checksums): the delta
+    kernel, which has no bounds checks, wrote 999 entries into an output of 500 (a heap corruption: a
+    crash later, or silently wrong memory). Run in a child, where a corrupted heap cannot take the
+    test runner down."""
+    script = ("import numpy as np\n"
+              "from graphstream.store.delta import apply_delta\n"
+              "from graphstream.errors import CorruptDataError\n"
+              "prev = np.arange(1000, dtype=np.int64)\n"
+              "removed = np.concatenate([[999], np.arange(499)]).astype(np.int64)\n"
+              "try:\n"
+              "    apply_delta(prev, np.ones(1000, dtype=np.int64), removed, np.empty(0, np.int64), np.empty(0, np.int64))\n"
+              "except CorruptDataError as exc:\n"
+              "    print('refused:', exc)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "refused: a delta does not match" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_chunk_of_removed_positions_from_another_part_is_no_crash(outputs, tmp_path):
+    """A ``rem_pos`` chunk copied from another part (intact, in range, not this part's): verify died in
+    the delta kernel, which wrote past its output ("free(): invalid next size", exit 134)."""
+    path = tmp_path / "dyn"
+    shutil.copytree(outputs["dynamic_partitions"][0], path)
+    src, dst = path / "part-00001" / "rem_pos" / "c" / "0", path / "part-00000" / "rem_pos" / "c" / "0"
+    if src.read_bytes() == dst.read_bytes():
+        pytest.skip("the two parts' rem_pos chunks are the same here")
+    shutil.copyfile(src, dst)
+    proc = _cli("verify", path)
+    assert proc.returncode == 2 and "rem_pos" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -132,6 +132,8 @@ def _serve(args) -> None:
                         ("--max-body-bytes", args.max_body_bytes)):
         if value < 1:
             raise ParameterError(f"{name} must be at least 1, got {value}")
+    if not 0 <= args.port <= 65535:   # the socket's OverflowError was a traceback
+        raise ParameterError(f"--port must be in [0, 65535], got {args.port}")
     cluster = ClusterConfig.from_args(args)
     if cluster.in_process:   # jobs never run in the web process: a local cluster of one worker by default
         cluster = ClusterConfig(workers=1, threads_per_worker=cluster.threads_per_worker)

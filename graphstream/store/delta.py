@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..errors import ParameterError
+from ..errors import CorruptDataError, ParameterError
 from ..kernels.merge import collapse_sorted, merge_sorted
 
 KEY_LIMIT = 2**63 - 1
@@ -118,7 +118,9 @@ def diff_sorted(prev_keys, prev_counts, cur_keys, cur_counts) -> KeyDelta:
 
 @njit(cache=True)
 def _apply(pk, pc, rem_pos, add_k, add_c, out_k, out_c):
-    """Drop the removed positions of prev while merging in the sorted additions."""
+    """Drop the removed positions of prev while merging in the sorted additions; -1 when the delta
+    does not fit prev (removed positions unsorted or repeated, from a store edited or damaged with valid
+    checksums): the kernel does not check bounds, and it wrote past its output (a heap corruption)."""
     i = 0
     r = 0
     j = 0
@@ -131,6 +133,8 @@ def _apply(pk, pc, rem_pos, add_k, add_c, out_k, out_c):
             r += 1
             i += 1
             continue
+        if m >= out_k.shape[0]:
+            return -1
         if j >= na or (i < np_ and pk[i] < add_k[j]):
             out_k[m] = pk[i]
             out_c[m] = pc[i]
@@ -155,7 +159,8 @@ def apply_delta(prev_keys, prev_counts, removed_pos, added_keys, added_counts,
                np.asarray(removed_pos, dtype=np.int64), np.asarray(added_keys, dtype=np.int64),
                np.asarray(added_counts, dtype=np.int64), out_k, out_c)
     if m != n:
-        raise ParameterError("delta does not match the snapshot it is applied to")
+        raise CorruptDataError(f"a delta does not match the snapshot it is applied to ({len(removed_pos)} removed "
+                               f"positions of {len(prev_keys)} edges, not all of them removed once, in order)")
     if changed_pos is not None and len(changed_pos):
         out_c[np.asarray(changed_pos, dtype=np.int64)] = changed_counts
     return out_k, out_c

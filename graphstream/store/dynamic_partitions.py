@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import StoreError
+from ..errors import CorruptDataError, StoreError
 from .integrity import check_seal_when_due, seal
 from .snapshots import SnapshotStore, open_snapshots
 
@@ -138,7 +138,16 @@ class DynamicPartitions:
         if p not in self._parts:
             path = str(Path(self.path) / self.info.part_paths[p])
             store = open_snapshots(path)
-            self._parts[p] = DynamicPart(store._group, path)
+            part = DynamicPart(store._group, path)
+            # each part's sealed attributes name its place: a part folder copied over another, or two
+            # swapped, passed every check (each store intact on its own)
+            recorded = (part.part, part.attrs.get("num_parts"), part.attrs.get("global_num_nodes"))
+            if recorded != (p, self.num_parts, self.num_nodes):
+                raise CorruptDataError(
+                    f"{path}: holds part {recorded[0]} of {recorded[1]} (of a graph of {recorded[2]} nodes), where "
+                    f"the manifest lists part {p} of {self.num_parts} ({self.num_nodes} nodes): a part folder "
+                    "copied or moved from elsewhere")
+            self._parts[p] = part
         return self._parts[p]
 
     @property
