@@ -221,8 +221,9 @@ def _probe(address: str) -> None:
         raise ClusterError("--scheduler: empty address (expected tcp://HOST:PORT)")
     # as dask reads it, not as urlsplit does (which lowercases the scheme and strips blanks)
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
-    if address != address.strip() or scheme not in ("tcp", "tls", "http", "https"):
-        raise ClusterError(f"--scheduler {address!r}: expected tcp://HOST:PORT (or tls://), written so")
+    if address != address.strip() or scheme != scheme.lower():
+        raise ClusterError(f"--scheduler {address!r}: expected tcp://HOST:PORT (or tls://), without blanks "
+                           "or capitals")
     try:
         parts = urlsplit(address if "://" in address else f"tcp://{address}")
         port = parts.port or 8786

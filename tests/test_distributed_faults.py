@@ -305,7 +305,8 @@ def test_a_malformed_scheduler_address_fails_at_once(tmp_path):
     for address, named in (("tcp://127.0.0.1:8786/", "nothing after the port"),
                            ("tcp://127.0.0.1:8786/x", "nothing after the port"),
                            ("inproc://foo", "tcp:// or tls://"),
-                           ("TCP://127.0.0.1:8786", "written so"), (" tcp://127.0.0.1:8786", "written so")):
+                           ("TCP://127.0.0.1:8786", "without blanks or capitals"),
+                           (" tcp://127.0.0.1:8786", "without blanks or capitals")):
         start = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "graphstream", "generate", "rmat", "--scale", "8",
                                str(tmp_path / "g.zarr"), "--scheduler", address], env=_env(),
