@@ -129,10 +129,13 @@ def prepare_work_dir(folder: PathLike | None, name: str = "work_dir") -> None:
     expected the folder to exist). URLs and None are left alone."""
     if folder is None or _is_url(folder):
         return
-    path = Path(folder)
-    if path.exists() and not path.is_dir():
-        raise ParameterError(f"{name} {path}: a file, not a folder")
-    path.mkdir(parents=True, exist_ok=True)
+    _refuse_a_file(folder, name)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+
+
+def _refuse_a_file(folder: PathLike, name: str) -> None:
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise ParameterError(f"{name} {folder}: a file, not a folder")
 
 
 def check_outputs_apart(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None],
@@ -652,8 +655,7 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
             why = "is a file" if parent.exists() else "does not exist"
             raise ParameterError(f"{name} {folder}: its parent folder {parent} {why} (the scratch folder is "
                                  "created, not its parents)")
-        if Path(folder).exists() and not Path(folder).is_dir():
-            raise ParameterError(f"{name} {folder}: a file, not a folder")
+        _refuse_a_file(folder, name)
     with ExitStack() as stack:
         for out in outputs.values():
             if out is None or _is_url(out):

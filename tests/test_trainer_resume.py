@@ -16,32 +16,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_trainer_safety import tiny_graph, tiny_parts  # noqa: E402
+
 from graphstream.cli import _finite, _json_default, main  # noqa: E402
 from graphstream.errors import NodeDataError, ParameterError, ResourceError  # noqa: E402
 from trainer import train as train_module  # noqa: E402
-from trainer.data import ArrayPart, check_parts, split_graph  # noqa: E402
+from trainer.data import check_parts, split_graph  # noqa: E402
 from trainer.launch import launch  # noqa: E402
 from trainer.loop import Schedule, run_losses  # noqa: E402
 from trainer.train import TrainConfig, TrainingDivergedError, run_training  # noqa: E402
-
-
-def tiny_graph(n: int = 60, seed: int = 0) -> ArrayPart:
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, n)
-    a = np.triu(rng.random((n, n)) < 0.08, 1)
-    a = a | a.T
-    indptr = np.concatenate([[0], np.cumsum(a.sum(1))]).astype(np.int64)
-    indices = np.nonzero(a)[1].astype(np.int64)
-    x = (rng.normal(size=(n, 8)) + np.eye(3, 8)[y]).astype(np.float32)
-    perm = rng.permutation(n)
-    masks = [np.zeros(n, bool) for _ in range(3)]
-    for m, idx in zip(masks, (perm[:20], perm[20:40], perm[40:]), strict=True):
-        m[idx] = True
-    return ArrayPart(np.arange(n), n, indptr, indices, x, y, *masks, degree=np.diff(indptr))
-
-
-def tiny_parts(n: int = 60, k: int = 2):
-    return check_parts(split_graph(tiny_graph(n), np.arange(n) % k))
 
 
 @pytest.fixture(scope="module")

@@ -68,8 +68,8 @@ def tiny_graph(n: int = 60, seed: int = 0) -> ArrayPart:
     return ArrayPart(np.arange(n), n, indptr, indices, x, y, *masks, degree=np.diff(indptr))
 
 
-def tiny_parts(n: int = 60):
-    return check_parts(split_graph(tiny_graph(n), np.arange(n) % 2))
+def tiny_parts(n: int = 60, k: int = 2):
+    return check_parts(split_graph(tiny_graph(n), np.arange(n) % k))
 
 
 @pytest.fixture(scope="module")

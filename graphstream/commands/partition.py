@@ -170,7 +170,8 @@ def _scratch_parent(args, client) -> str | None:
     if client is None:
         return None
     if args.work_dir is not None and "://" not in str(args.work_dir):
-        Path(args.work_dir).mkdir(exist_ok=True)   # its parent exists: claim_outputs checked it
+        from .._atomic import prepare_work_dir
+        prepare_work_dir(args.work_dir, "--work-dir")   # its parent exists: claim_outputs checked it
         return str(args.work_dir)
     from ..cluster import shared_scratch_parent
     return shared_scratch_parent(args.out if args.out is not None else args.store)

@@ -89,7 +89,7 @@ class IngestConfig:
             # one_based would be silently ignored: say so instead.
             raise ParameterError("--one-based does not apply with --relabel, which numbers the ids it "
                                  "meets from 0 whatever their base; give one of them")
-        for name in ("chunk_size", "block_bytes", "rows_per_block"):
+        for name in ("block_bytes", "rows_per_block"):   # chunk_size: whole_number above
             if getattr(self, name) < 1:
                 raise ParameterError(f"{name} must be >= 1, got {getattr(self, name)}")
         # frozen: normalised fields are set through object.__setattr__, once, here.

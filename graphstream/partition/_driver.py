@@ -99,13 +99,10 @@ def on_cluster(client: Client, store: GraphStore, k: int, algo: str, *, seed: in
     from . import finish_plan, load_algorithm
 
     module = load_algorithm(algo)
+    keep_edge_parts = work_dir is not None   # made by partition() (prepare_work_dir) when given
     with ExitStack() as stack:
         if work_dir is None:   # beside the store: every worker must see it (a local /tmp is not shared)
             work_dir = stack.enter_context(scratch_dir("graphstream-partition-", shared_scratch_parent(store.path)))
-            keep_edge_parts = False
-        else:
-            Path(work_dir).mkdir(parents=True, exist_ok=True)
-            keep_edge_parts = True
         check_visible(client, store.path, work_dir)
         watch = Stopwatch()
         if "client" in inspect.signature(module.run).parameters:
