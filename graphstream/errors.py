@@ -57,6 +57,10 @@ class CorruptDataError(StoreError):
     """Stored bytes fail their checksum, are truncated or missing: the data cannot be trusted."""
 
 
+class StoreReplacedError(StoreError):
+    """A store was replaced (or removed) at its path while an open handle was reading it."""
+
+
 class ResourceError(GraphStreamError):
     """The machine cannot hold what the input implies (e.g. node state for a sparse id range)."""
 

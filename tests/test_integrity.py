@@ -579,3 +579,39 @@ def test_a_chunk_of_removed_positions_from_another_part_is_no_crash(outputs, tmp
     shutil.copyfile(src, dst)
     proc = _cli("verify", path)
     assert proc.returncode == 2 and "rem_pos" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _write_graph(path: Path, seed: int, e: int, *, overwrite: bool = False) -> None:
+    rng = np.random.default_rng(seed)
+    with GraphWriter(path, num_nodes=100, chunk_size=256, overwrite=overwrite) as w:
+        w.append(rng.integers(0, 100, e), rng.integers(0, 100, e))
+
+
+@pytest.mark.parametrize("new_edges", [3000, 1000], ids=["as-large", "smaller"])
+def test_a_store_replaced_under_an_open_handle_is_refused(tmp_path, new_edges):
+    """Another run's --overwrite swaps a new folder in at the path of a store that is open: its chunks pass
+    their own checksums, so reading on took the new graph's edges under the old one's shape (a mixed graph,
+    no error), or called a smaller replacement damaged."""
+    from graphstream.errors import StoreReplacedError
+    path = tmp_path / "g.zarr"
+    _write_graph(path, 0, 3000)
+    store = open_store(path)
+    batches = store.stream(prefetch=0)
+    next(batches)
+    _write_graph(path, 1, new_edges, overwrite=True)
+    with pytest.raises(StoreReplacedError, match="replaced or removed while it was being read"):
+        list(batches)
+    assert len(np.concatenate([b.src for b in open_store(path).stream()])) == new_edges   # a new open reads it
+
+
+def test_a_snapshot_store_replaced_under_an_open_handle_is_refused(outputs, tmp_path):
+    from graphstream.errors import StoreReplacedError
+    path = tmp_path / "s.zarr"
+    shutil.copytree(outputs["snapshots"][0], path)
+    store = open_snapshots(path)
+    store.snapshot(0)
+    moved = tmp_path / "old.zarr"
+    path.rename(moved)
+    shutil.copytree(moved, path)   # the same bytes in another folder: still not the store that was opened
+    with pytest.raises(StoreReplacedError):
+        store.snapshot(len(store) - 1)

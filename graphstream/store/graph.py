@@ -39,9 +39,11 @@ from .integrity import (
     CHUNKS_KEY,
     SEAL_KEY,
     CheckedArray,
+    FolderIdentity,
     check_seal_when_due,
     chunk_codecs,
     chunks_digests,
+    folder_identity,
     open_arrays,
     recorded_crcs,
     seal,
@@ -191,9 +193,12 @@ class StoreInfo:
 class GraphStore:
     """A complete, read-only graph store. Open with :func:`open_store`."""
 
-    def __init__(self, group: zarr.Group, path: str, manifest: GraphManifest | None = None):
+    def __init__(self, group: zarr.Group, path: str, manifest: GraphManifest | None = None,
+                 opened: FolderIdentity | None = None):
         self._group = group
         self.path = path
+        # the folder these attributes were read from: a read after another folder is swapped in is refused
+        self._opened = opened if opened is not None else folder_identity(path)
         self.attrs = dict(group.attrs)
         self.manifest = manifest if manifest is not None else GraphManifest.from_attrs(self.attrs, path)
         self._arrays = open_arrays(group, path)
@@ -234,7 +239,8 @@ class GraphStore:
         if name not in self._arrays:
             raise StoreError(f"{self.path}: store has no array {name!r} (has {sorted(self._arrays)})")
         bound = self.num_nodes if check_ids and name in ("src", "dst") else None
-        return CheckedArray(self._arrays[name], name, self.path, all_chunks_written=self.checksums, id_bound=bound)
+        return CheckedArray(self._arrays[name], name, self.path, all_chunks_written=self.checksums, id_bound=bound,
+                            opened=self._opened)
 
     def stream(self, batch_size: int | None = None, columns: Sequence[str] = ("src", "dst"),
                start: int = 0, stop: int | None = None, prefetch: int = 2) -> Iterator[EdgeBatch]:
@@ -329,6 +335,7 @@ def open_store(path: str | os.PathLike | GraphStore) -> GraphStore:
     if isinstance(path, GraphStore):
         return path
     path_s = str(path)
+    opened = folder_identity(path_s)   # before the metadata is read: a swap after it is then seen
     group = open_group(path_s, "graph store")
     manifest = GraphManifest.from_attrs(dict(group.attrs), path_s)
     arrays = open_arrays(group, path_s)
@@ -347,7 +354,7 @@ def open_store(path: str | os.PathLike | GraphStore) -> GraphStore:
             raise StoreError(f"{path_s}: column {c!r} has dtype {arrays[c].dtype}, the format says {dtypes[c]}")
     if "id_map" in arrays and arrays["id_map"].shape != (manifest.num_nodes,):
         raise StoreError(f"{path_s}: id_map has shape {arrays['id_map'].shape}, expected ({manifest.num_nodes},)")
-    return GraphStore(group, path_s, manifest)
+    return GraphStore(group, path_s, manifest, opened)
 
 
 def validate_store(path: str | os.PathLike, deep: bool = False) -> GraphStore:

@@ -30,7 +30,7 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
-from ..errors import CorruptDataError, InvalidIdError, StoreError
+from ..errors import CorruptDataError, InvalidIdError, StoreError, StoreReplacedError
 
 # Zarr arrays whose chunks are checksummed and always written (stores of these format versions on).
 CHUNK_ARRAY_CONFIG = {"write_empty_chunks": True}
@@ -44,6 +44,25 @@ def chunk_codecs(compressor: BloscCodec) -> tuple[BloscCodec, Crc32cCodec]:
 
 def has_chunk_checksums(array: zarr.Array) -> bool:
     return any(isinstance(c, Crc32cCodec) for c in array.compressors)
+
+
+@dataclass(frozen=True)
+class FolderIdentity:
+    """What tells a local store's folder from another put at its path later (an ``--overwrite`` swaps a
+    new folder in): its device and inode."""
+    device: int
+    inode: int
+
+
+def folder_identity(path: str) -> FolderIdentity | None:
+    """The identity of the folder at ``path`` now; None for a URL (no cheap test there) or nothing there."""
+    if "://" in path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return FolderIdentity(st.st_dev, st.st_ino)
 
 
 class CheckedArray:
@@ -68,8 +87,9 @@ class CheckedArray:
     """
 
     def __init__(self, array: zarr.Array, name: str, where: str, *, all_chunks_written: bool,
-                 id_bound: int | None = None):
+                 id_bound: int | None = None, opened: FolderIdentity | None = None):
         self._array = array
+        self._opened = opened
         self.name = name
         self.where = where
         self.id_bound = id_bound
@@ -122,6 +142,9 @@ class CheckedArray:
             raise
         except Exception as exc:  # zarr, Blosc and the codec raise many types; find the chunk
             raise self._locate(a, b, exc) from exc
+        # After the read: chunks of a store swapped in since it was opened pass their own checksums and
+        # would be taken under the old store's shape and attributes (a wrong graph, exit 0).
+        self._check_not_replaced()
         if self.id_bound is not None and len(values) and (values.min() < 0 or values.max() >= self.id_bound):
             bad = int(np.flatnonzero((values < 0) | (values >= self.id_bound))[0])
             edge = f" (edge {a + bad})" if self.name in ("src", "dst") else ""
@@ -133,7 +156,7 @@ class CheckedArray:
     def read_all(self) -> np.ndarray:
         return self[0:self.shape[0]]
 
-    def _locate(self, a: int, b: int, exc: Exception) -> CorruptDataError:
+    def _locate(self, a: int, b: int, exc: Exception) -> StoreError:
         c = self.chunks[0]
         for i in self._chunk_range(a, b):
             try:
@@ -142,10 +165,17 @@ class CheckedArray:
                 raise
             except Exception as chunk_exc:
                 return self._damage(i, _reason(chunk_exc))
+        self._check_not_replaced()
         return CorruptDataError(f"{self.where}: array {self.name!r} elements [{a}, {b}) are unreadable "
                                 f"({_reason(exc)})")
 
-    def _damage(self, i: int, reason: str) -> CorruptDataError:
+    def _check_not_replaced(self) -> None:
+        if self._opened is not None and folder_identity(self.where) != self._opened:
+            raise StoreReplacedError(f"{self.where}: the store was replaced or removed while it was being read "
+                                     "(another run wrote this path, with --overwrite?): run again on the new one")
+
+    def _damage(self, i: int, reason: str) -> StoreError:
+        self._check_not_replaced()   # a replacement's other chunks are not damage
         return CorruptDataError(f"{self.where}: array {self.name!r} chunk {i} ({self.chunk_file(i)}) is damaged: "
                                 f"{reason}")
 

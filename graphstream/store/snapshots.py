@@ -47,9 +47,11 @@ from .integrity import (
     CHUNKS_KEY,
     SEAL_KEY,
     CheckedArray,
+    FolderIdentity,
     check_seal_when_due,
     chunk_codecs,
     chunks_digests,
+    folder_identity,
     open_arrays,
     seal,
 )
@@ -377,9 +379,11 @@ class SnapshotStore:
     forward scan costs one delta per step.
     """
 
-    def __init__(self, group: zarr.Group, path: str):
+    def __init__(self, group: zarr.Group, path: str, opened: FolderIdentity | None = None):
         self._group = group
         self.path = path
+        # the folder these attributes were read from: a read after another folder is swapped in is refused
+        self._opened = opened if opened is not None else folder_identity(path)
         self.attrs = dict(group.attrs)
         self.manifest = m = SnapshotManifest.from_attrs(self.attrs, path)
         self.num_snapshots = m.num_snapshots
@@ -458,12 +462,13 @@ class SnapshotStore:
         if name not in self._zarr_arrays:
             raise CorruptDataError(f"{self.path}: snapshot store lacks the array {name!r}")
         if not check_ids:
-            return CheckedArray(self._zarr_arrays[name], name, self.path, all_chunks_written=self.checksums)
+            return CheckedArray(self._zarr_arrays[name], name, self.path, all_chunks_written=self.checksums,
+                                opened=self._opened)
         arr = self._arrays.get(name)
         if arr is None:
             ids = name in NODE_ID_ARRAYS   # the kernels index per-node arrays with them
             arr = CheckedArray(self._zarr_arrays[name], name, self.path, all_chunks_written=self.checksums,
-                               id_bound=self.num_nodes if ids else None)
+                               id_bound=self.num_nodes if ids else None, opened=self._opened)
             self._arrays[name] = arr
         return arr
 
@@ -557,7 +562,8 @@ class SnapshotStore:
 def open_snapshots(path: str | os.PathLike) -> SnapshotStore:
     """Open a complete snapshot store; refuse missing, foreign or incomplete ones."""
     path_s = str(path)
-    return SnapshotStore(open_group(path_s, "snapshot store"), path_s)
+    opened = folder_identity(path_s)   # before the metadata is read: a swap after it is then seen
+    return SnapshotStore(open_group(path_s, "snapshot store"), path_s, opened)
 
 
 def is_snapshot_store(path: str | os.PathLike) -> bool:
