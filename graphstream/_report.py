@@ -6,7 +6,8 @@ reports through :func:`progress` (or :func:`track`, its loop wrapper, or a
 
 * a terminal: a tqdm bar while the step runs, then one line with its time;
 * not a terminal (a log file, CI): no bar, one line per step with its time;
-* ``GRAPHSTREAM_PROGRESS=0`` (tests, benchmarks): nothing at all, log lines included.
+* ``GRAPHSTREAM_PROGRESS=0`` (tests, benchmarks): nothing at all, log lines included; only the
+  :func:`warn` lines (data left out, a bound not reached, a fallback taken) are still written.
 
 ``GRAPHSTREAM_PROGRESS=1`` forces the bar where stderr is not a terminal.
 
@@ -111,6 +112,13 @@ def log(message: str) -> None:
         sys.stderr.flush()
 
 
+def warn(message: str) -> None:
+    """One line on stderr about a result that is not what the user may assume (data left out, a bound not
+    reached, a fallback taken): printed whatever GRAPHSTREAM_PROGRESS says, which silences progress only."""
+    tqdm.write(f"graphstream: warning: {message}", file=sys.stderr)
+    sys.stderr.flush()
+
+
 def _done(desc: str, n: int, unit: str, seconds: float) -> str:
     if n <= 0:
         return f"{desc}: {format_seconds(seconds)}"
@@ -171,6 +179,8 @@ def format_value(key: str, value: object) -> str:
             return format_bytes(value)
         if key.endswith("_per_second"):
             return format_rate(value, key[: -len("_per_second")].replace("_", " "))
+        if key == "window_seconds":   # named so in --json, but in the store's time unit (ns from datetimes)
+            return f"{value:,} (in the store's time unit)"
         if key == "seconds" or key.endswith("_seconds"):
             return format_seconds(value)
         if isinstance(value, float):

@@ -14,6 +14,7 @@ memory figures are the measured peaks, times the slower of the measured runs.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from dataclasses import asdict, dataclass
@@ -26,12 +27,13 @@ from .errors import ResourceError
 MB = 1_000_000
 
 # -- disk --------------------------------------------------------------------------------------
-# Graph store, src + dst: 5.59 bytes per edge at R-MAT scale 20, 6.01 at scale 24
-# (docs/store.md, "Measured"; permuted R-MAT ids barely compress). Real graphs take far less
-# (web-NotreDame: 0.65), so this is an upper-end figure; 8 bytes per edge with int64 ids
-# (more than 2**31 nodes: the raw width, uncompressed).
+# Graph store, src + dst: random ids barely compress, so their bytes grow with the ids' width:
+# R-MAT 5.59 bytes per edge at scale 20, 6.01 at 24, 6.89 at 26, 7.68 at 28; uniform random int64
+# ids 8.01 below 2**31 nodes, 8.49 below 2**33, 9.77 below 2**36 (docs/estimate.md). Upper end:
+# (log2(nodes) + 3.5) / 4, at most the raw width and Blosc's headers. Real graphs take far less
+# (web-NotreDame: 0.65). With the nodes unknown, 6.0.
 STORE_BYTES_PER_EDGE = 6.0
-STORE_BYTES_PER_EDGE_INT64 = 8.0
+STORE_BYTES_PER_EDGE_MARGIN_BITS = 3.5
 # Optional columns, at their raw width (timestamps int64, weights float32; compression not counted).
 TIME_BYTES_PER_EDGE = 8
 WEIGHT_BYTES_PER_EDGE = 4
@@ -224,10 +226,18 @@ def cluster_table_bytes(num_nodes: int, k: int) -> int:
     return 4 * min(MAX_CLUSTER_PART_ENTRIES, -(-num_nodes // NODES_PER_CLUSTER) * k)
 
 
+def store_bytes_per_edge(num_nodes: int) -> float:
+    """Upper-end bytes of src + dst per edge for ids below ``num_nodes`` (0: unknown)."""
+    if num_nodes <= 0:
+        return STORE_BYTES_PER_EDGE
+    raw = 8 if num_nodes < 2**31 else 16   # int32 or int64 ids, two a edge
+    return min(raw + 0.2, (math.log2(num_nodes) + STORE_BYTES_PER_EDGE_MARGIN_BITS) / 4)
+
+
 def store_bytes(num_edges: int, *, num_nodes: int = 0, with_time: bool = False, with_weight: bool = False,
                 id_map: bool = False) -> int:
     """Upper-end bytes of a graph store of ``num_edges`` edges."""
-    per_edge = STORE_BYTES_PER_EDGE_INT64 if num_nodes >= 2**31 else STORE_BYTES_PER_EDGE
+    per_edge = store_bytes_per_edge(num_nodes)
     per_edge += TIME_BYTES_PER_EDGE * with_time + WEIGHT_BYTES_PER_EDGE * with_weight
     return int(num_edges * per_edge + (ID_MAP_BYTES_PER_NODE * num_nodes if id_map else 0))
 

@@ -615,3 +615,52 @@ def test_a_snapshot_store_replaced_under_an_open_handle_is_refused(outputs, tmp_
     shutil.copytree(moved, path)   # the same bytes in another folder: still not the store that was opened
     with pytest.raises(StoreReplacedError):
         store.snapshot(len(store) - 1)
+
+
+@pytest.mark.parametrize("other", ["another-algorithm", "another-store"])
+def test_a_part_folder_of_another_partitioning_is_refused(outputs, tmp_path, other):
+    """A part folder of the same place from another partitions folder (another algorithm on the same
+    store, or another snapshot store): verify said ok, info and train mixed the two."""
+    from graphstream.dynamic import build_snapshots
+    from graphstream.dynamic.config import PGCConfig
+    from graphstream.dynamic.partition import partition_snapshot_store
+    from graphstream.store import open_dynamic_partitions
+    source = outputs["snapshots"][0]
+    if other == "another-store":
+        source = tmp_path / "s9.zarr"
+        build_snapshots(outputs["graph"][0], source, num_snapshots=9, edge_life=3)
+    partition_snapshot_store(source, PGCConfig(num_parts=2), out=tmp_path / "other",
+                             algo="sequence" if other == "another-algorithm" else "pgc")
+    mixed = tmp_path / "mixed"
+    shutil.copytree(outputs["dynamic_partitions"][0], mixed)
+    shutil.rmtree(mixed / "part-00000")
+    shutil.copytree(tmp_path / "other" / "part-00000", mixed / "part-00000")
+    with pytest.raises(CorruptDataError, match="of another partitioning"):
+        open_dynamic_partitions(mixed).part(0)
+    with pytest.raises(CorruptDataError, match="of another partitioning"):
+        verify(mixed)
+
+
+def test_verify_finds_instances_owned_twice_or_by_no_part(outputs, tmp_path):
+    """Folders written before the partitioning was recorded have only the parts' places to compare: a part
+    of another partitioning of the same store passed, its instances owned twice or by no part."""
+    from graphstream.dynamic.config import PGCConfig
+    from graphstream.dynamic.partition import partition_snapshot_store
+    partition_snapshot_store(outputs["snapshots"][0], PGCConfig(num_parts=2), out=tmp_path / "seq", algo="sequence")
+    mixed = tmp_path / "mixed"
+    shutil.copytree(outputs["dynamic_partitions"][0], mixed)
+    shutil.rmtree(mixed / "part-00000")
+    shutil.copytree(tmp_path / "seq" / "part-00000", mixed / "part-00000")
+    # as written before: no "partitioning" in the manifest or in the parts' (sealed) attributes
+    doc = json.loads((mixed / "manifest.json").read_text())
+    doc.pop("partitioning", None)
+    (mixed / "manifest.json").write_text(json.dumps(seal(doc)))
+    for part in ("part-00000", "part-00001"):
+        group = zarr.open_group(mixed / part, mode="r+")
+        attrs = dict(group.attrs)
+        attrs.pop("partitioning", None)
+        group.attrs.clear()
+        group.attrs.update(seal(attrs))
+    with pytest.raises(CorruptDataError, match=r"snapshot \d+: \d+ (node\(s\) owned by more than one part|"
+                                               r"active node\(s\) owned by no part)"):
+        verify(mixed)

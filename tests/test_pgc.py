@@ -218,6 +218,18 @@ def test_cli_partition_on_snapshot_store(college, tmp_path, capsys):
         assert cli_main(["partition", str(college), "-k", "2", *extra]) == 2, extra
         assert f"{extra[0]}: for graph stores only" in capsys.readouterr().err
     assert not (tmp_path / "hh").exists()
+    # the time-cut baselines balance by their own rule: --balance 1.0 and 3.0 gave the same parts
+    for algo in ("snapshot", "sequence"):
+        assert cli_main(["partition", str(college), "-k", "2", "--algo", algo, "--balance", "1.0"]) == 2
+        assert f"--algo {algo} balances by its own rule" in capsys.readouterr().err
+
+
+def test_the_window_is_shown_in_the_store_s_time_unit():
+    """window_seconds is in the store's time unit (ns for datetime columns); the text showed it as a
+    duration in seconds ("24000000000 h 00 min" for one day of nanoseconds)."""
+    from graphstream._report import format_value
+    assert format_value("window_seconds", 86_400_000_000_000) == "86,400,000,000,000 (in the store's time unit)"
+    assert format_value("write_seconds", 7200) == "2 h 00 min"
 
 
 def test_fitted_cost_model_is_usable(college):

@@ -206,6 +206,7 @@ def test_export_pyg_without_labels(tmp_path, capsys, logs_on, with_features):
     assert result["missing_node_data"] == (["labels"] if with_features else ["features", "labels"])
     assert "no node " in captured.err
     assert not (out / "label.pt").exists()          # no labels, no label file
+    assert result["halo_hops_left_out"] == 0
     from graphstream import open_partitions
     dataset = open_partitions(parts)
     got_edges = 0
@@ -229,6 +230,24 @@ def test_export_pyg_without_labels(tmp_path, capsys, logs_on, with_features):
             ids = torch.from_numpy(np.asarray(dataset[p].global_ids[:dataset[p].num_inner], dtype=np.int64))
             x = store.get_tensor_from_global_id(group_name=None, attr_name="x", index=ids)
             assert np.array_equal(x.numpy(), np.asarray(dataset[p].features[:dataset[p].num_inner]))
+
+
+def test_export_warnings_are_not_silenced_with_progress(tmp_path, capsys, monkeypatch):
+    """GRAPHSTREAM_PROGRESS=0 silences progress; it also took the export's warnings (node data and halo
+    hops left out), which --json did not all report."""
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "0")
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n1 2\n2 3\n3 0\n0 2\n")
+    assert run_cli("ingest", edges, tmp_path / "g.zarr", "--undirected") == 0
+    parts = tmp_path / "parts"
+    assert run_cli("partition", tmp_path / "g.zarr", "-k", 2, "--algo", "hash", "--halo-hops", 2, "--out", parts) == 0
+    capsys.readouterr()
+    for target in ("pyg",):   # DistDGL's export runs the same lines (tests/dgl: its own environment)
+        assert run_cli("export", parts, "--to", target, tmp_path / target, "--json") == 0
+        captured = capsys.readouterr()
+        assert strict_json(captured.out)["halo_hops_left_out"] == 1
+        warnings = [line for line in captured.err.splitlines() if line.startswith("graphstream: warning: ")]
+        assert len(warnings) == 2 and "no node features or labels" in warnings[0] and "--halo-hops 2" in warnings[1]
 
 
 # ---------------------------------------------------------------- item 11: help texts and docs/cli.md

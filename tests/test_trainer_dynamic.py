@@ -172,3 +172,44 @@ def test_delta_on_gpu_equals_full(college):
     dev = torch.device("cuda")
     for (_, a), (_, b) in zip(SnapshotFeeder(store, dev, "full"), SnapshotFeeder(store, dev, "delta")):
         assert torch.equal(a, b)
+
+
+def test_undirected_negatives_are_not_edges_read_backwards():
+    """An undirected snapshot holds each edge once as (min, max); a candidate (v, u) of an edge (u, v)
+    was taken as a non-edge (the score is symmetric: it is that edge)."""
+    rng = np.random.default_rng(5)
+    pairs = np.sort(rng.integers(0, 30, (200, 2)), axis=1)
+    keys = torch.tensor(sorted({a * 30 + b for a, b in pairs}))
+    neg = sample_negatives(keys, 30, torch.Generator().manual_seed(0), undirected=True)
+    u, v = neg // 30, neg % 30
+    assert len(neg) > 0 and bool((u <= v).all())
+    assert not np.isin((u * 30 + v).numpy(), keys.numpy()).any()
+
+
+def test_no_training_transition_is_refused(college, tmp_path):
+    """3 snapshots: one transition validates, one tests, none trains; every part weighed 0 and the
+    average was a model of zeros, reported with AUCs of 0.5 and exit 0."""
+    graphstream("snapshots", college / "cm.zarr", tmp_path / "s3.zarr", "--num-snapshots", "3")
+    with pytest.raises(ParameterError, match="no transition to train on"):
+        run_dynamic_training(tmp_path / "s3.zarr", DynamicConfig(hidden=4, epochs=1), threads=1)
+    proc = subprocess.run([sys.executable, "-m", "graphstream", "train", str(tmp_path / "s3.zarr"), "--model",
+                           "tgcn", "--epochs", "1", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "no transition to train on" in proc.stderr and proc.stdout == ""
+
+
+def test_a_nan_loss_of_a_dynamic_run_ends_it(college):
+    from trainer.loop import TrainingDivergedError
+    with pytest.raises(TrainingDivergedError, match=r"part 0, epoch \d+: the training loss is nan"):
+        run_dynamic_training(college / "snap.zarr", DynamicConfig(model="evolvegcn", hidden=8, epochs=3, lr=1e30),
+                             threads=1)
+
+
+def test_centralized_refuses_another_store_at_the_source_path(college, tmp_path):
+    """The parts' source store written again (another graph, --overwrite): --centralized trained on it."""
+    import shutil
+    src = tmp_path / "s.zarr"
+    shutil.copytree(college / "snap.zarr", src)
+    graphstream("partition", src, "-k", "2", "--out", tmp_path / "p")
+    graphstream("snapshots", college / "cm.zarr", src, "--num-snapshots", "12", "--overwrite")
+    with pytest.raises(ParameterError, match="needs the snapshot store the parts were cut from"):
+        run_dynamic_training(tmp_path / "p", DynamicConfig(hidden=4, epochs=1), centralized=True, threads=1)

@@ -38,7 +38,8 @@ that loading, 0.9-2.0 s):
 
 A solver ``coarse-refine:edge-balance=F`` runs coarse-refine with that edge
 balance (its parts' edges capped too), ``coarse-refine:preset=fast`` its
-fast preset, ``coarse-refine:kept-stream`` with its vertex stream kept from
+fast preset, ``coarse-refine:lp_passes=3`` a parameter of
+``CoarseRefineParams`` set, ``coarse-refine:kept-stream`` with its vertex stream kept from
 an earlier run in a work folder beside the CSR cache (``--work-dir``'s reuse:
 the like of KaMinPar's graph file made beforehand; the timed run still reads
 and checksums the kept files), and ``spring`` the streaming
@@ -161,7 +162,7 @@ def _solve(solver: str, store, k: int, work: str, out: dict, tree: TreePeak):
     import numpy as np
     if solver.startswith("coarse-refine"):
         from graphstream.partition import coarse_refine
-        # "coarse-refine:edge-balance=1.1", "coarse-refine:preset=fast", or both, ":"-separated
+        # "coarse-refine:edge-balance=1.1", "coarse-refine:preset=fast", a parameter ("lp_passes=3"), ":"-separated
         solver, *options = solver.split(":")
         params = dict(COARSE_SOLVER_VARIANTS[solver.removeprefix("coarse-refine")])
         kept_stream = False
@@ -173,6 +174,8 @@ def _solve(solver: str, store, k: int, work: str, out: dict, tree: TreePeak):
                 params["preset"] = value
             elif name == "kept-stream":
                 kept_stream = True
+            elif name in coarse_refine.CoarseRefineParams.__dataclass_fields__ and value:
+                params[name] = json.loads(value)   # "coarse-refine:lp_passes=3:coarse_trials=1"
             else:
                 raise SystemExit(f"bench_partition_speed: unknown coarse-refine option {option!r}")
         with tempfile.TemporaryDirectory(dir=work) as tmp:

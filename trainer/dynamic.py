@@ -105,15 +105,20 @@ def run_sequence(model: nn.Module, store, device: torch.device, config: DynamicC
             if h is not None and keys.numel():
                 which = split.of(t)
                 gen.manual_seed(seed_for(config.seed, part, epoch, t))
-                neg = sample_negatives(keys, n, gen)
+                neg = sample_negatives(keys, n, gen, undirected=not store.directed)
                 ps, ns = edge_scores(model, h, keys, n), edge_scores(model, h, neg, n)
                 if which == "train" and train:
                     logits = torch.cat([ps, ns])
                     labels = torch.cat([torch.ones_like(ps), torch.zeros_like(ns)])
                     losses.append(F.binary_cross_entropy_with_logits(logits, labels))
                     positives += keys.numel()
+                # a part evaluates the pairs it owns: its snapshot holds every edge of those (not of the
+                # others: a sampled pair between two nodes of other parts may be an edge it does not hold)
                 mine = None if train or gids is None else _owned_pairs(store, t, keys, gids)
+                mine_neg = None if mine is None else _owned_pairs(store, t, neg, gids)
                 pos = keys if mine is None else keys[mine]
+                if mine_neg is not None:
+                    neg, ns = neg[mine_neg], ns[mine_neg]
                 scores[which][0].append((ps if mine is None else ps[mine]).detach().cpu().numpy())
                 scores[which][1].append(ns.detach().cpu().numpy())
                 if not train:   # evaluation only: a training pass has no use for it
@@ -142,6 +147,21 @@ def _owned_pairs(store, t: int, keys: torch.Tensor, gids: np.ndarray) -> torch.T
     src, dst = local // n, local % n
     deciding = src if store.directed else np.where(gids[src] <= gids[dst], src, dst)
     return torch.from_numpy(np.isin(deciding, store.owned(t))).to(keys.device)
+
+
+def _check_trainable(sequences, config: DynamicConfig, source) -> None:
+    """Refuse a run with no training positive: every part would weigh 0, the average would be a model of
+    zeros, and its scores (0.5 AUCs) would read as results."""
+    if any(train_positives(s, config) for s in sequences):
+        return
+    num = int(sequences[0].num_snapshots)
+    split = Split(num, config.val_fraction, config.test_fraction)
+    train = sum(split.of(t) == "train" for t in range(1, num))
+    if train == 0:
+        raise ParameterError(f"{source}: {num} snapshot(s) leave no transition to train on (the last ones "
+                             "validate and test): cut the events into more snapshots (graphstream snapshots "
+                             "--num-snapshots or a shorter --window)")
+    raise ParameterError(f"{source}: the {train} training transition(s) hold no edge to train on")
 
 
 def train_positives(store, config: DynamicConfig) -> int:
@@ -180,11 +200,21 @@ def _source_store(folder, manifest: dict):
     a relative path is tried from here, then beside the folder)."""
     from pathlib import Path
 
-    from graphstream.dynamic import open_snapshots
+    from graphstream.dynamic import open_snapshots, partitioning_id
     src = Path(str(manifest.get("source", "")))
     for cand in (src, Path(folder).parent / src, Path(folder) / src):
         if str(src) and cand.exists():
-            return open_snapshots(cand)
+            store = open_snapshots(cand)
+            # the store now at that path may be another one (written there since, with --overwrite)
+            recorded = manifest.get("partitioning")
+            same = (recorded is None or partitioning_id(dict(store.attrs), manifest.get("algorithm"),
+                                                        manifest.get("params")) == recorded)
+            if not same or (store.num_snapshots, store.num_nodes) != (manifest.get("num_snapshots"),
+                                                                      manifest.get("num_nodes")):
+                raise ParameterError(f"{folder}: --centralized needs the snapshot store the parts were cut from; "
+                                     f"{cand} ({store.num_snapshots} snapshots, {store.num_nodes} nodes) is "
+                                     "another one (written there since?)")
+            return store
     raise ParameterError(f"{folder}: --centralized needs the source snapshot store {str(src)!r} named in the "
                          "manifest, and it cannot be found")
 
@@ -241,8 +271,9 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
     check_threads(threads)
     device = resolve_device(config.device)
     stores, manifest = _open_sequences(source)
+    single = [_source_store(source, manifest)] if centralized and manifest is not None else source
+    _check_trainable(single if single is not source else stores, config, source)
     if centralized:
-        single = source if manifest is None else [_source_store(source, manifest)]
         results = launch(dynamic_worker, 1, (single, config), threads_per_worker=threads)
         workers = 1
     else:

@@ -22,11 +22,15 @@ def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float | None:
     return roc_auc_pos_neg(pos, neg)
 
 
-def sample_negatives(keys: Tensor, num_nodes: int, gen: torch.Generator) -> Tensor:
+def sample_negatives(keys: Tensor, num_nodes: int, gen: torch.Generator, *, undirected: bool = False) -> Tensor:
     """As many (u, v) non-edges of the snapshot as it has edges: each edge's source with a
-    random destination; pairs that happen to be edges are dropped."""
+    random destination; pairs that happen to be edges are dropped. ``undirected``: the snapshot holds
+    each edge once as (min, max), so a candidate is put in that order before it is looked up (the
+    score is symmetric: (v, u) of an edge (u, v) is that edge)."""
     src = keys // num_nodes
     dst = torch.randint(0, num_nodes, (keys.numel(),), generator=gen, device=gen.device).to(keys.device)
+    if undirected:
+        src, dst = torch.minimum(src, dst), torch.maximum(src, dst)
     cand = src * num_nodes + dst
     pos = torch.searchsorted(keys, cand).clamp(max=max(keys.numel() - 1, 0))
     hit = keys[pos] == cand if keys.numel() else torch.zeros_like(cand, dtype=torch.bool)

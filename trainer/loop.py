@@ -34,6 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 from graphstream._report import progress
+from graphstream.errors import GraphStreamError
 
 from .averaging import WeightedAverager, load_flat_
 from .data import resolve_device
@@ -113,6 +114,11 @@ class LocalSteps:
     end_part: Callable[[int], None] = _nothing
     end_round: Callable[[int, int, torch.Tensor], None] = _nothing
     start_round: Callable[[int, int, torch.Tensor], None] = _nothing
+    diverged: str = "try a lower --lr)"   # the end of the message of a NaN or infinite loss
+
+
+class TrainingDivergedError(GraphStreamError):
+    """A training loss that is NaN or infinite: the weights are lost from there on."""
 
 
 @dataclass
@@ -179,6 +185,9 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
                     epoch = first_epoch + e
                     torch.manual_seed(seed_for(schedule.seed, i, epoch))
                     loss = steps.epoch(i, epoch)
+                    if loss is not None and not math.isfinite(loss):   # every later epoch would be NaN too
+                        raise TrainingDivergedError(f"part {i}, epoch {epoch}: the training loss is {loss} (the run "
+                                                    f"diverged: {steps.diverged}")
                     stats.part_losses.setdefault(i, []).append(loss)
                     if loss is not None:
                         round_losses[e] += loss

@@ -27,7 +27,6 @@ Randomness (dropout, batch order, neighbour samples) is reseeded from
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 import warnings
@@ -49,6 +48,7 @@ from .evaluate import evaluate, evaluated_on, single_class_sets
 from .loop import (
     LocalSteps,
     Schedule,
+    TrainingDivergedError,
     WorkerStats,
     average_rounds,
     dealt,
@@ -365,10 +365,6 @@ def _tensor(ckpt: dict, path: str, key: str, shape: tuple[int, ...], where: str 
     return t
 
 
-class TrainingDivergedError(GraphStreamError):
-    """A training loss that is NaN or infinite: the weights are lost from there on."""
-
-
 def epochs_trained(ckpt: dict, sync_every: int) -> int:
     """The epochs a checkpoint's run had trained: recorded since runs could be extended after a short last
     round; before, its last history entry's epoch (every round ended in one), else whole rounds."""
@@ -562,10 +558,6 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             loss = step_on_mean_gradient(i)
         else:
             loss = _epoch_full(model, opts[i], graphs[i], config, anchor, weight, correction.get(i))
-        if loss is not None and not math.isfinite(loss):   # every later epoch would be NaN too
-            saved = f"; {config.checkpoint} holds the last round before it" if config.checkpoint else ""
-            raise TrainingDivergedError(f"part {i}, epoch {e}: the training loss is {loss} (the run diverged: "
-                                        f"try a lower --lr than {config.lr:g}){saved}")
         return loss
 
     def end_part(i: int) -> None:
@@ -605,7 +597,10 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
                 "drift_trust": asdict(trust),
                 "sync_every": config.sync_every})
 
-    average_rounds(model, W, LocalSteps(epoch, start_part, end_part, end_round, correct_drift), result, weights=n_train,
+    saved = f"; {config.checkpoint} holds the last round before it" if config.checkpoint else ""
+    steps = LocalSteps(epoch, start_part, end_part, end_round, correct_drift,
+                       diverged=f"try a lower --lr than {config.lr:g}){saved}")
+    average_rounds(model, W, steps, result, weights=n_train,
                    averager=averager, schedule=schedule, device=device, start_round=start_round,
                    optimizers=opts if config.average_optimizer_state else None)
     gather_part_losses(result, rank, world)
@@ -752,4 +747,4 @@ def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | N
     return out
 
 
-__all__ = ["PROXIMAL", "TrainConfig", "WorkerResult", "run_training", "train_worker"]
+__all__ = ["PROXIMAL", "TrainConfig", "TrainingDivergedError", "WorkerResult", "run_training", "train_worker"]

@@ -39,8 +39,9 @@ def configure(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     p.add_argument("--balance", type=float, default=None,
                    help="largest part allowed, as a multiple of the mean part size (default 1.05): "
-                        "coarse-refine's nodes, 2ps-l's edges, a snapshot store's nodes; spring, hdrf, dbh and "
-                        "hash balance by their own rules and refuse it")
+                        "coarse-refine's nodes, 2ps-l's edges, pgc's workload (w_s x spatial + w_t x temporal "
+                        "edges); spring, hdrf, dbh, hash and the snapshot and sequence baselines balance by "
+                        "their own rules and refuse it")
     p.add_argument("--edge-balance", type=float, default=None, metavar="F",
                    help="coarse-refine only: also cap each part's edges (the sum of its nodes' degrees) at F "
                         "times the mean, F >= 1 (default: nodes only; on power-law graphs the nodes alone "
@@ -136,6 +137,9 @@ def preflight(args) -> None:
             raise ParameterError(f"{', '.join(graph_only)}: for graph stores only; a snapshot store is "
                                  "partitioned with -k, --algo, --seed, --balance, --work-dir and --out "
                                  "(docs/dynamic.md)")
+    if snapshots and args.algo in ("snapshot", "sequence") and args.balance is not None:
+        raise ParameterError(f"--balance: --algo {args.algo} balances by its own rule and takes no balance "
+                             "(it was ignored); pgc takes it")
     if snapshots and args.algo not in SNAPSHOT_ALGORITHMS:
         raise ParameterError(f"--algo {args.algo!r} does not apply to snapshot stores; "
                              f"use one of {', '.join(SNAPSHOT_ALGORITHMS)}")

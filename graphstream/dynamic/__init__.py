@@ -6,7 +6,7 @@ The formats themselves (snapshot store, deltas, dynamic partitions) live in
 import them.
 """
 from ..store.delta import Delta, KeyDelta, apply_delta, apply_delta_vectorized, diff_sorted
-from ..store.dynamic_partitions import DynamicPart, DynamicPartitions, open_dynamic_partitions
+from ..store.dynamic_partitions import DynamicPart, DynamicPartitions, open_dynamic_partitions, partitioning_id
 from ..store.snapshots import SnapshotStore, SnapshotWriter, is_snapshot_store, open_snapshots
 from .snapshots import WindowSpec, build_snapshots
 
@@ -21,4 +21,5 @@ def __getattr__(name):
 
 __all__ = ["Delta", "DynamicPart", "DynamicPartitions", "KeyDelta", "SnapshotStore", "SnapshotWriter",
            "WindowSpec", "apply_delta", "apply_delta_vectorized", "build_snapshots", "diff_sorted",
-           "is_snapshot_store", "open_dynamic_partitions", "open_snapshots", "partition_snapshot_store"]
+           "is_snapshot_store", "open_dynamic_partitions", "open_snapshots", "partition_snapshot_store",
+           "partitioning_id"]

@@ -35,11 +35,13 @@ from ..kernels.bitsets import has_bit, new_bitsets, set_bit
 from ..store.delta import encode_keys
 from ..store.dynamic_partitions import (  # noqa: F401 (importable here as before)
     FORMAT,
+    PARTITIONING_KEY,
     VERSION,
     DynamicPart,
     DynamicPartitions,
     DynamicPartitionsManifest,
     open_dynamic_partitions,
+    partitioning_id,
 )
 from ..store.integrity import seal
 from ..store.snapshots import SnapshotStore, SnapshotWriter, open_snapshots
@@ -123,12 +125,14 @@ def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike,
     num_active = int(np.count_nonzero((bits != 0).any(axis=1)))
     del bits
     parts_meta = []
+    partitioning = partitioning_id(dict(snaps.attrs), result.algorithm, _config_dict(result.config))
     with atomic_dir(out, overwrite=overwrite) as tmp:
         writers = []
         for p in range(k):
             w = SnapshotWriter(tmp / f"part-{p:05d}", num_nodes=max(len(members[p]), 1),
                                keyframe_every=snaps.keyframe_every, directed=snaps.directed, node_lists=True,
                                attrs={"part": p, "num_parts": k, "global_num_nodes": snaps.num_nodes,
+                                      PARTITIONING_KEY: partitioning,
                                       "t0": snaps.t0, "window_seconds": snaps.window_seconds,
                                       "edge_life": snaps.edge_life})
             w.write_array("global_ids", members[p].astype(snaps.id_dtype))
@@ -164,7 +168,7 @@ def write_part_sequences(result: DynamicPartitionResult, out: str | os.PathLike,
             "format": FORMAT, "version": VERSION, "algorithm": result.algorithm,
             "params": _config_dict(result.config), "num_parts": k, "num_snapshots": snaps.num_snapshots,
             "num_nodes": snaps.num_nodes, "directed": snaps.directed, "keyframe_every": snaps.keyframe_every,
-            "source": recorded_path(snaps.path),
+            "source": recorded_path(snaps.path), PARTITIONING_KEY: partitioning,
             "metrics": {**_json_metrics(result.metrics), "node_replication": node_rf,
                         "write_seconds": watch.seconds},
             "parts": parts_meta,

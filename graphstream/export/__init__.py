@@ -63,6 +63,7 @@ class ExportResult:
     peak_rss_bytes: int = 0
     parts: list[dict[str, int]] = field(default_factory=list)
     missing_node_data: list[str] = field(default_factory=list)   # of USUAL_NODE_DATA: the parts had none
+    halo_hops_left_out: int = 0     # the dataset's halo hops beyond the first, not exported (--halo-hops 2: 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._atomic import atomic_dir
-from .._report import log, progress
+from .._report import log, progress, warn
 from .._resources import Stopwatch, peak_rss_bytes
 from ..cluster import check_visible, clear_task_staging, publish_dir, run_tasks, save_shard, task_staging_dir
 from ..errors import GraphStreamError
@@ -139,16 +139,17 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
             json.dump(config, f, indent=4)
     note = missing_note(missing, "DistDGL")
     if note:
-        log(note)
+        warn(note)
     if dataset.info.halo_hops > 1:   # the halo rows' edges would need their owners' edge ids: not exported
-        log(f"the parts hold complete rows {dataset.info.halo_hops - 1} hop(s) beyond their inner nodes "
+        warn(f"the parts hold complete rows {dataset.info.halo_hops - 1} hop(s) beyond their inner nodes "
             f"(--halo-hops {dataset.info.halo_hops}); the DistDGL export holds the inner rows' edges and the "
             "halo nodes they reach only (halo_hops 1)")
     log(f"exported {k} parts to DistDGL format: {out / (name + '.json')}")
     return ExportResult(target="dgl", out=str(out), entry=str(out / f"{name}.json"), num_parts=k,
                         num_nodes=int(dataset.num_nodes), num_edges=int(maps.edge_offsets[-1]),
                         node_data=names, seconds=watch.seconds,
-                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing)
+                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing,
+                        halo_hops_left_out=dataset.info.halo_hops - 1)
 
 
 def write_part(part: Part, folder: Path, new_id: np.ndarray, owner: np.ndarray, edge_lo: int,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._atomic import allocated_memmap, atomic_dir
-from .._report import log, progress
+from .._report import log, progress, warn
 from .._resources import Stopwatch, peak_rss_bytes
 from ..cluster import check_visible, clear_task_staging, publish_dir, run_tasks, task_staging_dir
 from ..errors import GraphStreamError
@@ -124,15 +124,16 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, client: Clien
             json.dump(meta, f)
     note = missing_note(missing, "PyG")
     if note:
-        log(note)
+        warn(note)
     if dataset.info.halo_hops > 1:   # the halo rows' edges would need their owners' edge ids: not exported
-        log(f"the parts hold complete rows {dataset.info.halo_hops - 1} hop(s) beyond their inner nodes "
+        warn(f"the parts hold complete rows {dataset.info.halo_hops - 1} hop(s) beyond their inner nodes "
             f"(--halo-hops {dataset.info.halo_hops}); the PyG export holds the inner rows' edges only "
             "(halo_hops 1)")
     log(f"exported {k} parts to PyG format: {out}")
     return ExportResult(target="pyg", out=str(out), entry=str(out), num_parts=k, num_nodes=int(n),
                         num_edges=num_edges, node_data=names, seconds=watch.seconds,
-                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing)
+                        peak_rss_bytes=peak_rss_bytes(), parts=part_rows, missing_node_data=missing,
+                        halo_hops_left_out=dataset.info.halo_hops - 1)
 
 
 def _idx_folder(mask: str) -> str:

@@ -76,7 +76,7 @@ import numba
 import numpy as np
 
 from .._atomic import output_lock, scratch_dir
-from .._report import log, phase_logger
+from .._report import log, phase_logger, warn
 from .._resources import Stopwatch, lower_thread_priority, peak_rss_bytes, usable_cores
 from ..errors import ParameterError
 from ..estimate import MAX_CLUSTER_PART_ENTRIES
@@ -411,7 +411,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # the balance the entries' cap bounds (the metrics' edge_balance counts a part's edges instead)
         entries_balance = float(load[K.ENTRIES].max() / (vs.offsets[-1] / k)) if vs.offsets[-1] else 1.0
         if cfg.edge_balance and load[K.ENTRIES].max() > caps[K.ENTRIES]:
-            log(f"coarse-refine: edge balance {cfg.edge_balance} not reached: the largest part holds "
+            warn(f"coarse-refine: edge balance {cfg.edge_balance} not reached: the largest part holds "
                 f"{entries_balance:.3f} x the mean neighbour entries (no single move fits both caps)")
 
     plan_owner = _in_store_ids(vs, owner)   # every step above works in the stream's ids

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._report import log
+from .._report import log, warn
 from .._resources import peak_rss_bytes, usable_cores
 from ..errors import GraphStreamError
 
@@ -144,7 +144,7 @@ def make_solvers(coarse_solver: str, method: str, graph: CoarseGraph, k: int, ba
                                                 graph.ew)
             solvers = [CoarseSolver(k, balance, "kaminpar", method, str(path))]
         else:
-            log("coarse-refine: the kaminpar package is not installed; METIS (pymetis) partitions the coarse "
+            warn("coarse-refine: the kaminpar package is not installed; METIS (pymetis) partitions the coarse "
                 "graph")
     if "metis" in names or not solvers:
         solvers.insert(0, CoarseSolver(k, balance, "metis", method))

@@ -12,6 +12,7 @@ only; part paths are relative and stay inside DIR.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -30,6 +31,17 @@ FORMAT = "graphstream.dynamic_partitions"
 VERSION = 2
 READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
+# The attribute of every part, and the manifest field, naming the partitioning they belong to.
+PARTITIONING_KEY = "partitioning"
+
+
+def partitioning_id(source_attrs: dict[str, Any], algorithm: str, params: dict[str, Any]) -> str:
+    """What tells one partitioning's parts from another's: a digest of the source store's sealed
+    attributes, the algorithm and its parameters. The same for the same inputs (a rerun writes the same
+    bytes), different for another store, algorithm or setting."""
+    doc = json.dumps({"source": source_attrs, "algorithm": algorithm, "params": params}, sort_keys=True,
+                     default=str)
+    return hashlib.sha256(doc.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -147,6 +159,14 @@ class DynamicPartitions:
                     f"{path}: holds part {recorded[0]} of {recorded[1]} (of a graph of {recorded[2]} nodes), where "
                     f"the manifest lists part {p} of {self.num_parts} ({self.num_nodes} nodes): a part folder "
                     "copied or moved from elsewhere")
+            # ... and its partitioning (folders written before it was recorded have none to compare)
+            expected = self.manifest.get(PARTITIONING_KEY)
+            if (expected is not None and part.attrs.get(PARTITIONING_KEY) != expected) \
+                    or part.num_snapshots != self.num_snapshots:
+                raise CorruptDataError(
+                    f"{path}: part {p} of another partitioning ({part.num_snapshots} snapshots; the manifest's has "
+                    f"{self.num_snapshots}, from {self.manifest.get('source')!r} by {self.algorithm}): a part "
+                    "folder copied from another partitions folder")
             self._parts[p] = part
         return self._parts[p]
 

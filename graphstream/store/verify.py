@@ -30,6 +30,7 @@ from .integrity import CHUNKS_KEY, CheckedArray, check_chunks_digests, check_fil
 from .partitions_manifest import PART_META
 
 if TYPE_CHECKING:
+    from .dynamic_partitions import DynamicPartitions
     from .snapshots import SnapshotStore
 
 MAX_PROBLEMS = 20
@@ -274,6 +275,31 @@ def _verify_dynamic_partitions(path: str, report: VerifyReport) -> None:
         _check_ids(f"{part_path}: global_ids", 0, global_ids, parts.num_nodes, report)
         if len(global_ids) > 1 and not bool(np.all(global_ids[1:] > global_ids[:-1])):
             report.problem(f"{part_path}: global_ids are not sorted and distinct")
+    if not report.problems:   # each store sound on its own: now whether together they own each instance once
+        _check_dynamic_ownership(path, parts, report)
+
+
+def _check_dynamic_ownership(path: str, parts: DynamicPartitions, report: VerifyReport) -> None:
+    """At every snapshot, each active node (an endpoint of an edge of some part's snapshot: every edge is
+    in the parts of both its endpoints' owners) is owned by exactly one part."""
+    for t in range(parts.num_snapshots):
+        owned, active = [], []
+        for part in parts:
+            ids = part.global_ids
+            src, dst = part.snapshot(t)
+            owned.append(ids[part.owned(t)])
+            active.append(ids[np.union1d(src, dst)])
+        owned_all = np.sort(np.concatenate(owned))
+        twice = owned_all[1:][owned_all[1:] == owned_all[:-1]]
+        unowned = np.setdiff1d(np.concatenate(active), owned_all)
+        if len(twice):
+            report.problem(f"{path}: snapshot {t}: {len(np.unique(twice))} node(s) owned by more than one part "
+                           f"(node {twice[0]} first)")
+        if len(unowned):
+            report.problem(f"{path}: snapshot {t}: {len(unowned)} active node(s) owned by no part "
+                           f"(node {unowned[0]} first)")
+        if len(twice) or len(unowned):
+            return   # one snapshot named: the parts do not belong together
 
 
 # -- the partitioned dataset ------------------------------------------------------------------
