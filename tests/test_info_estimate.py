@@ -205,7 +205,10 @@ def test_estimate_human_output_and_errors(capsys):
     assert code == 0
     assert "partition coarse-refine:" in out and "feature split hash:" in out and "peak memory" in out
     for argv in (["estimate"], ["estimate", "--nodes", 10], ["estimate", "--nodes", 10, "--edges", 5, "-k", 0],
-                 ["estimate", "--nodes", 10, "--edges", 5, "--feature-dtype", "nonsense"]):
+                 ["estimate", "--nodes", 10, "--edges", 5, "--feature-dtype", "nonsense"],
+                 # figures for what partition refuses, or a dtype a node data folder cannot hold: exit 0 before
+                 ["estimate", "--nodes", 10, "--edges", 100, "-k", 16],
+                 ["estimate", "--nodes", 10, "--edges", 5, "--features", 4, "--feature-dtype", "float64"]):
         code, _, err = _cli(capsys, *argv)
         assert code == 2 and len(err.strip().splitlines()) == 1, argv
 

@@ -242,6 +242,8 @@ def test_export_warnings_are_not_silenced_with_progress(tmp_path, capsys, monkey
     parts = tmp_path / "parts"
     assert run_cli("partition", tmp_path / "g.zarr", "-k", 2, "--algo", "hash", "--halo-hops", 2, "--out", parts) == 0
     capsys.readouterr()
+    assert run_cli("export", parts, "--to", "pyg", tmp_path / "named", "--graph-name", "g") == 2   # ignored before
+    assert "--graph-name is DistDGL's" in capsys.readouterr().err and not (tmp_path / "named").exists()
     for target in ("pyg",):   # DistDGL's export runs the same lines (tests/dgl: its own environment)
         assert run_cli("export", parts, "--to", target, tmp_path / target, "--json") == 0
         captured = capsys.readouterr()

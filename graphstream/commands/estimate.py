@@ -29,7 +29,7 @@ def configure(p) -> None:
     p.add_argument("--undirected", action="store_true", help="with --nodes/--edges: the graph is undirected")
     p.add_argument("--features", type=int, default=0, metavar="F", help="node features per node (default 0)")
     p.add_argument("--feature-dtype", default="float32", metavar="DTYPE",
-                   help="numpy dtype of the features (default float32)")
+                   help="dtype of the features: float32 (default) or float16, what a node data folder holds")
     p.add_argument("-k", "--parts", dest="k", type=int, default=16, help="number of parts (default 16)")
     p.add_argument("--algo", action="append", choices=ALGORITHMS, default=None,
                    help="partitioner to estimate (repeatable; default: all)")
@@ -42,10 +42,9 @@ def configure(p) -> None:
 def graph_size(args):
     """The :class:`GraphSize` the flags describe (a store, or --nodes/--edges)."""
     from ..estimate import GraphSize
-    try:
-        itemsize = np.dtype(args.feature_dtype).itemsize
-    except TypeError as exc:
-        raise ParameterError(f"--feature-dtype {args.feature_dtype!r} is not a numpy dtype") from exc
+    if args.feature_dtype not in ("float32", "float16"):   # what a node data folder may hold (docs/format.md)
+        raise ParameterError(f"--feature-dtype {args.feature_dtype!r}: features are float32 or float16")
+    itemsize = np.dtype(args.feature_dtype).itemsize
     if args.features < 0:
         raise ParameterError(f"--features must be >= 0, got {args.features}")
     if args.store is not None:
@@ -54,6 +53,8 @@ def graph_size(args):
         from ..store import open_store
         from .info import _disk_bytes
         store = open_store(args.store)
+        if args.k > store.num_nodes:   # partition refuses it: parts that could hold no node
+            raise ParameterError(f"k = {args.k} exceeds the number of nodes ({store.num_nodes}) of {args.store}")
         return GraphSize(num_nodes=store.num_nodes, num_edges=store.num_edges, directed=store.directed,
                          with_time=store.has_time, with_weight=store.has_weight, features=args.features,
                          feature_itemsize=itemsize, store_bytes=_disk_bytes(args.store))
@@ -61,6 +62,8 @@ def graph_size(args):
         raise ParameterError("give a graph store, or both --nodes N and --edges M")
     if args.nodes < 1 or args.edges < 0:
         raise ParameterError(f"--nodes must be >= 1 and --edges >= 0, got {args.nodes} and {args.edges}")
+    if args.k > args.nodes:   # partition refuses it: parts that could hold no node
+        raise ParameterError(f"k = {args.k} exceeds the number of nodes ({args.nodes})")
     return GraphSize(num_nodes=args.nodes, num_edges=args.edges, directed=not args.undirected,
                      features=args.features, feature_itemsize=itemsize)
 

@@ -28,6 +28,8 @@ def preflight(args) -> None:
     from ..export import TARGETS
     if args.target not in TARGETS:
         raise ParameterError(f"unknown export target {args.target!r}: expected one of {', '.join(TARGETS)}")
+    if args.graph_name is not None and args.target != "dgl":   # it was ignored without a word
+        raise ParameterError(f"--graph-name is DistDGL's (--to dgl); a {args.target} export has no graph name")
 
 
 def run(args) -> dict:
