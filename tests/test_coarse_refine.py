@@ -281,12 +281,12 @@ def test_attempts_take_kaminpar_second_and_metis_seeds_after():
 
 
 def test_without_kaminpar_metis_takes_every_attempt(tmp_path, monkeypatch):
-    """The kaminpar package missing: METIS alone, said once in the log."""
+    """The kaminpar package missing: METIS alone, said once in a warning."""
     from graphstream.partition import coarse_solvers as S
     from graphstream.partition import kaminpar_solver
     monkeypatch.setattr(kaminpar_solver, "available", lambda: False)
     messages = []
-    monkeypatch.setattr(S, "log", messages.append)
+    monkeypatch.setattr(S, "warn", messages.append)
     solvers = S.make_solvers("metis+kaminpar", "kway", _random_coarse_graph(), 4, 1.05, tmp_path)
     assert [s.solver for s in solvers] == ["metis"]
     assert len(messages) == 1 and "kaminpar package is not installed" in messages[0]
