@@ -180,7 +180,8 @@ def format_value(key: str, value: object) -> str:
         if key.endswith("_per_second"):
             return format_rate(value, key[: -len("_per_second")].replace("_", " "))
         if key == "window_seconds":   # named so in --json, but in the store's time unit (ns from datetimes)
-            return f"{value:,} (in the store's time unit)"
+            shown = int(value) if float(value).is_integer() else value
+            return f"{shown:,} (in the store's time unit)"
         if key == "seconds" or key.endswith("_seconds"):
             return format_seconds(value)
         if isinstance(value, float):

@@ -257,3 +257,16 @@ def test_peak_rss_of_a_command_is_its_own():
     code = "from graphstream._resources import peak_rss_bytes; print(peak_rss_bytes())"
     child = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert child < 400e6 < ballast.nbytes
+
+
+def test_ingest_s_disk_check_takes_the_ids_width_from_num_nodes(tmp_path, monkeypatch):
+    """With --num-nodes the width of the ids is known: the check took 6 bytes an edge whatever it was, and a
+    27-bit ingest onto a small disk passed it, then filled the disk."""
+    import graphstream.estimate as estimate
+    from graphstream.estimate import store_bytes
+    asked = []
+    monkeypatch.setattr(estimate, "check_free_disk", lambda out, need, what: asked.append(need))
+    edges = np.random.default_rng(0).integers(0, 2**27, (1000, 2))
+    np.save(tmp_path / "e.npy", edges)
+    assert main(["ingest", str(tmp_path / "e.npy"), str(tmp_path / "g.zarr"), "--num-nodes", str(2**27)]) == 0
+    assert asked == [store_bytes(1000, num_nodes=2**27)] and asked[0] > store_bytes(1000)

@@ -664,3 +664,34 @@ def test_verify_finds_instances_owned_twice_or_by_no_part(outputs, tmp_path):
     with pytest.raises(CorruptDataError, match=r"snapshot \d+: \d+ (node\(s\) owned by more than one part|"
                                                r"active node\(s\) owned by no part)"):
         verify(mixed)
+
+
+def test_the_partitioning_digest_leaves_out_the_run_s_own_settings():
+    """--work-dir (scratch_dir) or a memory budget do not change the parts: a part of such a run was
+    refused as one of another partitioning."""
+    from graphstream.store.dynamic_partitions import partitioning_id
+    attrs, params = {"format": "s", "crc32c": 7}, {"num_parts": 2, "seed": 0, "scratch_dir": None,
+                                                   "memory_budget": None}
+    same = partitioning_id(attrs, "pgc", {**params, "scratch_dir": "/tmp/w", "memory_budget": 1 << 20})
+    assert partitioning_id(attrs, "pgc", params) == same
+    assert partitioning_id(attrs, "pgc", {**params, "seed": 1}) != same
+
+
+def test_verify_says_a_store_replaced_during_it_was_replaced(outputs, tmp_path, monkeypatch):
+    """verify's last step reads the chunk files directly: a store swapped just before it was reported as
+    chunks 'not the ones written there'."""
+    from graphstream.errors import StoreReplacedError
+    from graphstream.store import verify as verify_module
+    path = tmp_path / "g.zarr"
+    shutil.copytree(outputs["graph"][0], path)
+    real = verify_module.check_chunks_digests
+
+    def swap_then_check(*args, **kwargs):
+        if not (tmp_path / "old.zarr").exists():
+            path.rename(tmp_path / "old.zarr")
+            _write_graph(path, 7, 3000)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "check_chunks_digests", swap_then_check)
+    with pytest.raises(StoreReplacedError, match="while it was being verified"):
+        verify(path)

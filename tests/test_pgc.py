@@ -228,7 +228,8 @@ def test_the_window_is_shown_in_the_store_s_time_unit():
     """window_seconds is in the store's time unit (ns for datetime columns); the text showed it as a
     duration in seconds ("24000000000 h 00 min" for one day of nanoseconds)."""
     from graphstream._report import format_value
-    assert format_value("window_seconds", 86_400_000_000_000) == "86,400,000,000,000 (in the store's time unit)"
+    assert format_value("window_seconds", 86_400_000_000_000.0) == "86,400,000,000,000 (in the store's time unit)"
+    assert format_value("window_seconds", 2.5) == "2.5 (in the store's time unit)"
     assert format_value("write_seconds", 7200) == "2 h 00 min"
 
 

@@ -213,3 +213,24 @@ def test_centralized_refuses_another_store_at_the_source_path(college, tmp_path)
     graphstream("snapshots", college / "cm.zarr", src, "--num-snapshots", "12", "--overwrite")
     with pytest.raises(ParameterError, match="needs the snapshot store the parts were cut from"):
         run_dynamic_training(tmp_path / "p", DynamicConfig(hidden=4, epochs=1), centralized=True, threads=1)
+
+
+def test_centralized_finds_its_relative_source_past_another_store_here(college, tmp_path, monkeypatch):
+    """A relative source is tried from the current folder, then beside the parts: another store of that
+    name in the current folder was refused instead of the next place tried."""
+    import shutil
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copytree(college / "snap.zarr", home / "s.zarr")
+    monkeypatch.chdir(home)
+    from graphstream.cli import main
+    assert main(["partition", "s.zarr", "-k", "2", "--out", "p"]) == 0
+    from graphstream.store.integrity import seal  # a relative source, as folders written before recorded
+    doc = json.loads((home / "p" / "manifest.json").read_text())
+    (home / "p" / "manifest.json").write_text(json.dumps(seal({**doc, "source": "s.zarr"})))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    graphstream("snapshots", college / "cm.zarr", elsewhere / "s.zarr", "--num-snapshots", "12")
+    monkeypatch.chdir(elsewhere)
+    out = run_dynamic_training(home / "p", DynamicConfig(hidden=4, epochs=1), centralized=True, threads=1)
+    assert out["mode"] == "centralized"

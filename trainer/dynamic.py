@@ -202,6 +202,7 @@ def _source_store(folder, manifest: dict):
 
     from graphstream.dynamic import open_snapshots, partitioning_id
     src = Path(str(manifest.get("source", "")))
+    others = []
     for cand in (src, Path(folder).parent / src, Path(folder) / src):
         if str(src) and cand.exists():
             store = open_snapshots(cand)
@@ -209,12 +210,14 @@ def _source_store(folder, manifest: dict):
             recorded = manifest.get("partitioning")
             same = (recorded is None or partitioning_id(dict(store.attrs), manifest.get("algorithm"),
                                                         manifest.get("params")) == recorded)
-            if not same or (store.num_snapshots, store.num_nodes) != (manifest.get("num_snapshots"),
-                                                                      manifest.get("num_nodes")):
-                raise ParameterError(f"{folder}: --centralized needs the snapshot store the parts were cut from; "
-                                     f"{cand} ({store.num_snapshots} snapshots, {store.num_nodes} nodes) is "
-                                     "another one (written there since?)")
-            return store
+            if same and (store.num_snapshots, store.num_nodes) == (manifest.get("num_snapshots"),
+                                                                   manifest.get("num_nodes")):
+                return store
+            others.append(f"{cand} ({store.num_snapshots} snapshots, {store.num_nodes} nodes)")
+    if others:
+        raise ParameterError(f"{folder}: --centralized needs the snapshot store the parts were cut from; "
+                             f"{' and '.join(others)} {'is another one' if len(others) == 1 else 'are others'} "
+                             "(written there since?)")
     raise ParameterError(f"{folder}: --centralized needs the source snapshot store {str(src)!r} named in the "
                          "manifest, and it cannot be found")
 

@@ -96,5 +96,6 @@ def _check_disk(args) -> None:
         edges = sum(input_edges(s, args.fmt) for s in args.source)
     except (OSError, ValueError, EOFError, GraphStreamError):
         return   # unreadable: ingest itself names what is wrong with the input, in its own words
-    need = store_bytes(edges, with_time=args.time_column is not None, with_weight=args.weight_column is not None)
+    need = store_bytes(edges, num_nodes=args.num_nodes or 0, with_time=args.time_column is not None,
+                       with_weight=args.weight_column is not None)
     check_free_disk(args.out, need, "ingest")

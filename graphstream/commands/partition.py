@@ -138,8 +138,8 @@ def preflight(args) -> None:
                                  "partitioned with -k, --algo, --seed, --balance, --work-dir and --out "
                                  "(docs/dynamic.md)")
     if snapshots and args.algo in ("snapshot", "sequence") and args.balance is not None:
-        raise ParameterError(f"--balance: --algo {args.algo} balances by its own rule and takes no balance "
-                             "(it was ignored); pgc takes it")
+        raise ParameterError(f"--balance: --algo {args.algo} balances by its own rule and takes no --balance "
+                             "(pgc does)")
     if snapshots and args.algo not in SNAPSHOT_ALGORITHMS:
         raise ParameterError(f"--algo {args.algo!r} does not apply to snapshot stores; "
                              f"use one of {', '.join(SNAPSHOT_ALGORITHMS)}")

@@ -33,12 +33,15 @@ READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 # The attribute of every part, and the manifest field, naming the partitioning they belong to.
 PARTITIONING_KEY = "partitioning"
+RUN_SETTINGS = ("scratch_dir", "memory_budget")   # PGCConfig fields that leave the parts as they are
 
 
 def partitioning_id(source_attrs: dict[str, Any], algorithm: str, params: dict[str, Any]) -> str:
     """What tells one partitioning's parts from another's: a digest of the source store's sealed
     attributes, the algorithm and its parameters. The same for the same inputs (a rerun writes the same
     bytes), different for another store, algorithm or setting."""
+    # the run's own settings (where it spills, how much memory it may hold) do not change the parts
+    params = {k: v for k, v in params.items() if k not in RUN_SETTINGS}
     doc = json.dumps({"source": source_attrs, "algorithm": algorithm, "params": params}, sort_keys=True,
                      default=str)
     return hashlib.sha256(doc.encode()).hexdigest()[:32]
@@ -163,10 +166,12 @@ class DynamicPartitions:
             expected = self.manifest.get(PARTITIONING_KEY)
             if (expected is not None and part.attrs.get(PARTITIONING_KEY) != expected) \
                     or part.num_snapshots != self.num_snapshots:
+                counts = (f"{part.num_snapshots} snapshots where the manifest's has {self.num_snapshots}; "
+                          if part.num_snapshots != self.num_snapshots else "")
                 raise CorruptDataError(
-                    f"{path}: part {p} of another partitioning ({part.num_snapshots} snapshots; the manifest's has "
-                    f"{self.num_snapshots}, from {self.manifest.get('source')!r} by {self.algorithm}): a part "
-                    "folder copied from another partitions folder")
+                    f"{path}: part {p} of another partitioning ({counts}the manifest's is "
+                    f"{self.manifest.get('source')!r} by {self.algorithm}): a part folder copied from another "
+                    "partitions folder, or the folder rewritten while it was open")
             self._parts[p] = part
         return self._parts[p]
 

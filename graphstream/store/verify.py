@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import CorruptDataError, GraphStreamError, StoreError
+from ..errors import CorruptDataError, GraphStreamError, StoreError, StoreReplacedError
 from .delta import apply_delta, decode_keys
-from .integrity import CHUNKS_KEY, CheckedArray, check_chunks_digests, check_file
+from .integrity import CHUNKS_KEY, CheckedArray, check_chunks_digests, check_file, folder_identity
 from .partitions_manifest import PART_META
 
 if TYPE_CHECKING:
@@ -114,10 +114,16 @@ def verify(path: str | os.PathLike) -> VerifyReport:
     checks: dict[str, Callable[[str, VerifyReport], None]] = {
         "graph": _verify_graph, "snapshots": _verify_snapshots, "partitions": _verify_partitions,
         "dynamic_partitions": _verify_dynamic_partitions}
+    opened = folder_identity(str(path))
     try:
         checks[kind](str(path), report)
+    except StoreReplacedError:
+        raise
     except GraphStreamError as exc:   # a damage that stops the walk (e.g. an unreadable manifest)
         report.problem(str(exc))
+    if report.problems and folder_identity(str(path)) != opened:   # not damage: read across a replacement
+        raise StoreReplacedError(f"{path}: replaced or removed while it was being verified (another run "
+                                 "wrote this path, with --overwrite?): verify it again")
     report.seconds = time.perf_counter() - start
     if report.problems:   # every one listed (up to MAX_PROBLEMS): the line names each file to look at
         more = f" (and {len(report.problems) - 1} more: {'; '.join(report.problems[1:])})" \
@@ -218,6 +224,8 @@ def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = 
     if not report.problems:   # rebuilding from damaged columns would only repeat what is listed
         try:
             _check_rebuilt_snapshots(store, path, report)
+        except StoreReplacedError:
+            raise
         except GraphStreamError as exc:   # a delta that cannot be applied: listed, and the order still checked
             report.problem(str(exc))
     _check_chunk_order(intact, store.attrs, path, report)
