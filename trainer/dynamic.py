@@ -274,10 +274,10 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
     check_threads(threads)
     device = resolve_device(config.device)
     stores, manifest = _open_sequences(source)
-    single = [_source_store(source, manifest)] if centralized and manifest is not None else source
-    _check_trainable(single if single is not source else stores, config, source)
+    source_store = [_source_store(source, manifest)] if centralized and manifest is not None else None
+    _check_trainable(source_store or stores, config, source)
     if centralized:
-        results = launch(dynamic_worker, 1, (single, config), threads_per_worker=threads)
+        results = launch(dynamic_worker, 1, (source_store or source, config), threads_per_worker=threads)
         workers = 1
     else:
         if workers > len(stores):

@@ -114,7 +114,10 @@ class LocalSteps:
     end_part: Callable[[int], None] = _nothing
     end_round: Callable[[int, int, torch.Tensor], None] = _nothing
     start_round: Callable[[int, int, torch.Tensor], None] = _nothing
-    diverged: str = "try a lower --lr)"   # the end of the message of a NaN or infinite loss
+    # what the message of a NaN or infinite loss advises, and what it adds after (where the last good
+    # weights are)
+    lr_advice: str = "try a lower --lr"
+    diverged_note: str = ""
 
 
 class TrainingDivergedError(GraphStreamError):
@@ -187,7 +190,7 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
                     loss = steps.epoch(i, epoch)
                     if loss is not None and not math.isfinite(loss):   # every later epoch would be NaN too
                         raise TrainingDivergedError(f"part {i}, epoch {epoch}: the training loss is {loss} (the run "
-                                                    f"diverged: {steps.diverged}")
+                                                    f"diverged: {steps.lr_advice}){steps.diverged_note}")
                     stats.part_losses.setdefault(i, []).append(loss)
                     if loss is not None:
                         round_losses[e] += loss

@@ -599,7 +599,7 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
 
     saved = f"; {config.checkpoint} holds the last round before it" if config.checkpoint else ""
     steps = LocalSteps(epoch, start_part, end_part, end_round, correct_drift,
-                       diverged=f"try a lower --lr than {config.lr:g}){saved}")
+                       lr_advice=f"try a lower --lr than {config.lr:g}", diverged_note=saved)
     average_rounds(model, W, steps, result, weights=n_train,
                    averager=averager, schedule=schedule, device=device, start_round=start_round,
                    optimizers=opts if config.average_optimizer_state else None)
