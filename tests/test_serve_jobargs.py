@@ -382,3 +382,26 @@ def test_a_lost_worker_counts_as_an_attempt(tmp_path, max_attempts):
     else:
         assert (after.state, after.attempts) == ("queued", 1)
     assert "attempt 1 interrupted (its worker (pid 7 on vm) was lost)" in (tmp_path / "jobs" / job.id / "log").read_text()
+
+
+def test_a_pipeline_partitions_the_snapshot_store_an_earlier_step_makes(root, tmp_path):
+    """`snapshots` then `partition` of its output: the store is not there at submission to be recognised
+    as a snapshot store, and pgc (named, or the default for one) was refused as needing one (a 422)."""
+    rng = np.random.default_rng(1)
+    with GraphWriter(root / "events.zarr", num_nodes=40, with_time=True) as w:
+        w.append(rng.integers(0, 40, 600), rng.integers(0, 40, 600), time=np.sort(rng.integers(0, 1000, 600)))
+    for algo in ({"algo": "pgc"}, {}):
+        out = f"parts-{algo.get('algo', 'default')}"
+        steps = job_steps("pipeline", {"steps": [
+            {"kind": "snapshots", "args": {"store": "events.zarr", "out": f"{out}.snap.zarr", "num_snapshots": 6}},
+            {"kind": "partition", "args": {"store": f"{out}.snap.zarr", "k": 2, "out": out, **algo}}]}, root)
+        job_dir = tmp_path / f"job-{out}"
+        job_dir.mkdir()
+        done = run_job(spec_for(root, job_dir, steps, 1))
+        assert done["state"] == "succeeded", (done, (job_dir / "log").read_text())
+        assert done["result"]["steps"][1]["algorithm"] == "pgc"
+    # a graph store an earlier step makes is still refused for pgc, at submission
+    message = refused(root, "pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "made.zarr", "scale": 6}},
+        {"kind": "partition", "args": {"store": "made.zarr", "k": 2, "algo": "pgc"}}]}, 422)
+    assert message.startswith("pipeline step 2: ") and "needs a snapshot store" in message

@@ -22,8 +22,9 @@ def configure(p) -> None:
     p.set_defaults(run=run)
 
 
-def preflight(args) -> None:
-    """What is refused before anything is opened (the service checks a job's arguments with it too)."""
+def preflight(args, pending: dict[str, str] | None = None) -> None:
+    """What is refused before anything is opened (the service checks a job's arguments with it too;
+    ``pending``, the kinds of inputs a service pipeline has yet to write, is not needed here)."""
     from ..errors import ParameterError
     from ..export import TARGETS
     if args.target not in TARGETS:

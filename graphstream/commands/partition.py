@@ -118,12 +118,17 @@ GRAPH_STORE_FLAGS = (("--tau", "tau"), ("--passes", "passes"), ("--lambda", "lam
                      ("--gpus", "gpus"), ("--gpu-memory", "gpu_memory"))
 
 
-def preflight(args) -> None:
+def preflight(args, pending: dict[str, str] | None = None) -> None:
     """What is refused before anything is opened (the service checks a job's arguments with it too): k's
     range and the algorithm's name for the store's kind; ``args.algo`` left None becomes that kind's
-    default (pgc for a snapshot store, else coarse-refine)."""
+    default (pgc for a snapshot store, else coarse-refine). ``pending``: the kind ("snapshots" or
+    other) of the stores an earlier step of a service pipeline will write, which are not there yet."""
     from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, check_num_parts
-    snapshots = _is_snapshot_store(args.store)
+    pending = pending or {}
+    if args.store in pending and not Path(args.store).exists():
+        snapshots = pending[args.store] == "snapshots"
+    else:
+        snapshots = _is_snapshot_store(args.store)
     if args.algo is None:
         args.algo = "pgc" if snapshots else DEFAULT_ALGORITHM
     if args.k is not None:

@@ -94,16 +94,21 @@ def job_steps(kind: str, args: Any, root: Path) -> list[Step]:
             produced = tuple(Path(p) for s in steps for p in s.outputs)
             # what the earlier steps write whole (a `dataset` folder is the one meant to take more files)
             sealed = tuple(Path(p) for s in steps if s.kind != "dataset" for p in s.outputs)
-            steps.append(step(entry["kind"], entry.get("args", {}), root, produced, sealed))
+            # the kind of store an earlier step will write, for a preflight that goes by it (partition:
+            # pgc needs a snapshot store, which is not there yet to be opened)
+            pending = {p: ("snapshots" if s.kind == "snapshots" else "other") for s in steps for p in s.outputs}
+            steps.append(step(entry["kind"], entry.get("args", {}), root, produced, sealed, pending))
         except JobArgsError as exc:
             raise JobArgsError(f"pipeline step {i + 1}: {exc}", exc.status) from None
     return steps
 
 
-def step(kind: Any, args: Any, root: Path, produced: tuple[Path, ...] = (), sealed: tuple[Path, ...] = ()) -> Step:
+def step(kind: Any, args: Any, root: Path, produced: tuple[Path, ...] = (), sealed: tuple[Path, ...] = (),
+         pending: dict[str, str] | None = None) -> Step:
     """One command's checked argv (see the module's docstring for the rules); ``produced``: the outputs
     of the pipeline's earlier steps (absolute), which need not exist yet; ``sealed``: those of them that no
-    output may lie inside (stores and datasets, written whole)."""
+    output may lie inside (stores and datasets, written whole); ``pending``: the kind of each of those
+    outputs ("snapshots" or "other"), for the command's preflight."""
     if kind not in KINDS:
         raise JobArgsError(f"kind {kind!r}: expected one of {', '.join(KINDS + (PIPELINE,))}")
     if not isinstance(args, dict):
@@ -128,15 +133,17 @@ def step(kind: Any, args: Any, root: Path, produced: tuple[Path, ...] = (), seal
             if key in absolute and action.dest in resolved:
                 full = resolved[action.dest]
                 absolute[key] = [str(p) for p in full] if isinstance(absolute[key], list) else str(full[0])
-    _preflight(kind, namespace, resolved, root)
+    _preflight(kind, namespace, resolved, root, pending or {})
     argv, _ = _argv(parser, absolute)
     return Step(kind, tuple(argv), cluster=any(a.dest == "scheduler" for a in leaf._actions),
                 outputs=tuple(str(p) for p in outputs))
 
 
-def _preflight(kind: str, namespace: argparse.Namespace, resolved: dict[str, list[Path]], root: Path) -> None:
+def _preflight(kind: str, namespace: argparse.Namespace, resolved: dict[str, list[Path]], root: Path,
+               pending: dict[str, str]) -> None:
     """The command's own first checks (``graphstream.commands.KIND.preflight``), on its arguments with the
-    paths resolved; refused with the CLI's message."""
+    paths resolved, told the kind of the inputs an earlier step has yet to write (``pending``); refused
+    with the CLI's message."""
     check = getattr(importlib.import_module(f"graphstream.commands.{kind}"), "preflight", None)
     if check is None:
         return
@@ -144,7 +151,7 @@ def _preflight(kind: str, namespace: argparse.Namespace, resolved: dict[str, lis
     for dest, paths in resolved.items():
         setattr(args, dest, [str(p) for p in paths] if isinstance(getattr(args, dest), list) else str(paths[0]))
     try:
-        check(args)
+        check(args, pending=pending)
     except GraphStreamError as exc:
         raise JobArgsError(f"graphstream {kind}: error: {without_root(str(exc), root)}") from None
 
