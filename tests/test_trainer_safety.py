@@ -305,6 +305,7 @@ def test_master_addr_is_documented():
     (["--dropout", "1"], "--dropout 1"),
     (["--lr", "nan"], "--lr nan"),
     (["--lr", "0"], "--lr 0"),
+    (["--lr", "1e38"], "--lr 1e+38"),   # Adam's first step overflowed float32: a traceback, exit 1
     (["--weight-decay", "-1"], "--weight-decay -1"),
     (["--proximal", "inf"], "--proximal inf"),
     (["--sync-every", "0"], "--sync-every 0"),
@@ -314,6 +315,7 @@ def test_master_addr_is_documented():
     (["--model", "tgcn", "--epochs", "0"], "--epochs 0"),
     (["--model", "tgcn", "--hidden", "0"], "--hidden 0"),
     (["--model", "tgcn", "--lr", "nan"], "--lr nan"),
+    (["--model", "tgcn", "--lr", "1e38"], "--lr 1e+38"),
     (["--model", "tgcn", "--threads", "0"], "--threads 0"),
 ])
 def test_bad_numbers_exit_2_naming_the_value(parts_dir, capsys, args, named):
@@ -324,7 +326,7 @@ def test_bad_numbers_exit_2_naming_the_value(parts_dir, capsys, args, named):
 
 
 @pytest.mark.parametrize("field, value", [
-    ("lr", float("nan")), ("lr", -0.1), ("lr", float("inf")), ("dropout", -0.1), ("dropout", 1.0),
+    ("lr", float("nan")), ("lr", -0.1), ("lr", float("inf")), ("lr", 1e38), ("dropout", -0.1), ("dropout", 1.0),
     ("weight_decay", float("nan")), ("proximal", -1.0), ("epochs", 0), ("hidden", 0), ("sync_every", 0),
     ("batch_size", 0), ("num_layers", 0), ("seed", -1), ("epochs", 2.5), ("hidden", True), ("fanouts", (5, 0)),
 ])
@@ -334,7 +336,7 @@ def test_train_config_checks_itself(field, value):
 
 
 @pytest.mark.parametrize("field, value", [
-    ("lr", float("nan")), ("epochs", 0), ("hidden", 0), ("sync_every", 0), ("seed", -1),
+    ("lr", float("nan")), ("lr", 1e38), ("epochs", 0), ("hidden", 0), ("sync_every", 0), ("seed", -1),
     ("val_fraction", 0.0), ("test_fraction", 1.5),
 ])
 def test_dynamic_config_checks_itself(field, value):

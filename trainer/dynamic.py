@@ -40,7 +40,7 @@ from .loop import (
     worker_device,
 )
 from .optim import Adam
-from .params import integer, number
+from .params import MAX_LR, integer, number
 from .temporal_models import DYNAMIC_MODELS, TGCN, EvolveGCNO, build_dynamic_model, snapshot_inputs
 from .transfer import TRANSFERS, SnapshotFeeder, TransferStats, rebuild_on_device
 
@@ -68,7 +68,7 @@ class DynamicConfig:
         for name in ("hidden", "epochs", "sync_every"):
             integer(name, getattr(self, name))
         integer("seed", self.seed, 0, 2 ** 63)       # torch.manual_seed takes a 64-bit seed
-        number("lr", self.lr, low=0, low_open=True)
+        number("lr", self.lr, low=0, high=MAX_LR, low_open=True, high_open=False)
         number("val_fraction", self.val_fraction, low=0, high=1, low_open=True)
         number("test_fraction", self.test_fraction, low=0, high=1, low_open=True)
         if self.val_fraction + self.test_fraction >= 1:

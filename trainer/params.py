@@ -12,6 +12,10 @@ import numbers
 
 from graphstream.errors import ParameterError
 
+# The largest learning rate taken: Adam's first step is lr / (1 - beta1) = 10 x lr, applied to float32
+# parameters, whose largest value is 3.4e38; above this the step itself overflowed (a traceback, exit 1).
+MAX_LR = 1e37
+
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
@@ -40,4 +44,4 @@ def number(name: str, value, *, low: float, high: float | None = None, low_open:
         raise ParameterError(f"{_flag(name)} {value}: expected {allowed}")
 
 
-__all__ = ["integer", "number"]
+__all__ = ["MAX_LR", "integer", "number"]

@@ -61,7 +61,7 @@ from .loop import (
 from .metrics import METRICS, resolve_metric
 from .models import MODELS, Block, build_model
 from .optim import Adam
-from .params import integer, number
+from .params import MAX_LR, integer, number
 from .sampler import SamplerConfig, iter_batches
 
 # Local models drift towards their own part's labels between averages; SPRING's
@@ -151,7 +151,7 @@ class TrainConfig:
         for name in ("hidden", "epochs", "sync_every", "batch_size", "num_layers"):
             integer(name, getattr(self, name))
         integer("seed", self.seed, 0, SEED_LIMIT)
-        number("lr", self.lr, low=0, low_open=True)
+        number("lr", self.lr, low=0, high=MAX_LR, low_open=True, high_open=False)
         number("weight_decay", self.weight_decay, low=0)
         if self.proximal is not None:
             number("proximal", self.proximal, low=0)
