@@ -92,9 +92,11 @@ def for_workers(path: PathLike | None) -> str | None:
 
 def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
                  inputs: Mapping[str, PathLike | None] | None = None) -> Path:
-    """Refuse an existing output unless ``overwrite``, and one that is, holds or lies in one of ``inputs``
-    (named by their keys: :func:`check_outputs_apart`); return the path. ``alternative``: another way out
-    the refusal names (``"--resume to continue that run"``)."""
+    """Refuse an existing output unless ``overwrite``, an existing folder that is not graphstream's even
+    with it (:func:`replaceable`), and one that is, holds or lies in one of ``inputs`` (named by their keys:
+    :func:`check_outputs_apart`); return the path. ``alternative``: another way out the refusal names
+    (``"--resume to continue that run"``)."""
+    check_output_name(path)
     if inputs:
         check_outputs_apart({"output": path}, inputs)
     path = Path(path)
@@ -102,9 +104,82 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
     if (path.exists() or path.is_symlink()) and not overwrite:
         other = f", or {alternative}" if alternative else ""
         raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it{other})")
+    if overwrite and not replaceable(path):
+        raise OutputExistsError(f"{path}: --overwrite replaces what graphstream wrote, and this folder is not a "
+                                f"graphstream output ({_listing(path)}); remove it yourself, or choose another "
+                                "name")
     if not path.parent.exists():
         raise OutputExistsError(f"{path}: parent folder {path.parent} does not exist")
     return path
+
+
+def check_output_name(path: PathLike) -> None:
+    """An output is named by its own last component: ``.``, ``..``, ``dir/`` of ``.`` or ``/`` name a folder
+    that holds other things (the current one, its parent, the root), which an output replaces whole."""
+    text = str(path)
+    if _is_url(text):
+        return
+    if Path(text).name in ("", ".", ".."):
+        raise ParameterError(f"{text!r}: an output is named by a new folder or file of its own (not the "
+                             "current folder, its parent or /): e.g. out.zarr")
+
+
+# The files at the top of each folder graphstream writes, and the format their JSON names: graph and
+# snapshot stores (a Zarr group), partitioned datasets and dynamic partitions (manifest.json), PyG
+# exports (META.json); a DistDGL export's config is <graph_name>.json, and a node data folder (`dataset`)
+# holds a graph store as graph.zarr.
+_FORMAT_FILES = {"zarr.json": ("attributes", "format"), "manifest.json": ("format",)}
+_PYG_META = "META.json"
+_DGL_CONFIG_KEYS = {"graph_name", "num_parts", "node_map", "edge_map"}
+
+
+def replaceable(path: PathLike) -> bool:
+    """Whether ``--overwrite`` may replace ``path``: it does not exist, is a file or a symlink (replaced as
+    such), an empty folder, or a folder graphstream wrote (found by its top-level files, even when its
+    data are damaged). A user's folder is never removed whole because an output was named after it
+    (``ingest edges.txt ~ --overwrite`` removed the home folder)."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return True
+    try:
+        names = set(os.listdir(path))
+    except OSError:
+        return False
+    if not names:
+        return True
+    for name, keys in _FORMAT_FILES.items():
+        if name in names and str(_json_field(path / name, keys) or "").startswith("graphstream."):
+            return True
+    if _PYG_META in names and isinstance(_json_field(path / _PYG_META, ("num_parts",)), int):
+        return True
+    if any(n.endswith(".json") and _DGL_CONFIG_KEYS <= set(_json_field(path / n, ()) or {}) for n in names):
+        return True
+    return "graph.zarr" in names and replaceable_store(path / "graph.zarr")
+
+
+def replaceable_store(path: Path) -> bool:
+    """A graph store's folder (the node data folder's graph.zarr)."""
+    return path.is_dir() and str(_json_field(path / "zarr.json", ("attributes", "format")) or "").startswith(
+        "graphstream.")
+
+
+def _json_field(file: Path, keys: tuple[str, ...]):
+    """``file``'s JSON object, or its field at ``keys``; None when unreadable or absent."""
+    try:
+        value = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value if keys or isinstance(value, dict) else None
+
+
+def _listing(path: Path, shown: int = 3) -> str:
+    names = sorted(os.listdir(path))
+    more = f", ... ({len(names)} entries)" if len(names) > shown else ""
+    return "it holds " + ", ".join(names[:shown]) + more
 
 
 def _relation(out: Path, inp: Path) -> str | None:
@@ -501,6 +576,7 @@ class AtomicOutput:
         self._stack = ExitStack()
 
     def begin(self) -> Path:
+        check_output_name(self.final)
         if not self.final.parent.exists():
             raise OutputExistsError(f"{self.final}: parent folder {self.final.parent} does not exist")
         try:
@@ -660,6 +736,7 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
         for out in outputs.values():
             if out is None or _is_url(out):
                 continue
+            check_output_name(out)
             final = Path(out)
             if not final.parent.exists():
                 raise OutputExistsError(f"{final}: parent folder {final.parent} does not exist")

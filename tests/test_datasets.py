@@ -151,8 +151,15 @@ def test_output_exists_and_atomic(tmp_path):
     with pytest.raises(OutputExistsError):
         load_dataset("cora", out, root=ROOT)
     assert (out / "keep.txt").exists()
+    # --overwrite replaces an output of graphstream's, never a folder of the user's named by mistake
+    with pytest.raises(OutputExistsError, match="not a graphstream output"):
+        load_dataset("cora", out, root=ROOT, overwrite=True)
+    assert (out / "keep.txt").read_text() == "old"
+    (out / "keep.txt").unlink()
+    load_dataset("cora", out, root=ROOT, overwrite=True)   # an empty folder
+    (out / "labels.npy").write_bytes(b"")   # a dataset folder (its graph store) is replaced whole
     load_dataset("cora", out, root=ROOT, overwrite=True)
-    assert not (out / "keep.txt").exists() and (out / "labels.npy").exists()
+    assert (out / "labels.npy").stat().st_size > 0
     assert [p.name for p in tmp_path.iterdir()] == ["cora"]  # no temporary leftovers
 
 

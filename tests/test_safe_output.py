@@ -212,6 +212,59 @@ def test_snapshots_export_dataset_over_their_inputs_refused(tmp_path, capsys):
         assert (root / "planetoid" / "ind.cora.x").read_bytes() == b"keep me"
 
 
+def test_overwrite_replaces_graphstreams_outputs_only(tmp_path, capsys):
+    """--overwrite named after a folder of the user's (a typo: `ingest edges.txt ~ --overwrite`) removed it
+    whole with exit 0; now only a folder graphstream wrote, an empty one or a file is replaced."""
+    e = tmp_path / "e.txt"
+    e.write_text("0 1\n1 2\n")
+    mine = tmp_path / "mine"
+    (mine / "inner").mkdir(parents=True)
+    (mine / "inner" / "thesis.tex").write_text("keep")
+    before = tree_hash(mine)
+    for args in (("ingest", e, mine), ("generate", "rmat", mine, "--scale", 3),
+                 ("snapshots", write_store(tmp_path / "t.zarr", with_time=True), mine, "--num-snapshots", 2)):
+        rc, err = cli(*args, "--overwrite", capsys=capsys)
+        assert rc == 2 and "is not a graphstream output (it holds inner)" in err, err
+        assert tree_hash(mine) == before
+    g = write_store(tmp_path / "g.zarr")
+    rc, err = cli("partition", g, "-k", 2, "--algo", "hash", "--out", mine, "--overwrite", capsys=capsys)
+    assert rc == 2 and "not a graphstream output" in err and tree_hash(mine) == before
+
+    # every kind of output graphstream writes is replaced, as is an empty folder
+    parts, snaps = tmp_path / "parts", tmp_path / "s.zarr"
+    outputs = [("ingest", e, tmp_path / "out.zarr"),
+               ("partition", g, "-k", 2, "--algo", "hash", "--out", parts),
+               ("export", parts, "--to", "pyg", tmp_path / "pyg"),
+               ("snapshots", tmp_path / "t.zarr", snaps, "--num-snapshots", 2),
+               ("partition", snaps, "-k", 2, "--out", tmp_path / "dyn"),
+               ("ingest", e, tmp_path / "empty")]
+    (tmp_path / "empty").mkdir()
+    for args in outputs:
+        rc, err = cli(*args, "--overwrite", capsys=capsys)
+        assert rc == 0, (args, err)
+    for args in outputs:   # again, over themselves
+        rc, err = cli(*args, "--overwrite", capsys=capsys)
+        assert rc == 0, (args, err)
+    # a DistDGL export is known by its config (its writer needs dgl: the folder as it lays it out)
+    dgl = tmp_path / "dgl"
+    (dgl / "part0").mkdir(parents=True)
+    (dgl / "g.json").write_text(json.dumps({"graph_name": "g", "num_parts": 1, "node_map": {}, "edge_map": {}}))
+    assert _atomic.replaceable(dgl) and not _atomic.replaceable(mine)
+
+
+@pytest.mark.parametrize("name", [".", "./", "/", ".."])
+def test_an_output_named_by_the_current_folder_or_root_is_refused(tmp_path, capsys, monkeypatch, name):
+    """`ingest e.txt .` was a traceback (PosixPath('.') has an empty name), exit 1."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "e.txt").write_text("0 1\n")
+    monkeypatch.chdir(work)
+    for args in (("ingest", "e.txt", name), ("generate", "rmat", name, "--scale", 3)):
+        rc, err = cli(*args, "--overwrite", capsys=capsys)
+        assert rc == 2 and (f"{name!r}: an output is named by a new folder" in err or "contains the input" in err), err
+    assert sorted(p.name for p in work.iterdir()) == ["e.txt"]
+
+
 # -- item 3: atomic overwrite under SIGKILL -------------------------------------------------------
 
 DELAYS = (0.0, 0.3, 1.0)
