@@ -108,9 +108,21 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
         raise OutputExistsError(f"{path}: --overwrite replaces what graphstream wrote, and this folder is not a "
                                 f"graphstream output ({_listing(path)}); remove it yourself, or choose another "
                                 "name")
-    if not path.parent.exists():
-        raise OutputExistsError(f"{path}: parent folder {path.parent} does not exist")
+    _check_parent(path)
     return path
+
+
+def _check_parent(path: Path) -> None:
+    if not path.parent.is_dir():
+        why = "is a file, not a folder" if path.parent.exists() else "does not exist"
+        raise OutputExistsError(f"{path}: parent folder {path.parent} {why}")
+
+
+# A file name's bytes on Linux file systems, and an output's name at most: its siblings add ".", a
+# suffix and 8 hex digits (".NAME.tmp-discard-XXXXXXXX", 22 bytes); a name without room for them failed
+# at the lock with ENAMETOOLONG, after the checks.
+NAME_MAX = 255
+MAX_OUTPUT_NAME_BYTES = NAME_MAX - 32
 
 
 def check_output_name(path: PathLike) -> None:
@@ -119,9 +131,14 @@ def check_output_name(path: PathLike) -> None:
     text = str(path)
     if _is_url(text):
         return
-    if Path(text).name in ("", ".", ".."):
+    name = Path(text).name
+    if name in ("", ".", ".."):
         raise ParameterError(f"{text!r}: an output is named by a new folder or file of its own (not the "
                              "current folder, its parent or /): e.g. out.zarr")
+    if len(os.fsencode(name)) > MAX_OUTPUT_NAME_BYTES:
+        raise ParameterError(f"{text[:60]}...: the output's name is {len(os.fsencode(name))} bytes; at most "
+                             f"{MAX_OUTPUT_NAME_BYTES} (its lock and temporary siblings add to it, and a "
+                             f"file name holds {NAME_MAX} bytes)")
 
 
 # The files at the top of each folder graphstream writes, and the format their JSON names: graph and
@@ -440,7 +457,7 @@ def clear_after_writers(final: PathLike) -> list[str]:
     try:
         with output_lock(final):
             return recover_leftovers(final)
-    except OutputLockedError:
+    except (OutputLockedError, OSError):   # held by another run; or no lock can be made there (a name too long)
         return []
 
 
@@ -577,8 +594,7 @@ class AtomicOutput:
 
     def begin(self) -> Path:
         check_output_name(self.final)
-        if not self.final.parent.exists():
-            raise OutputExistsError(f"{self.final}: parent folder {self.final.parent} does not exist")
+        _check_parent(self.final)
         try:
             if self.lock:
                 self._stack.enter_context(output_lock(self.final))
@@ -649,7 +665,7 @@ def published_here(log: PathLike, path: PathLike) -> bool:
     try:
         st = os.lstat(path)
         lines = Path(log).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+    except OSError:   # missing, or a path that cannot be one (a file as its folder, a name too long)
         return False
     where = _published_path(path)
     for line in lines:
@@ -738,8 +754,7 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
                 continue
             check_output_name(out)
             final = Path(out)
-            if not final.parent.exists():
-                raise OutputExistsError(f"{final}: parent folder {final.parent} does not exist")
+            _check_parent(final)
             stack.enter_context(output_lock(final))
             recover_leftovers(final)
             check_output(final, overwrite)

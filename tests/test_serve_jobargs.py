@@ -405,3 +405,92 @@ def test_a_pipeline_partitions_the_snapshot_store_an_earlier_step_makes(root, tm
         {"kind": "generate", "args": {"generator": "rmat", "out": "made.zarr", "scale": 6}},
         {"kind": "partition", "args": {"store": "made.zarr", "k": 2, "algo": "pgc"}}]}, 422)
     assert message.startswith("pipeline step 2: ") and "needs a snapshot store" in message
+
+
+def test_a_cancelled_pipeline_leaves_no_output_of_its_earlier_steps(root, tmp_path, monkeypatch):
+    """The docs' promise, "a cancelled job leaves nothing, and the same job can be submitted again": the
+    first step's store stayed, and the job submitted again failed on it ("output exists")."""
+    from graphstream.serve import runner
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (root / "before.zarr").mkdir()   # there before the job: not the job's to remove
+    steps = job_steps("pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "first.zarr", "scale": 6}},
+        {"kind": "partition", "args": {"store": "first.zarr", "k": 2, "out": "first-p2"}}]}, root)
+    real = runner._run_step
+
+    def then_cancel(step, *args, **kwargs):   # the cancel comes while step 1 ends
+        outcome = real(step, *args, **kwargs)
+        (job_dir / "cancel").touch()
+        return outcome
+
+    monkeypatch.setattr(runner, "_run_step", then_cancel)
+    outcome = run_job(spec_for(root, job_dir, steps, 1))
+    assert outcome["state"] == "cancelled", outcome
+    assert not os.path.lexists(root / "first.zarr") and not os.path.lexists(root / "first-p2")
+    assert (root / "before.zarr").is_dir()
+    assert "step 1: removed first.zarr (the job was cancelled)" in (job_dir / "log").read_text()
+
+
+def test_an_output_name_too_long_or_under_a_file_is_refused_at_submission(root):
+    """A 260-byte name failed at its lock file (ENAMETOOLONG) inside the run, which the service took for a
+    lost worker: three attempts, then the clean-up raised and stopped the dispatcher for every job."""
+    message = refused(root, "generate", {"generator": "rmat", "out": "b" * 260, "scale": 6}, 400)
+    assert "the output's name is 260 bytes; at most 223" in message and str(root) not in message
+    (root / "notes.txt").write_text("x")
+    message = refused(root, "generate", {"generator": "rmat", "out": "notes.txt/x.zarr", "scale": 6}, 400)
+    assert "its folder 'notes.txt' is a file" in message and str(root) not in message
+
+
+def test_a_run_that_raises_fails_the_job_in_one_line(root, tmp_path, monkeypatch):
+    """An error of the run itself (not a lost worker) is the job's failure: raised out of the task, the
+    dispatcher counted it as an interrupted attempt and ran it again, the same way."""
+    from graphstream.serve import runner
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    steps = job_steps("generate", {"generator": "rmat", "out": "g8.zarr", "scale": 6}, root)
+
+    def broken(*args, **kwargs):
+        raise NotADirectoryError(20, "Not a directory", str(root / "x" / ".g8.zarr.lock"))
+
+    monkeypatch.setattr(runner, "_run_step", broken)
+    outcome = run_job(spec_for(root, job_dir, steps, 1))
+    assert outcome["state"] == "failed" and outcome["error"].startswith("NotADirectoryError: ")
+    assert str(root) not in outcome["error"]
+
+
+def test_a_job_the_dispatcher_cannot_follow_fails_alone(tmp_path):
+    """One job's trouble (its last attempt's clean-up raising ENAMETOOLONG) stopped the dispatcher's
+    thread: no job ran for anyone, and a restart adopted the job and stopped again. It fails that job."""
+    from graphstream.serve.dispatcher import Dispatcher, _Run
+    from graphstream.serve.jobs import JobStore
+
+    store = JobStore(tmp_path / "jobs.db")
+    out = str(tmp_path / ("b" * 260))
+    job, _ = store.submit("alice", "generate", {}, [{"kind": "generate", "argv": [], "cluster": False,
+                                                     "outputs": [out]}], idempotency_key=None, max_attempts=1)
+    job = store.claim_next()
+    dispatcher = Dispatcher(store, None, root=tmp_path, jobs_dir=tmp_path / "jobs", max_running=1, scheduler=None)
+
+    class Raising(_Done):
+        def result(self):
+            raise OSError(36, "File name too long")
+
+    dispatcher._runs[job.id] = _Run(job, Raising(None))
+    dispatcher._tick()   # the last attempt's clean-up: the lock of a name too long for one
+    after = store.get(job.id)
+    assert after.state == "failed" and "File name too long" in after.error
+    assert dispatcher._runs == {}
+
+
+def test_the_datasets_listing_shows_no_path_of_the_server(root):
+    """GET /api/datasets showed a store's source as the server's absolute path (the results and reports
+    were already relative)."""
+    from graphstream.cli import main
+    from graphstream.serve.datasets import list_datasets
+    (root / "raw").mkdir()
+    (root / "raw" / "edges.txt").write_text("0 1\n1 2\n")
+    assert main(["ingest", str(root / "raw" / "edges.txt"), str(root / "e.zarr")]) == 0
+    listed = {d["path"]: d for d in list_datasets(root)}
+    assert listed["e.zarr"]["source"] == "raw/edges.txt"
+    assert str(root) not in json.dumps(list(listed.values()))

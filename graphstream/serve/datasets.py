@@ -20,7 +20,7 @@ from ..errors import GraphStreamError
 from ..report import PartitionReport, partition_report, render_plot
 from ..store import open_store
 from ..store.verify import detect_kind
-from .jobargs import confine, without_root
+from .jobargs import confine, doc_without_root, without_root
 
 MAX_DEPTH = 4
 
@@ -54,7 +54,8 @@ def _walk(root: Path, folder: Path, depth: int, found: list[dict[str, Any]]) -> 
         except (GraphStreamError, OSError, ValueError) as exc:
             found.append({"path": rel, "kind": kind, "error": " ".join(without_root(str(exc), root).split())})
             continue
-        found.append({**info, "path": rel, "kind": kind})
+        # the metadata's own paths (a store's source, a dataset's graph) shown as the jobs name them
+        found.append({**doc_without_root(info, str(root)), "path": rel, "kind": kind})
 
 
 def _describe(kind: str, path: Path) -> dict[str, Any]:

@@ -101,7 +101,13 @@ class Dispatcher:
 
     def _tick(self) -> None:
         for job_id, run in list(self._runs.items()):
-            self._watch(job_id, run)
+            try:
+                self._watch(job_id, run)
+            except Exception as exc:   # noqa: BLE001 - one job's trouble is that job's, not every job's
+                self._runs.pop(job_id, None)
+                first = (str(exc).strip().splitlines() or [""])[0]
+                self.store.finish(job_id, "failed", error=f"the service could not follow the job "
+                                                          f"({type(exc).__name__}: {first})")
         while len(self._runs) < self.max_running and not self._stop.is_set():
             job = self.store.claim_next()
             if job is None:

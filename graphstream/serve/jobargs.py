@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._atomic import check_outputs_apart
+from .._atomic import check_output_name, check_outputs_apart
 from ..commands.flags import json_flag, verbose_flag
 from ..errors import GraphStreamError
 from ..store.verify import detect_kind
@@ -286,6 +286,13 @@ def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
             if action.dest in OUTPUT_ARGS or action.dest in SCRATCH_ARGS:
                 if full == root:
                     raise JobArgsError(f"{where}: an output cannot be the service root itself", 400)
+                try:
+                    check_output_name(full)
+                except GraphStreamError as exc:
+                    raise JobArgsError(f"{where[:80]}: {without_root(str(exc), root)}", 400) from None
+                if full.parent.exists() and not full.parent.is_dir():
+                    raise JobArgsError(f"{where}: its folder {full.parent.relative_to(root).as_posix()!r} is a "
+                                       "file", 400)
                 # a scratch folder is written into: not a store's or dataset's own folder either
                 _outside_datasets(full, root, where, itself=action.dest in SCRATCH_ARGS)
                 inside = [p for p in sealed if p in full.parents or (action.dest in SCRATCH_ARGS and p == full)]
@@ -328,6 +335,21 @@ _KIND_NAMES = {"graph": "graph store", "snapshots": "snapshot store", "partition
 def without_root(message: str, root: Path) -> str:
     """A message without the server's root folder in it (callers see root-relative paths only)."""
     return message.replace(str(root) + "/", "")
+
+
+def doc_without_root(doc: Any, root: str) -> Any:
+    """``doc`` (a command's JSON result) with every path under ``root`` made relative to it (the root
+    itself ``.``), as the job's arguments were given."""
+    if isinstance(doc, dict):
+        return {k: doc_without_root(v, root) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [doc_without_root(v, root) for v in doc]
+    if isinstance(doc, str):
+        if doc == root:
+            return "."
+        if doc.startswith(root + "/"):
+            return doc[len(root) + 1:]
+    return doc
 
 
 def confine(root: Path, value: str, where: str) -> Path:

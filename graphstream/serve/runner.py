@@ -63,6 +63,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .jobargs import doc_without_root
+
 LOG = "log"
 STATUS = "status.json"
 RESULT = "result.json"
@@ -98,6 +100,12 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
         return _run_steps(spec, job_dir)
     except JobFileError as exc:
         return _outcome(job_dir, spec, "failed", error=str(exc))
+    except Exception as exc:   # noqa: BLE001 - the job's own failure, said in one line
+        # Raised out of the task, it read as a lost worker: the job was run again, the same way, up to
+        # max_attempts, and the last attempt's clean-up could stop the dispatcher for every job
+        # (an output name too long for its lock file).
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return _outcome(job_dir, spec, "failed", error=f"{type(exc).__name__}: {first}")
 
 
 def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
@@ -123,13 +131,14 @@ def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
                 results.append(previous)
                 continue
             if (job_dir / CANCEL).exists():
+                _discard_earlier_steps(job_dir, spec, i, log)
                 return _outcome(job_dir, spec, "cancelled", error=f"cancelled before {name}")
             status.start_step(name)
             claim = _claim(job_dir / f"step-{i}.claim.json", step.get("outputs", []))
             published = job_dir / f"step-{i}.{PUBLISHED}"
             adopted = _own_outputs(claim, published)
             if adopted:
-                shown = ", ".join(_without_root(adopted, spec["root"].rstrip("/")))
+                shown = ", ".join(doc_without_root(adopted, spec["root"].rstrip("/")))
                 _log(log, f"{name}: {shown} written by the attempt before, which ended before recording it; "
                           "written again")
             retry_until = time.monotonic() + (LOCKED_RETRY_SECONDS if spec["attempt"] > 1 else 0.0)
@@ -141,6 +150,8 @@ def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
                 _log(log, f"{name}: the output is still locked by the previous attempt's command; retrying")
                 status.error_line = None
                 time.sleep(1.0)
+            if state == "cancelled":
+                _discard_earlier_steps(job_dir, spec, i, log)
             if state != "succeeded":
                 return _outcome(job_dir, spec, state, error=error if len(steps) == 1 else f"{name}: {error}")
             _write_json(job_dir / f"step-{i}.json", result)
@@ -170,6 +181,20 @@ def _claim(path: Path, outputs: list[str]) -> dict[str, Any]:
         claim = {"time": time.time(), "fresh": [o for o in outputs if not os.path.lexists(o)]}
         _write_json(path, claim)
     return claim
+
+
+def _discard_earlier_steps(job_dir: Path, spec: dict[str, Any], steps: int, log) -> None:
+    """A cancelled pipeline leaves nothing: the outputs its first ``steps`` steps put in place are removed
+    (those the steps' commands noted; an output that was there before the job, or another's, is not)."""
+    from .._atomic import discard_output
+    for j in range(steps):
+        claim = _read_job_file(job_dir / f"step-{j}.claim.json", {"time": (int, float), "fresh": list})
+        if claim is None:
+            continue
+        for out in _own_outputs(claim, job_dir / f"step-{j}.{PUBLISHED}"):
+            if discard_output(out):
+                _log(log, f"step {j + 1}: removed {doc_without_root(out, spec['root'].rstrip('/'))} (the job was "
+                          "cancelled)")
 
 
 def _own_outputs(claim: dict[str, Any], published: Path) -> list[str]:
@@ -224,7 +249,7 @@ def _run_step(step: dict[str, Any], spec: dict[str, Any], job_dir: Path, log, st
         # the signal may have come after the command swapped an output into place: nothing of its stays
         for out in _own_outputs({"fresh": fresh}, published):
             if discard_output(out):
-                shown = _without_root(out, spec["root"].rstrip("/"))
+                shown = doc_without_root(out, spec["root"].rstrip("/"))
                 _log(log, f"{name}: removed {shown}, written before the cancel took effect")
         return "cancelled", None, "cancelled"
     if rc < 0:   # killed by a signal it could not handle: its last line is whatever it was doing
@@ -356,24 +381,9 @@ def _outcome(job_dir: Path, spec: dict[str, Any], state: str, *, result: Any = N
     root = spec["root"].rstrip("/")
     if error is not None:
         error = re.sub(re.escape(root) + r"(?![\w.-])", "the service root", error.replace(root + "/", ""))
-    outcome = {"state": state, "result": _without_root(result, root), "error": error, "attempt": spec["attempt"]}
+    outcome = {"state": state, "result": doc_without_root(result, root), "error": error, "attempt": spec["attempt"]}
     _write_json(job_dir / RESULT, outcome)
     return outcome
-
-
-def _without_root(doc: Any, root: str) -> Any:
-    """``doc`` (a command's JSON result) with every path under ``root`` made relative to it (the root
-    itself ``.``), as the job's arguments were given."""
-    if isinstance(doc, dict):
-        return {k: _without_root(v, root) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [_without_root(v, root) for v in doc]
-    if isinstance(doc, str):
-        if doc == root:
-            return "."
-        if doc.startswith(root + "/"):
-            return doc[len(root) + 1:]
-    return doc
 
 
 def _write_json(path: Path, doc: Any) -> None:
