@@ -97,6 +97,20 @@ def test_resume_refuses_other_parts(datasets, tmp_path, capsys):
     assert train_json(capsys, datasets["coarse-refine"], "--epochs", "4", "--resume", *common)["epochs"] == 4
 
 
+def test_centralized_resume_refuses_other_parts_and_the_averaged_runs(datasets, tmp_path, capsys):
+    """A centralized run's checkpoint carried no identity of its parts: resumed on other parts (other labels
+    even), the run went on from the first one's weights, exit 0. Nor is it an averaged run's to resume."""
+    ck = tmp_path / "c.pt"
+    common = ["--hidden", "4", "--threads", "1", "--checkpoint", ck, "--centralized"]
+    train_json(capsys, datasets["coarse-refine"], "--epochs", "2", *common)
+    assert main(["train", str(datasets["hash"]), "--epochs", "4", "--resume", *map(str, common)]) == 2
+    assert "checkpoint was trained on other parts than" in capsys.readouterr().err
+    assert main(["train", str(datasets["coarse-refine"]), "--epochs", "4", "--resume",
+                 *map(str, common[:-1])]) == 2   # averaged, on the same parts: not the same run
+    assert "checkpoint was written with 1 parts" in capsys.readouterr().err
+    assert train_json(capsys, datasets["coarse-refine"], "--epochs", "4", "--resume", *common)["epochs"] == 4
+
+
 def test_resume_takes_proximal_0_where_the_run_used_0(datasets, tmp_path, capsys):
     ck = tmp_path / "c.pt"
     common = ["--hidden", "4", "--threads", "1", "--checkpoint", ck]

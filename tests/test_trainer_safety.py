@@ -355,6 +355,22 @@ def test_negative_or_fractional_labels_are_named():
         check_parts([g])
 
 
+def test_a_label_far_above_the_classes_is_named():
+    """A sentinel label (999, 10^6 for "unlabelled") made a model with an output for every id up to it:
+    10^6 on Cora was killed for memory, 999 trained a 1000-output model without a word."""
+    g = tiny_graph()
+    n = len(g.indptr) - 1
+    g.labels = g.labels.copy()
+    g.labels[7] = n   # more classes than nodes
+    with pytest.raises(NodeDataError, match=f"label {n} found among {n} nodes: more classes than nodes"):
+        check_parts([g])
+    g.labels[7] = n - 1
+    parts = check_parts([g])
+    assert parts.num_classes == n and "only" in parts.sparse_classes_note
+    g.labels[7] = 0
+    assert check_parts([g]).sparse_classes_note is None
+
+
 @pytest.mark.parametrize("columns", [1, 3])
 def test_labels_of_several_columns_are_refused_in_one_line(tmp_path, capsys, columns):
     """The format allows (n, C) labels (multi-label) and the builder splits them; training takes one class

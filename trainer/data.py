@@ -58,6 +58,19 @@ class PartSet:
     num_classes: int
     path: str = "<memory>"
     manifest: dict | None = None
+    whole: bool = False   # the one graph the parts of ``manifest`` make together (centralized training)
+    classes_present: int | None = None   # the class ids that occur among the nodes' labels
+
+    @property
+    def sparse_classes_note(self) -> str | None:
+        """What to warn of when most class ids never occur: a label far above the others (a sentinel
+        for "unlabelled", say) gives the model an output for every id up to it."""
+        present = self.classes_present
+        if present is None or self.num_classes <= 2 or 2 * present >= self.num_classes:
+            return None
+        return (f"{self.path}: labels span 0..{self.num_classes - 1} but only {present} of those classes occur; "
+                f"the model has {self.num_classes} outputs (a sentinel label? a node without a class belongs in no "
+                "mask, with any id of a real class)")
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -65,13 +78,15 @@ class PartSet:
     @property
     def identity(self) -> str | None:
         """The parts' content, named: a digest of every part's files' checksums from the manifest (not of
-        its timings, so the same parts built again are the same); None for parts built in memory."""
+        its timings, so the same parts built again are the same), marked ``+whole`` for the graph they
+        make together; None for parts built in memory."""
         entries = (self.manifest or {}).get("parts")
         if not isinstance(entries, list):
             return None
         files = [[e.get("path"), sorted((name, (f or {}).get("crc32c")) for name, f in (e.get("files") or {}).items())]
                  for e in entries if isinstance(e, dict)]
-        return hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
+        return f"{digest}+whole" if self.whole else digest
 
     def num_train(self, i: int) -> int:
         return int(np.count_nonzero(inner_mask(self.parts[i], "train_mask")))
@@ -158,6 +173,7 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
         raise PartsError(f"{path}: no parts")
     num_features = None
     max_label = -1
+    present = np.empty(0, np.int64)   # the class ids that occur among the inner nodes
     inner_total = 0
     max_gid = -1
     for part in parts:
@@ -185,6 +201,7 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
             raise NodeDataError(f"{where}: labels have {len(labels)} rows, expected at least {k}")
         if k:
             max_label = max(max_label, _check_labels(labels[:k], where))
+            present = np.union1d(present, np.unique(labels[:k]).astype(np.int64))
             max_gid = max(max_gid, int(gids[:k].max()))
         inner_total += k
     if num_nodes is None:
@@ -209,7 +226,12 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
     if max_label >= num_classes:
         raise NodeDataError(f"{path}: label {max_label} found, but the manifest says {num_classes} classes "
                             f"(labels must be 0..{num_classes - 1})")
-    return PartSet(list(parts), num_nodes, int(num_features), int(num_classes), path, manifest)
+    if num_classes > num_nodes:   # a model of that many outputs: a sentinel, not a class (10^6 was OOM-killed)
+        raise NodeDataError(f"{path}: label {max_label} found among {num_nodes} nodes: more classes than nodes "
+                            "(labels are class ids 0..C-1; a node without a class belongs in no mask, with any "
+                            "id of a real class)")
+    return PartSet(list(parts), num_nodes, int(num_features), int(num_classes), path, manifest,
+                   classes_present=len(present))
 
 
 def assemble_whole_graph(parts: PartSet) -> ArrayPart:

@@ -39,7 +39,7 @@ import torch
 from torch.nn import functional as F
 
 from graphstream._atomic import atomic_file
-from graphstream._report import log
+from graphstream._report import log, warn
 from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError
 
 from .averaging import WeightedAverager, flat_gradients, flat_parameters, load_flat_, unflatten_like
@@ -700,12 +700,15 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
     device = resolve_device(config.device)
     parts = source if isinstance(source, PartSet) else open_parts(source)
     resolve_metric(config.metric, parts.num_classes)   # refused here, before any worker starts
+    if parts.sparse_classes_note:
+        warn(parts.sparse_classes_note)
     if sum(parts.num_train(i) for i in range(len(parts))) == 0:
         raise GraphStreamError(f"{parts.path}: no training nodes (train_mask empty in every part)")
     if centralized:
         whole = assemble_whole_graph(parts)
         single = check_parts([whole], path=f"{parts.path}[whole]")
-        single = replace(single, num_classes=parts.num_classes)
+        # the parts' identity (a checkpoint is resumed on the same parts only), marked as their whole graph
+        single = replace(single, num_classes=parts.num_classes, manifest=parts.manifest, whole=True)
         # plain training: one model, no average to stay near
         central = replace(config, sync_every=1, proximal=0.0, drift_correction=False)
         res = launch(train_worker, 1, (single, central), threads_per_worker=threads)[0]
