@@ -381,3 +381,22 @@ def test_write_errors_other_than_a_full_disk_are_one_line(tmp_path):
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
         assert "error: I/O error:" in lines[-1] and "nothing was written" in lines[-1]
         assert not (tmp_path / "u.zarr").exists()
+
+
+@pytest.mark.parametrize("text, name", [
+    (b"".join(b"%d %d\r" % (i, i + 1) for i in range(10_000)), "mac.txt"),
+    (b"0\t1\r1\t2\r2\t3\r", "mac.tsv"),
+    (b"0,1\r999\n", "cr.csv"),
+])
+def test_old_mac_line_endings_are_refused(tmp_path, capsys, text, name):
+    """Lines ended by a lone CR were read as one line: one edge stored of 10,000, exit 0."""
+    (tmp_path / name).write_bytes(text)
+    for extra in ((), ("--relabel",), ("--workers", "2")):
+        code, err = cli("ingest", tmp_path / name, tmp_path / "g.zarr", *extra, capsys=capsys)
+        assert code == 2 and f"{name}:1: a carriage return (\\r) ends the line" in err, (extra, err)
+        assert not (tmp_path / "g.zarr").exists()
+
+
+def test_crlf_and_trailing_carriage_returns_still_read(tmp_path):
+    (tmp_path / "e.txt").write_bytes(b"0 1\r\n1 2\r\r\n2 3 \r\n3 4\r")
+    assert ingest(tmp_path / "e.txt", tmp_path / "g.zarr").num_edges == 4

@@ -32,7 +32,7 @@ ROLE_NONE, ROLE_SRC, ROLE_DST, ROLE_TIME, ROLE_WEIGHT = 0, 1, 2, 3, 4
 ROLE_NAMES = {ROLE_SRC: "source id", ROLE_DST: "destination id", ROLE_TIME: "time", ROLE_WEIGHT: "weight"}
 
 # Kernel status codes (E_RANGE: a time beyond int64, a weight beyond float32, or not finite).
-OK, E_FIELDS, E_NONNUMERIC, E_NEGATIVE, E_BEYOND, E_OVERFLOW, E_ONE_BASED, E_EMPTY, E_RANGE = range(9)
+OK, E_FIELDS, E_NONNUMERIC, E_NEGATIVE, E_BEYOND, E_OVERFLOW, E_ONE_BASED, E_EMPTY, E_RANGE, E_LONE_CR = range(10)
 
 # state[] slots written by the kernel.
 S_POS, S_LINES, S_ERR, S_ERR_LINE, S_ERR_FIELD, S_ERR_A, S_ERR_B = range(7)
@@ -455,6 +455,15 @@ def parse_lines(buf, pos, end, line_base, fmt, out):
                 if not _is_blank(delim):
                     while pos < end and _is_blank(buf[pos]):
                         pos += 1
+        if pos < end and buf[pos] == _CR:
+            # lines end at "\n" ("\r\n" too); a "\r" followed by more of a line is a file of old Mac line
+            # endings, whose lines _line_end would skip to the next "\n" (the whole file: one edge, exit 0)
+            q = pos
+            while q < end and (buf[q] == _CR or _is_blank(buf[q])):
+                q += 1
+            if q < end and buf[q] != _NL:
+                _stop(state, pos, lines, E_LONE_CR, line_no, field, pos, pos)
+                return rows
         pos = _line_end(buf, pos, end)
         if field <= max_needed:
             _stop(state, pos, lines, E_FIELDS, line_no, field, 0, 0)

@@ -21,6 +21,7 @@ from ._text_kernels import (
     E_BEYOND,
     E_EMPTY,
     E_FIELDS,
+    E_LONE_CR,
     E_NEGATIVE,
     E_NONNUMERIC,
     E_ONE_BASED,
@@ -108,6 +109,9 @@ def _raise(path: str, state: np.ndarray, buf: np.ndarray, layout: TextLayout, ro
                                f"{delim}, found {field}")
     if code == E_EMPTY:
         raise InputFormatError(f"{where}: empty {what} in column {field}")
+    if code == E_LONE_CR:
+        raise InputFormatError(f"{where}: a carriage return (\\r) ends the line, and no line feed (\\n) follows: "
+                               "old Mac line endings? convert the file first, e.g. tr '\\r' '\\n' < IN > OUT")
     not_finite = text.strip('"+-').lower() in _NOT_FINITE
     if role not in (ROLE_SRC, ROLE_DST) and (code == E_RANGE or not_finite):
         rule = TIME_RULE if role == ROLE_TIME else WEIGHT_RULE
