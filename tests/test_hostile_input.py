@@ -400,3 +400,19 @@ def test_old_mac_line_endings_are_refused(tmp_path, capsys, text, name):
 def test_crlf_and_trailing_carriage_returns_still_read(tmp_path):
     (tmp_path / "e.txt").write_bytes(b"0 1\r\n1 2\r\r\n2 3 \r\n3 4\r")
     assert ingest(tmp_path / "e.txt", tmp_path / "g.zarr").num_edges == 4
+
+
+@pytest.mark.parametrize("args, said", [
+    (("ingest", "{e}", "{out}", "--chunk-size", str(1 << 40)), "--chunk-size must be in [1, 16777216]"),
+    (("generate", "rmat", "{out}", "--scale", "4", "--chunk-size", str(1 << 40)), "--chunk-size must be in [1, 16777216]"),
+    (("generate", "rmat", "{out}", "--scale", "64"), "scale must be an integer in [1, 48], got 64"),
+    (("generate", "rmat", "{out}", "--scale", "6", "--seed", str(2**64)), "seed must be an integer in [0, 2**64)"),
+])
+def test_generate_and_ingest_bounds_are_named(tmp_path, capsys, args, said):
+    """A chunk of 2^40 edges was a 4 TiB allocation (a traceback, exit 1), 10^9 a codec error after 8 GB;
+    --scale 64 was refused as needing 3e17 TB of disk; --seed 2^64 made seed 0's graph under its own name."""
+    e = tmp_path / "e.txt"
+    e.write_text("0 1\n")
+    code, err = cli(*(a.format(e=e, out=tmp_path / "g.zarr") for a in args), capsys=capsys)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "g.zarr").exists()

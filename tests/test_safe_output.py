@@ -770,3 +770,23 @@ def test_a_note_matches_its_inode_and_mtime_only(tmp_path, monkeypatch):
     st = os.lstat(out)
     os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns + 1))   # the same inode, another output's mtime
     assert not _atomic.published_here(log, out)
+
+
+@pytest.mark.parametrize("where", ["attrs", "array"])
+def test_a_full_disk_while_the_store_is_created_leaves_nothing(tmp_path, monkeypatch, where):
+    """ENOSPC between the hidden sibling's folder and the store's arrays (8-16 KiB free) escaped the
+    constructor: the sibling .g.zarr.tmp-* stayed, blocking the next run's free-space check, and the CLI
+    printed a line without the store's path."""
+    from graphstream.store import graph as graph_module
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if where == "attrs":
+        monkeypatch.setattr(graph_module.GraphManifest, "header", staticmethod(no_space))
+    else:
+        monkeypatch.setattr(graph_module.GraphWriter, "_create_array", no_space)
+    out = tmp_path / "g.zarr"
+    with pytest.raises(DiskFullError, match=f"{out}: disk full while writing the store"):
+        GraphWriter(out, num_nodes=10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -161,6 +161,12 @@ def test_the_commands_preflight_runs_at_submission(root):
         {"kind": "partition", "args": {"store": "made.zarr", "k": 2, "algo": "hdrf"}}]}, root)
 
 
+def test_generate_parameters_are_refused_at_submission(root):
+    """The CLI refused --scale 99 at once; the service accepted the job (201), which then failed."""
+    assert "scale must be an integer in [1, 48], got 99" in refused(
+        root, "generate", {"generator": "rmat", "out": "g99.zarr", "scale": 99}, 422)
+
+
 def test_snapshot_algorithm_names_match_the_dynamic_package():
     from graphstream.commands.partition import SNAPSHOT_ALGORITHMS
     from graphstream.dynamic.partition import ALGORITHMS

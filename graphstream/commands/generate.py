@@ -31,9 +31,21 @@ def configure(p) -> None:
     r.set_defaults(run=run)
 
 
+def preflight(args, pending: dict[str, str] | None = None) -> None:
+    """What is refused before anything is opened (the service checks a job's arguments with it too): the
+    generator's parameters, then the chunk size (before the disk check, which a scale of 64 failed first)."""
+    from ..errors import whole_number
+    from ..ingest.rmat import GRAPH500_A, GRAPH500_B, GRAPH500_C, RmatParams
+    from ..store.graph import MAX_CHUNK
+    RmatParams(scale=args.scale, edge_factor=args.edge_factor, seed=args.seed, a=GRAPH500_A, b=GRAPH500_B,
+               c=GRAPH500_C)
+    whole_number(args.chunk_size, "--chunk-size", 1, MAX_CHUNK)
+
+
 def run(args) -> dict:
     from ..estimate import check_free_disk, store_bytes
     from ..ingest.rmat import generate_rmat  # numba compiles on first use: keep `--help` fast
+    preflight(args)
     # refuse before writing what the disk cannot hold (scale 40: ~140 TB)
     check_free_disk(args.out, store_bytes(args.edge_factor * 2**args.scale, num_nodes=2**args.scale),
                     f"generate rmat --scale {args.scale}")

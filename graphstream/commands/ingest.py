@@ -6,8 +6,8 @@ import os
 from .._atomic import claim_outputs
 from .._resources import Stopwatch, peak_rss_bytes
 from ..cluster import cluster_report, open_client
-from ..errors import GraphStreamError, ParameterError
-from ..store import DEFAULT_CHUNK
+from ..errors import GraphStreamError, whole_number
+from ..store import DEFAULT_CHUNK, MAX_CHUNK
 from .flags import add_cluster, add_overwrite, cluster_config
 
 # What the human summary shows (graphstream.cli; --verbose and --json show every key).
@@ -57,8 +57,7 @@ def configure(p) -> None:
 def run(args) -> dict:
     from ..ingest import IngestConfig, ingest  # imported first: "seconds" times the ingest, not Python's imports
     watch = Stopwatch()
-    if args.chunk_size < 1:
-        raise ParameterError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    whole_number(args.chunk_size, "--chunk-size", 1, MAX_CHUNK)
     config = IngestConfig(fmt=args.fmt, undirected=args.undirected, one_based=args.one_based, relabel=args.relabel,
                           src_column=args.src_column, dst_column=args.dst_column, time_column=args.time_column,
                           weight_column=args.weight_column, delimiter=args.delimiter, header=args.header,

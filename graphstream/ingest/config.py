@@ -10,7 +10,7 @@ import numbers
 from dataclasses import dataclass, replace
 
 from ..errors import ParameterError, whole_number, yes_or_no
-from ..store import DEFAULT_CHUNK
+from ..store import DEFAULT_CHUNK, MAX_CHUNK
 
 FORMATS = ("auto", "snap", "csv", "tsv", "npy", "parquet")
 DEFAULT_BLOCK_BYTES = 16 << 20
@@ -83,7 +83,7 @@ class IngestConfig:
             raise ParameterError(f"header must be auto, yes or no, got {self.header!r}")
         if self.num_nodes is not None:
             object.__setattr__(self, "num_nodes", whole_number(self.num_nodes, "num_nodes", 0))
-        object.__setattr__(self, "chunk_size", whole_number(self.chunk_size, "chunk_size", 1))
+        object.__setattr__(self, "chunk_size", whole_number(self.chunk_size, "chunk_size", 1, MAX_CHUNK))
         if self.one_based and self.relabel:
             # relabel numbers the ids it meets from 0 whatever their base, so
             # one_based would be silently ignored: say so instead.

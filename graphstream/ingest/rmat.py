@@ -54,7 +54,7 @@ from .._atomic import for_workers
 from .._report import progress
 from ..errors import ParameterError, finite_number, whole_number
 from ..kernels.hashing import GOLDEN, mix64, py_mix64
-from ..store import DEFAULT_CHUNK, GraphStore, GraphWriter, id_dtype_for
+from ..store import DEFAULT_CHUNK, MAX_CHUNK, GraphStore, GraphWriter, id_dtype_for
 from ..store.graph import EdgeRangeWriter
 
 if TYPE_CHECKING:
@@ -93,8 +93,10 @@ class RmatParams:
         if isinstance(self.edge_factor, bool) or not isinstance(self.edge_factor, (int, np.integer)) \
                 or self.edge_factor < 1:
             raise ParameterError(f"edge_factor must be an integer >= 1, got {self.edge_factor!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ParameterError(f"seed must be an integer >= 0, got {self.seed!r}")
+        # the splitmix64 state takes 64 bits: 2**64 gave seed 0's graph under another name
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) \
+                or not 0 <= self.seed <= _MASK64:
+            raise ParameterError(f"seed must be an integer in [0, 2**64), got {self.seed!r}")
         for name in ("scale", "edge_factor", "seed"):   # numpy integers as Python ints (frozen: set once, here)
             object.__setattr__(self, name, int(getattr(self, name)))
         for name in ("a", "b", "c"):
@@ -295,7 +297,7 @@ def generate_rmat(out: str | os.PathLike, *, scale: int, edge_factor: int = 16, 
     Returns the complete, opened :class:`GraphStore`.
     """
     params = RmatParams(scale=scale, edge_factor=edge_factor, seed=seed, a=a, b=b, c=c)
-    chunk_size = whole_number(chunk_size, "chunk_size", 1)
+    chunk_size = whole_number(chunk_size, "chunk_size", 1, MAX_CHUNK)
     n, m = params.num_nodes, params.num_edges
     if client is not None:   # the workers' path
         out = for_workers(out)

@@ -7,6 +7,7 @@ numba kernels, and importing this package must stay numpy-and-zarr only.
 from .graph import (
     DEFAULT_CHUNK,
     FORMAT,
+    MAX_CHUNK,
     GraphStore,
     GraphWriter,
     StoreInfo,
@@ -20,7 +21,7 @@ from .partitions import Part, PartitionedDataset, open_partitions
 from .partitions_manifest import PartEntry, PartitionsError, PartitionsManifest
 from .stream import EdgeBatch, stream_edges
 
-__all__ = ["DEFAULT_CHUNK", "FORMAT", "Degrees", "EdgeBatch", "GraphStore", "GraphWriter", "StoreInfo",
+__all__ = ["DEFAULT_CHUNK", "FORMAT", "MAX_CHUNK", "Degrees", "EdgeBatch", "GraphStore", "GraphWriter", "StoreInfo",
            "default_compressor", "degree_pass", "id_dtype_for", "is_url", "open_store", "stream_edges",
            "total_degree", "validate_store",
            # the partitioned dataset (graphstream.store.partitions)

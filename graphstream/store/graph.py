@@ -57,6 +57,9 @@ VERSION = 2
 READABLE_VERSIONS = (1, 2)
 CHECKSUM_VERSION = 2
 DEFAULT_CHUNK = 1 << 20
+# Edges per chunk at most: a chunk is held whole per column while it is written and read (int64: 128 MiB
+# at this bound), and Blosc takes at most 2 GiB a buffer; 2^40 asked for 4 TiB at once (a traceback).
+MAX_CHUNK = 1 << 24
 ID32_LIMIT = 2**31
 COLUMNS = ("src", "dst", "time", "weight")
 
@@ -394,7 +397,7 @@ class GraphWriter:
                  id_dtype: str | np.dtype | None = None, with_time: bool = False, with_weight: bool = False,
                  chunk_size: int = DEFAULT_CHUNK, source: str = "", overwrite: bool = False,
                  clevel: int = 3, attrs: dict[str, Any] | None = None, atomic: bool = True):
-        chunk_size = whole_number(chunk_size, "chunk_size", 1)
+        chunk_size = whole_number(chunk_size, "chunk_size", 1, MAX_CHUNK)
         num_nodes = None if num_nodes is None else whole_number(num_nodes, "num_nodes", 0)
         directed, with_time, with_weight, overwrite = (yes_or_no(v, n) for v, n in (
             (directed, "directed"), (with_time, "with_time"), (with_weight, "with_weight"), (overwrite, "overwrite")))
@@ -419,7 +422,18 @@ class GraphWriter:
             self._dtypes["time"] = np.dtype(np.int64)
         if with_weight:
             self._dtypes["weight"] = np.dtype(np.float32)
-        self._arrays = {c: self._create_array(c, dt) for c, dt in self._dtypes.items()}
+        try:
+            # Written first and flipped last: a crash anywhere in between leaves an
+            # incomplete store that open_store refuses.
+            self._group.attrs.update(GraphManifest.header())
+            self._arrays = {c: self._create_array(c, dt) for c, dt in self._dtypes.items()}
+        except BaseException as exc:   # before __enter__ returns: __exit__ would not clear the sibling
+            full = disk_full(exc, None if is_url(self.path) else Path(self.path).parent)
+            if self._output is not None:
+                self._output.rollback()
+            if full:
+                raise self._disk_full(exc) from exc
+            raise
         self._pending: dict[str, list[np.ndarray]] = {c: [] for c in self._dtypes}
         self._pending_len = 0
         self._written = 0
@@ -448,13 +462,17 @@ class GraphWriter:
             tmp = self._output.begin()
             try:
                 group = zarr.open_group(str(tmp), mode="w-")
-            except BaseException:
+            except BaseException as exc:
                 self._output.rollback()
+                if disk_full(exc, p.parent):
+                    raise self._disk_full(exc) from exc
                 raise
-        # Written first and flipped last: a crash anywhere in between leaves an
-        # incomplete store that open_store refuses.
-        group.attrs.update(GraphManifest.header())
         return group
+
+    def _disk_full(self, exc: BaseException) -> DiskFullError:
+        return DiskFullError(f"{self.path}: disk full while writing the store "
+                             f"({getattr(exc, 'strerror', None) or exc}); nothing was written, free space and "
+                             "run again")
 
     def _create_array(self, name: str, dtype: np.dtype) -> zarr.Array:
         # write_empty_chunks: skip zarr's all-fill-value scan of every chunk (a
@@ -668,9 +686,7 @@ class GraphWriter:
             full = disk_full(exc, None if is_url(self.path) else Path(self.path).parent)
             self.abort()
             if full:
-                raise DiskFullError(f"{self.path}: disk full while writing the store "
-                                    f"({getattr(exc, 'strerror', None) or exc}); "
-                                    "nothing was written, free space and run again") from exc
+                raise self._disk_full(exc) from exc
         elif not self._closed:
             self.close()
 
