@@ -416,3 +416,29 @@ def test_generate_and_ingest_bounds_are_named(tmp_path, capsys, args, said):
     code, err = cli(*(a.format(e=e, out=tmp_path / "g.zarr") for a in args), capsys=capsys)
     assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "g.zarr").exists()
+
+
+def test_relabelled_ids_that_are_not_utf8_stay_distinct(tmp_path):
+    """Latin-1 'José' and 'Josè' became two nodes whose id_map entries both read 'Jos\\ufffd'."""
+    import zarr
+    (tmp_path / "lat.txt").write_bytes(b"Jos\xe9 a\nJos\xe8 a\n")
+    ingest(tmp_path / "lat.txt", tmp_path / "g.zarr", relabel=True)
+    assert list(zarr.open_group(tmp_path / "g.zarr", mode="r")["id_map"][:]) == ["Jos\\xe9", "a", "Jos\\xe8"]
+    # an escape that reads as another id written out: refused, not an id_map with one name twice
+    (tmp_path / "clash.txt").write_bytes(b"Jos\xe9 a\nJos\\xe9 a\n")
+    with pytest.raises(InputFormatError, match="not UTF-8 text"):
+        ingest(tmp_path / "clash.txt", tmp_path / "c.zarr", relabel=True)
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_float32s_largest_weight_is_read_as_written(tmp_path):
+    """'3.4028235e+38', numpy's own print of float32's largest, was refused as out of range in text
+    (parquet took it): the limit is where a number rounds to inf, not float32's largest as a double."""
+    import zarr
+    (tmp_path / "w.txt").write_text("0 1 3.4028235e38\n1 2 3.4028234663852886e+38\n2 3 -3.4028235e38\n")
+    ingest(tmp_path / "w.txt", tmp_path / "g.zarr", weight_column=2)
+    w = zarr.open_group(tmp_path / "g.zarr", mode="r")["weight"][:]
+    assert list(w) == [np.finfo(np.float32).max] * 2 + [-np.finfo(np.float32).max]
+    (tmp_path / "big.txt").write_text("0 1 3.41e38\n")
+    with pytest.raises(InputFormatError, match="out of range"):
+        ingest(tmp_path / "big.txt", tmp_path / "b.zarr", weight_column=2)

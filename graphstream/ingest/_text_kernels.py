@@ -27,6 +27,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..store.graph import FLOAT32_LIMIT
+
 # Roles of a field (index = field number in the line).
 ROLE_NONE, ROLE_SRC, ROLE_DST, ROLE_TIME, ROLE_WEIGHT = 0, 1, 2, 3, 4
 ROLE_NAMES = {ROLE_SRC: "source id", ROLE_DST: "destination id", ROLE_TIME: "time", ROLE_WEIGHT: "weight"}
@@ -46,7 +48,7 @@ _MANTISSA_CAP = 100000000000000000  # beyond 18 significant digits only the magn
 _EXPONENT_CAP = 10000
 # Times are int64: a float time must floor into [-2**63, 2**63) (float64 bounds, exact powers of two).
 _TIME_LO, _TIME_HI = -9.223372036854775808e18, 9.223372036854775808e18
-_FLOAT32_MAX = 3.4028234663852886e38  # weights are float32: larger magnitudes would become inf
+_FLOAT32_LIMIT = FLOAT32_LIMIT  # weights are float32: magnitudes from here on would become inf
 
 
 class LineFormat(NamedTuple):
@@ -287,7 +289,7 @@ def _store_value(buf, a, b, role, row, out):
         out.time[row] = t
         return status
     w, status = parse_float(buf, a, b)
-    if status == OK and not abs(w) <= _FLOAT32_MAX:
+    if status == OK and not abs(w) < _FLOAT32_LIMIT:
         status = E_RANGE
     out.weight[row] = w
     return status

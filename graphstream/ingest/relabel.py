@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..errors import InputFormatError
 from ..kernels.hashing import mix64
 
 _EMPTY = -1
@@ -195,22 +196,33 @@ class StrRelabeler:
                 _str_rehash(self._offsets, self._arena, self._count, self._table)
 
     def id_map(self) -> np.ndarray:
-        """Original ids by local id, as a numpy array of str (invalid UTF-8 is replaced)."""
+        """Original ids by local id, as a numpy array of str; bytes that are not UTF-8 as ``\\xNN``
+        escapes (``Jos\\xe9``), so that two ids stay two (with "replace" Latin-1's "José" and "Josè"
+        both read "Jos\ufffd")."""
         n = self._count
         offsets = self._offsets[:n + 1]
         try:
             import pyarrow as pa
         except ImportError:
             arena = self._arena
-            return np.asarray([bytes(arena[offsets[i]:offsets[i + 1]]).decode("utf-8", errors="replace")
-                               for i in range(n)], dtype=str)
+            return _distinct(np.asarray([bytes(arena[offsets[i]:offsets[i + 1]]).decode(
+                "utf-8", errors="backslashreplace") for i in range(n)], dtype=str))
         raw = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [
             None, pa.py_buffer(offsets), pa.py_buffer(self._arena[:int(offsets[-1])])])
         try:
-            values = raw.cast(pa.large_string()).to_numpy(zero_copy_only=False)
+            return np.asarray(raw.cast(pa.large_string()).to_numpy(zero_copy_only=False), dtype=str)
         except pa.ArrowInvalid:
-            values = [b.decode("utf-8", errors="replace") for b in raw.to_pylist()]
-        return np.asarray(values, dtype=str)
+            return _distinct(np.asarray([b.decode("utf-8", errors="backslashreplace") for b in raw.to_pylist()],
+                                        dtype=str))
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``values`` (ids with escaped bytes), refused if two read the same: an escape that equals another id
+    written out with a backslash."""
+    if len(np.unique(values)) != len(values):
+        raise InputFormatError("--relabel: some ids are not UTF-8 text, and written with \\xNN escapes two of "
+                               "them read the same; convert the file to UTF-8 first (iconv -f latin1 -t utf-8)")
+    return values
 
 
 def spans_from_arrow(src, dst) -> tuple[np.ndarray, np.ndarray]:

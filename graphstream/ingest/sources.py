@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import InputFormatError, InvalidIdError, ParameterError
+from ..store.graph import FLOAT32_LIMIT
 from .config import IngestConfig
 from .sniff import NPY_MAGIC, PARQUET_MAGIC  # noqa: F401  (their home is sniff; kept importable here)
 from .text import TIME_RULE, WEIGHT_RULE, IdBeyondError, NonNumericIdError, TextBlock
@@ -46,7 +47,6 @@ def check_ids(path: str, src: np.ndarray, dst: np.ndarray, first_row: int, confi
 
 
 _INT64_MAX = np.iinfo(np.int64).max
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def time_values(path: str, a: np.ndarray, first_row: int, column) -> np.ndarray:
@@ -72,7 +72,7 @@ def weight_values(path: str, a: np.ndarray, first_row: int, column) -> np.ndarra
     """float32 weights, finite (a float64 beyond float32's range would become inf)."""
     if a.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
-            bad = ~(np.abs(a.astype(np.float64)) <= _FLOAT32_MAX)  # nan fails it
+            bad = ~(np.abs(a.astype(np.float64)) < FLOAT32_LIMIT)  # nan fails it
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputFormatError(f"{path}: row {first_row + i}: weight {a[i]} in column {column!r} is out of "

@@ -60,6 +60,9 @@ DEFAULT_CHUNK = 1 << 20
 # Edges per chunk at most: a chunk is held whole per column while it is written and read (int64: 128 MiB
 # at this bound), and Blosc takes at most 2 GiB a buffer; 2^40 asked for 4 TiB at once (a traceback).
 MAX_CHUNK = 1 << 24
+# Weights are float32: a number rounds to a finite one below this (the midpoint between float32's largest,
+# 3.4028234663852886e38, and 2^128), so "3.4028235e38", float32's largest as numpy prints it, is one.
+FLOAT32_LIMIT = 3.4028235677973366e38
 ID32_LIMIT = 2**31
 COLUMNS = ("src", "dst", "time", "weight")
 
@@ -495,7 +498,7 @@ class GraphWriter:
                 else a > np.iinfo(np.int64).max
             rule = "a whole number that fits int64"
         else:
-            bad = ~np.isfinite(a) | (np.abs(a) > np.finfo(np.float32).max)
+            bad = ~(np.abs(a.astype(np.float64)) < FLOAT32_LIMIT)   # nan fails it
             rule = "a finite number that fits float32"
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
