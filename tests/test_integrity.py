@@ -418,6 +418,20 @@ def test_an_array_without_its_checksum_codec_is_refused(outputs, kind, array, tm
     assert f"array {array!r} has no CRC-32C checksum codec in its zarr.json" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("kind, array", [("graph", "time"), ("snapshots", "add_src")])
+def test_an_array_declared_big_endian_is_refused(outputs, kind, array, tmp_path):
+    """"little" edited to "big" in one array's zarr.json (no seal covers it): every value read byte-swapped,
+    and verify said ok, info exit 0."""
+    path = tmp_path / kind
+    shutil.copytree(outputs[kind][0], path)
+    meta = path / array / "zarr.json"
+    meta.write_text(meta.read_text().replace('"little"', '"big"'))
+    for command in ("verify", "info"):
+        proc = _cli(command, path)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"array {array!r} metadata (zarr.json) is damaged: its bytes are declared big-endian" in proc.stderr
+
+
 def test_verify_names_every_problem_and_prints_its_report(outputs, tmp_path):
     """The line named the first 4 problems ("and N more" hid the rest) and --json printed nothing."""
     path = tmp_path / "g.zarr"

@@ -333,9 +333,18 @@ def open_arrays(group: zarr.Group, where: str) -> dict[str, zarr.Array]:
     """A group's arrays by name. zarr parses every array's ``zarr.json`` here; a damaged one
     (bad JSON, unknown codec or dtype) is :class:`CorruptDataError`, not zarr's exception."""
     try:
-        return dict(group.arrays())
+        arrays = dict(group.arrays())
     except (MemoryError, PermissionError):   # not damage: unreadable to this user
         raise
     except Exception as exc:
         raise CorruptDataError(f"{where}: an array's metadata (zarr.json) is damaged "
                                f"({exc.__class__.__name__}: {str(exc)[:200]})") from exc
+    for name, array in arrays.items():
+        # every array is written little-endian; the codec's word is not under a checksum (zarr.json is
+        # zarr's), and "big" there read every value byte-swapped, verify and info content
+        endian = getattr(getattr(array, "serializer", None), "endian", None)
+        if endian is not None and getattr(endian, "value", endian) != "little":
+            raise CorruptDataError(f"{where}: array {name!r} metadata (zarr.json) is damaged: its bytes are "
+                                   f"declared {getattr(endian, 'value', endian)}-endian, graphstream writes "
+                                   "little-endian")
+    return arrays

@@ -63,7 +63,7 @@ class VerifyReport:
                "checksums": self.checksums, "chunks_checked": self.chunks, "files_checked": self.files,
                "bytes_checked": self.bytes_checked, "chunk_order_checked": self.chunk_order, **self.items,
                "seconds": self.seconds}
-        if not self.checksums:
+        if not self.checksums and self.version is not None:   # (None: it could not be opened to say)
             out["note"] = "written before checksums (format version 1): contents checked, bytes not checksummed"
         if self.problems:
             out["problems"] = self.problems
