@@ -63,25 +63,29 @@ class _Count:
 
 
 @contextmanager
-def progress(total: int | None, desc: str, unit: str = "edge", line: bool = True) -> Iterator[tqdm | _Count]:
+def progress(total: int | None, desc: str, unit: str = "edge", line: bool = True,
+             initial: int = 0) -> Iterator[tqdm | _Count]:
     """A step that reports ``bar.update(n)``: a tqdm bar on a terminal, and one line with its time at the end.
 
     ``line=False``: the bar only (the step's time is logged by an enclosing
     phase, e.g. a ``Stopwatch`` lap). No line is written when the step fails.
+    ``initial``: units done before this run (a resumed one): shown in the bar, not counted in the line's
+    rate (a run resumed at epoch 25 of 40 reported 40 epochs at 79.6 epochs/s for its 15).
     """
     mode = _mode()
     if mode == "bar":
         bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr, leave=False,
-                   dynamic_ncols=True)
+                   dynamic_ncols=True, initial=initial)
     else:
         bar = _Count(total)
+        bar.n = initial
     start = time.perf_counter()
     try:
         yield bar
     finally:
         bar.close()
     if line and mode != "off":
-        log(_done(desc, bar.n, unit, time.perf_counter() - start))
+        log(_done(desc, bar.n - initial, unit, time.perf_counter() - start))
 
 
 def track(items: Iterable, total: int | None, desc: str, unit: str = "edge",

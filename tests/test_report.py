@@ -101,3 +101,16 @@ def test_cli_json_and_html(partitionings, capsys):
     assert main(["report", str(folder), "--html", str(folder / "r.html")]) == 2
     assert "lies inside" in capsys.readouterr().err
     assert main(["report", str(partitionings / "g.zarr")]) == 2   # a graph store is not a partitioned dataset
+
+
+def test_a_resumed_steps_line_counts_its_own_units(monkeypatch, capsys):
+    """A training run resumed at epoch 25 of 40 said "40 epochs in 0.50 s (79.6 epochs/s)" for its 15."""
+    from graphstream._report import progress
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "")
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    capsys.readouterr()
+    with progress(40, "train", unit="epoch", initial=25) as bar:
+        assert bar.n == 25
+        bar.update(15)
+    err = capsys.readouterr().err
+    assert "train: 15 epochs in" in err, err

@@ -210,5 +210,22 @@ def test_fanout_without_mini_batch_is_refused(datasets, capsys):
         assert f"{flag[0]} applies with --mini-batch" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flags, said", [
+    (["--centralized", "--workers", "2"], "--workers applies to averaged training"),
+    (["--centralized", "--sync-every", "10"], "--sync-every applies to averaged training"),
+    (["--centralized", "--proximal", "5"], "--proximal applies to averaged training"),
+    (["--centralized", "--no-drift-correction"], "--[no-]drift-correction applies to averaged training"),
+    (["--centralized", "--average-optimizer-state"], "--[no-]average-optimizer-state applies to averaged"),
+    (["--model", "tgcn", "--centralized", "--workers", "2"], "--workers applies to averaged training"),
+    (["--mini-batch", "--drift-correction"], "--drift-correction applies to full-batch training"),
+])
+def test_flags_a_mode_does_not_use_are_refused(datasets, capsys, flags, said):
+    """--centralized ran with --workers 9 (more than the parts), --sync-every 10 and --proximal 5 set aside,
+    and --mini-batch without the drift correction asked for, each with exit 0."""
+    capsys.readouterr()
+    assert main(["train", str(datasets["coarse-refine"]), "--epochs", "1", *flags]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_finite_helper_keeps_plain_values():
     assert _finite({"n": 3, "x": 0.5, "s": None, "t": (1, math.inf)}) == {"n": 3, "x": 0.5, "s": None, "t": [1, None]}

@@ -646,3 +646,10 @@ def test_resume_refuses_other_hyperparameters(tmp_path):
         with pytest.raises(ParameterError, match=f"pass the same {flag} to resume it"):
             run_training(parts, dataclasses.replace(cfg, epochs=4, resume=True, **change), threads=1)
     assert run_training(parts, dataclasses.replace(cfg, epochs=4, resume=True), threads=1)["rounds"] == 4
+
+
+def test_gat_hidden_width_is_a_multiple_of_its_heads():
+    """--model gat --hidden 10 built a first layer of 8 (--hidden 3: 4) and reported hidden 10."""
+    with pytest.raises(ParameterError, match="--hidden 10: GAT's hidden layers are 4 attention heads wide"):
+        TrainConfig(model="gat", hidden=10)
+    assert TrainConfig(model="gat", hidden=12).hidden == 12 and TrainConfig(model="gcn", hidden=10).hidden == 10

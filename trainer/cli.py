@@ -57,7 +57,7 @@ def configure(p) -> None:
     p.add_argument("--batch-size", type=int, default=None, metavar="B",
                    help="with --mini-batch: seed (training) nodes per mini-batch (default 512)")
     p.add_argument("--hidden", type=int, default=None, metavar="H",
-                   help="hidden size (default 256 static, 64 dynamic)")
+                   help="hidden size (default 256 static, 64 dynamic; gat: a multiple of its 4 heads)")
     p.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
     p.add_argument("--dropout", type=float, default=None, help="static models: dropout probability (default 0.5)")
     p.add_argument("--weight-decay", type=float, default=None, metavar="WD",
@@ -118,6 +118,17 @@ def run(args) -> dict:
         from .train import TrainConfig, run_training
     except ImportError as exc:  # torch missing: the train extra
         raise ParameterError(f"graphstream train needs torch (pip install 'graphstream[train]'): {exc}") from exc
+    if args.centralized:   # one model in one process, trained on the whole graph: refused rather than ignored
+        for given, flag in ((args.workers != 1, "--workers"), (args.sync_every != 1, "--sync-every"),
+                            (args.proximal is not None, "--proximal"),
+                            (args.drift_correction is not None, "--[no-]drift-correction"),
+                            (args.average_optimizer_state is not None, "--[no-]average-optimizer-state")):
+            if given:
+                raise ParameterError(f"{flag} applies to averaged training; --centralized trains one model on the "
+                                     "whole graph in one process")
+    if args.mini_batch and args.drift_correction:   # refused rather than ignored: it needs full-batch gradients
+        raise ParameterError("--drift-correction applies to full-batch training; with --mini-batch the local "
+                             "models are held near the average by --proximal (default 3)")
     if args.model in DYNAMIC_MODELS:
         if args.checkpoint or args.resume:  # refused rather than ignored: the user would expect a file
             raise ParameterError(f"--checkpoint/--resume apply to the static models ({', '.join(STATIC_MODELS)}), "

@@ -173,9 +173,9 @@ def average_rounds(model: nn.Module, W: torch.Tensor, steps: LocalSteps, stats: 
     mine = stats.parts
     # Rank 0 (or the only process) shows the epochs; the other workers would repeat it.
     first_worker = not dist.is_initialized() or dist.get_rank() == 0
-    with progress(schedule.epochs, "train", unit="epoch") if first_worker else nullcontext() as bar:
-        if bar is not None:   # epochs done before a resumed run
-            bar.update(min(schedule.span(start_round)[0], schedule.epochs))
+    done_before = min(schedule.span(start_round)[0], schedule.epochs)   # the epochs of a resumed run's start
+    with progress(schedule.epochs, "train", unit="epoch", initial=done_before) if first_worker \
+            else nullcontext() as bar:
         for r in range(start_round, schedule.rounds):
             first_epoch, n_epochs = schedule.span(r)
             t0 = time.perf_counter()

@@ -284,6 +284,10 @@ class SAGEConv(nn.Module):
         return linear(x, self.lin_self)[:block.num_dst] + mean
 
 
+# GAT's attention heads: a hidden layer of width H is GAT_HEADS heads of H / GAT_HEADS features each
+GAT_HEADS = 4
+
+
 class GATConv(nn.Module):
     r"""Graph attention of Veličković et al., "Graph Attention Networks" (ICLR 2018).
 
@@ -356,7 +360,7 @@ class GNN(nn.Module):
     """
 
     def __init__(self, kind: str, in_channels: int, hidden: int, out_channels: int, *,
-                 num_layers: int = 2, dropout: float = 0.5, heads: int = 4):
+                 num_layers: int = 2, dropout: float = 0.5, heads: int = GAT_HEADS):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"model {kind!r} not in {MODELS}")

@@ -59,7 +59,7 @@ from .loop import (
     worker_device,
 )
 from .metrics import METRICS, resolve_metric
-from .models import MODELS, Block, build_model
+from .models import GAT_HEADS, MODELS, Block, build_model
 from .optim import Adam
 from .params import MAX_LR, integer, number
 from .sampler import SamplerConfig, iter_batches
@@ -150,6 +150,9 @@ class TrainConfig:
             raise ParameterError(f"--model {self.model}: expected one of {', '.join(MODELS)}")
         for name in ("hidden", "epochs", "sync_every", "batch_size", "num_layers"):
             integer(name, getattr(self, name))
+        if self.model == "gat" and self.hidden % GAT_HEADS:   # it was rounded to a multiple, reported as given
+            raise ParameterError(f"--hidden {self.hidden}: GAT's hidden layers are {GAT_HEADS} attention heads wide; "
+                                 f"give a multiple of {GAT_HEADS}")
         integer("seed", self.seed, 0, SEED_LIMIT)
         number("lr", self.lr, low=0, high=MAX_LR, low_open=True, high_open=False)
         number("weight_decay", self.weight_decay, low=0)
