@@ -167,6 +167,15 @@ def test_generate_parameters_are_refused_at_submission(root):
         root, "generate", {"generator": "rmat", "out": "g99.zarr", "scale": 99}, 422)
 
 
+def test_partition_parameters_are_refused_at_submission(root):
+    """A seed beyond int64, a balance for hash, a parameter hash does not take: the CLI refused them at once,
+    the service accepted the job (201), which then failed."""
+    for args, said in (({"seed": 10**23}, "seed must be an integer in [0, 2**63)"),
+                       ({"balance": 1.1}, "balance does not apply to hash"),
+                       ({"passes": 5}, "parameter 'passes' does not apply to hash")):
+        assert said in refused(root, "partition", {"store": "g.zarr", "k": 2, "algo": "hash", **args}, 422)
+
+
 def test_snapshot_algorithm_names_match_the_dynamic_package():
     from graphstream.commands.partition import SNAPSHOT_ALGORITHMS
     from graphstream.dynamic.partition import ALGORITHMS

@@ -123,7 +123,7 @@ def preflight(args, pending: dict[str, str] | None = None) -> None:
     range and the algorithm's name for the store's kind; ``args.algo`` left None becomes that kind's
     default (pgc for a snapshot store, else coarse-refine). ``pending``: the kind ("snapshots" or
     other) of the stores an earlier step of a service pipeline will write, which are not there yet."""
-    from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, check_num_parts
+    from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, check_arguments, check_num_parts
     pending = pending or {}
     if args.store in pending and not Path(args.store).exists():
         snapshots = pending[args.store] == "snapshots"
@@ -152,6 +152,8 @@ def preflight(args, pending: dict[str, str] | None = None) -> None:
         raise StoreError(f"{args.store}: --algo {args.algo} needs a snapshot store (graphstream snapshots)")
     if not snapshots and args.algo not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {args.algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    if not snapshots:   # the seed, the balance and the algorithm's parameters, before the store is opened
+        check_arguments(args.k, args.algo, args.seed, args.balance, _algo_params(args))
 
 
 def run(args) -> dict:

@@ -113,14 +113,21 @@ def check_num_parts(k) -> int:
 
 def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dict) -> None:
     """Raise :class:`ParameterError` naming the first bad parameter."""
-    if algo not in ALGORITHMS:
-        raise ParameterError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
-    check_num_parts(k)
+    check_arguments(k, algo, seed, balance, params)
     if store.num_nodes == 0 or store.num_edges == 0:
         raise ParameterError(f"{store.path}: empty graph ({store.num_nodes} nodes, {store.num_edges} edges); "
                              "nothing to partition")
     if k > store.num_nodes:
         raise ParameterError(f"k = {k} exceeds the number of nodes ({store.num_nodes}) of {store.path}")
+
+
+def check_arguments(k, algo: str, seed, balance, params: dict) -> None:
+    """What :func:`check_parameters` refuses without the store (the CLI's and the service's preflight):
+    the algorithm, k (None: not given yet), the seed, the balance and the algorithm's parameters."""
+    if algo not in ALGORITHMS:
+        raise ParameterError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    if k is not None:
+        check_num_parts(k)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**63:   # int64
         raise ParameterError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     if balance is not None and algo not in BALANCED:
