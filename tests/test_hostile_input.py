@@ -442,3 +442,17 @@ def test_float32s_largest_weight_is_read_as_written(tmp_path):
     (tmp_path / "big.txt").write_text("0 1 3.41e38\n")
     with pytest.raises(InputFormatError, match="out of range"):
         ingest(tmp_path / "big.txt", tmp_path / "b.zarr", weight_column=2)
+
+
+@pytest.mark.parametrize("head, name", [(b"\x28\xb5\x2f\xfd\x00\x00", "zstd"), (b"PK\x03\x04\x00\x00", "zip")])
+def test_a_compressor_that_is_not_read_is_named(tmp_path, capsys, head, name):
+    """A zstd file was parsed as text: "non-numeric source id '(\\ufffd/\\ufffd...'"."""
+    (tmp_path / "e.bin").write_bytes(head + b"0 1\n" * 4)
+    code, err = cli("ingest", tmp_path / "e.bin", tmp_path / "g.zarr", capsys=capsys)
+    assert code == 2 and f"e.bin: a {name} file; text is read plain or compressed with gzip, bzip2 or xz" in err
+
+
+def test_num_nodes_is_named_as_its_flag(tmp_path, capsys):
+    (tmp_path / "e.txt").write_text("0 1\n")
+    code, err = cli("ingest", tmp_path / "e.txt", tmp_path / "g.zarr", "--num-nodes", "-1", capsys=capsys)
+    assert code == 2 and "--num-nodes must be >= 0, got -1" in err

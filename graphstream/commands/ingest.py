@@ -58,6 +58,8 @@ def run(args) -> dict:
     from ..ingest import IngestConfig, ingest  # imported first: "seconds" times the ingest, not Python's imports
     watch = Stopwatch()
     whole_number(args.chunk_size, "--chunk-size", 1, MAX_CHUNK)
+    if args.num_nodes is not None:   # named as the flag (the config names its field)
+        whole_number(args.num_nodes, "--num-nodes", 0)
     config = IngestConfig(fmt=args.fmt, undirected=args.undirected, one_based=args.one_based, relabel=args.relabel,
                           src_column=args.src_column, dst_column=args.dst_column, time_column=args.time_column,
                           weight_column=args.weight_column, delimiter=args.delimiter, header=args.header,

@@ -30,15 +30,24 @@ DEFAULT_BLOCK_BYTES = 16 << 20
 MAX_LINE_BYTES = 1 << 20
 
 _MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
+# Containers and compressors that are not read, and how to unpack them: their bytes were parsed as text
+# (a zstd file: "non-numeric source id '(\ufffd/\ufffd...'").
+_UNREAD = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -d FILE"), (b"\x04\x22\x4d\x18", "lz4", "lz4 -d FILE"),
+           (b"PK\x03\x04", "zip", "unzip FILE"), (b"7z\xbc\xaf\x27\x1c", "7z", "7z x FILE"))
 
 
 def compression_of(path: str | os.PathLike) -> str | None:
-    """'gzip', 'bz2', 'xz' from the file's magic bytes (not its name), or None."""
+    """'gzip', 'bz2', 'xz' from the file's magic bytes (not its name), or None; a compressor that is not
+    read (zstd, lz4, zip, 7z) is :class:`InputFormatError`."""
     with open(path, "rb") as f:
         head = f.read(6)
     for magic, name in _MAGIC:
         if head.startswith(magic):
             return name
+    for magic, name, unpack in _UNREAD:
+        if head.startswith(magic):
+            raise InputFormatError(f"{path}: a {name} file; text is read plain or compressed with gzip, bzip2 or "
+                                   f"xz: unpack it first ({unpack})")
     return None
 
 
