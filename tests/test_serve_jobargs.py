@@ -176,6 +176,14 @@ def test_partition_parameters_are_refused_at_submission(root):
         assert said in refused(root, "partition", {"store": "g.zarr", "k": 2, "algo": "hash", **args}, 422)
 
 
+def test_a_pipeline_whose_steps_write_one_output_is_refused(root):
+    """Two steps writing the same path: accepted, then the second failed on the first's output."""
+    message = refused(root, "pipeline", {"steps": [
+        {"kind": "generate", "args": {"generator": "rmat", "out": "same.zarr", "scale": 6}},
+        {"kind": "ingest", "args": {"source": "g.zarr", "out": "same.zarr"}}]}, 400)
+    assert "is 'same.zarr', the output of an earlier step" in message
+
+
 def test_snapshot_algorithm_names_match_the_dynamic_package():
     from graphstream.commands.partition import SNAPSHOT_ALGORITHMS
     from graphstream.dynamic.partition import ALGORITHMS
@@ -509,3 +517,12 @@ def test_the_datasets_listing_shows_no_path_of_the_server(root):
     listed = {d["path"]: d for d in list_datasets(root)}
     assert listed["e.zarr"]["source"] == "raw/edges.txt"
     assert str(root) not in json.dumps(list(listed.values()))
+
+
+def test_a_queued_job_cancelled_says_so(tmp_path):
+    """A queued job's cancel left cancel_requested false and no error, unlike a running one's."""
+    from graphstream.serve.jobs import JobStore
+    store = JobStore(tmp_path / "jobs.db")
+    job, _ = store.submit("alice", "generate", {}, [], idempotency_key=None, max_attempts=1)
+    done = store.request_cancel(job.id)
+    assert (done.state, done.cancel_requested, done.error) == ("cancelled", True, "cancelled before it started")

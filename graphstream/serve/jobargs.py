@@ -295,7 +295,9 @@ def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                                        "file", 400)
                 # a scratch folder is written into: not a store's or dataset's own folder either
                 _outside_datasets(full, root, where, itself=action.dest in SCRATCH_ARGS)
-                inside = [p for p in sealed if p in full.parents or (action.dest in SCRATCH_ARGS and p == full)]
+                # an output an earlier step writes too: the second step failed on it ("output exists")
+                inside = [p for p in sealed if p in full.parents or (action.dest in SCRATCH_ARGS and p == full)] \
+                    or [p for p in produced if p == full]
                 if inside:   # the earlier step's store or dataset, not there yet to be recognised above
                     relation = "is" if inside[0] == full else "lies inside"
                     raise JobArgsError(f"{where}: {relation} {inside[0].relative_to(root).as_posix()!r}, the output "

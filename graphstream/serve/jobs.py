@@ -269,7 +269,9 @@ class JobStore:
     def request_cancel(self, job_id: str) -> Job:
         """A queued job is cancelled at once; a running one is marked (its runner stops it)."""
         with self._transaction() as db:
-            db.execute("UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ? AND state = 'queued'",
+            # as a running job's cancel reads once it has stopped: asked for, and said why
+            db.execute("UPDATE jobs SET state = 'cancelled', finished_at = ?, cancel_requested = 1, "
+                       "error = 'cancelled before it started' WHERE id = ? AND state = 'queued'",
                        (time.time(), job_id))
             db.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'running'", (job_id,))
             return Job.from_row(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
