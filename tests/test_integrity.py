@@ -432,6 +432,18 @@ def test_an_array_declared_big_endian_is_refused(outputs, kind, array, tmp_path)
         assert f"array {array!r} metadata (zarr.json) is damaged: its bytes are declared big-endian" in proc.stderr
 
 
+def test_an_array_without_its_zarr_json_is_one_line(outputs, tmp_path):
+    """zarr's ZarrUserWarning ("Object at dst is not recognized ...") and its source line came before the
+    one-line error."""
+    path = tmp_path / "g.zarr"
+    shutil.copytree(outputs["graph"][0], path)
+    (path / "dst" / "zarr.json").unlink()
+    for command in ("verify", "info"):
+        proc = _cli(command, path)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "missing ['dst']" in proc.stderr
+
+
 def test_verify_names_every_problem_and_prints_its_report(outputs, tmp_path):
     """The line named the first 4 problems ("and N more" hid the rest) and --json printed nothing."""
     path = tmp_path / "g.zarr"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,7 +334,9 @@ def open_arrays(group: zarr.Group, where: str) -> dict[str, zarr.Array]:
     """A group's arrays by name. zarr parses every array's ``zarr.json`` here; a damaged one
     (bad JSON, unknown codec or dtype) is :class:`CorruptDataError`, not zarr's exception."""
     try:
-        arrays = dict(group.arrays())
+        with warnings.catch_warnings():   # a folder without its zarr.json: said below as a missing array
+            warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
+            arrays = dict(group.arrays())
     except (MemoryError, PermissionError):   # not damage: unreadable to this user
         raise
     except Exception as exc:
