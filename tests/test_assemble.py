@@ -366,8 +366,13 @@ def test_existing_output_refused_then_overwritten(small, tmp_path):
     with pytest.raises(OutputExistsError, match="exists"):
         build_partitions(store, _plan(owner, 3), out, nodes=nodes)
     assert (out / "old.txt").read_text() == "keep me"
-    build_partitions(store, _plan(owner, 3), out, nodes=nodes, overwrite=True)
-    assert not (out / "old.txt").exists()
+    # nor does --overwrite replace a folder graphstream did not write (a user's, named by mistake)
+    with pytest.raises(OutputExistsError, match="not a graphstream output"):
+        build_partitions(store, _plan(owner, 3), out, nodes=nodes, overwrite=True)
+    assert (out / "old.txt").read_text() == "keep me"
+    (out / "old.txt").unlink()
+    build_partitions(store, _plan(owner, 3), out, nodes=nodes, overwrite=True)   # an empty folder
+    build_partitions(store, _plan(owner, 3), out, nodes=nodes, overwrite=True)   # a dataset of its own
     check_dataset(store, owner, 3, out, nodes)
     assert _leftovers(tmp_path) == ["parts"]
 
@@ -603,8 +608,10 @@ def test_auto_num_parts(real):
     store, nodes = real("facebook")
     size = data_size(store, nodes)
     share = lambda mem: int(mem * (1 - 2 / 3))                  # noqa: E731
-    # fits on the GPUs: one part per GPU
-    assert auto_num_parts(store, nodes, gpus=2, gpu_memory=size.total * 2) == 2
+    # two parts' bound fits: one part per GPU (not whenever the whole graph fits in two shares: the parts'
+    # halos come on top, and such parts were 1.07-1.12x the share on Cora)
+    assert auto_num_parts(store, nodes, gpus=2, gpu_memory=3 * size.part_bound(2, 1.05)) == 2
+    assert auto_num_parts(store, nodes, gpus=2, gpu_memory=size.total * 2) > 2
     mem = 3 * size.total // 4                                   # a quarter of the data per GPU share
     p = auto_num_parts(store, nodes, gpus=1, gpu_memory=mem)
     assert p > 1
@@ -630,6 +637,38 @@ def test_auto_num_parts_bounds_real_parts(real, tmp_path):
     for part in open_partitions(tmp_path / "parts"):
         shipped = part.num_nodes * size.node_bytes + part.num_edges * size.entry_bytes
         assert shipped <= int(mem * (1 - 2 / 3))
+
+
+def test_parts_sized_from_gpu_memory_fit_it(tmp_path, capsys):
+    """--gpus 2 --gpu-memory 4482675 on R-MAT s14 undirected chose k = 4, whose parts held 1.2-2.1x the
+    1,494,225-byte share: the bound left out the halo rows' entries, and coarse-refine did not cap the
+    parts' entries the bound counted on."""
+    from graphstream.cli import main
+    store = tmp_path / "r14.zarr"
+    assert main(["generate", "rmat", str(store), "--scale", "14", "--seed", "1", "--undirected"]) == 0
+    for algo in ("coarse-refine", "hash"):
+        capsys.readouterr()
+        assert main(["partition", str(store), "--gpus", "2", "--gpu-memory", "4482675", "--algo", algo,
+                     "--out", str(tmp_path / algo), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        size = data_size(store, None)
+        shipped = [p.num_nodes * size.node_bytes + p.num_edges * size.entry_bytes
+                   for p in open_partitions(tmp_path / algo)]
+        assert max(shipped) == out["largest_part_bytes"] <= out["gpu_share_bytes"] == 1494225, (algo, shipped)
+    capsys.readouterr()
+    assert main(["partition", str(store), "--gpus", "2", "--gpu-memory", "4482675", "--halo-hops", "2",
+                 "--out", str(tmp_path / "h2")]) == 2
+    assert "with --halo-hops 2 give -k K" in capsys.readouterr().err
+
+
+def test_a_built_part_above_the_gpu_share_is_said(capsys):
+    from graphstream.assemble.sizing import DataSize
+    from graphstream.commands.partition import _check_gpu_fit
+    result: dict = {}
+    parts = [{"num_inner": 10, "num_halo": 5, "num_edges": 40}, {"num_inner": 10, "num_halo": 50, "num_edges": 400}]
+    _check_gpu_fit(result, {"parts": parts}, DataSize(20, 440, 24, 8), share=2000)
+    assert result == {"gpu_share_bytes": 2000, "largest_part_bytes": 60 * 24 + 400 * 8}
+    assert "part 1 needs 4640 bytes on a GPU, more than the 2000 bytes" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------

@@ -2,16 +2,22 @@
 
 With q GPUs of M bytes each and a fraction of M kept for computation
 (``reserve_fraction``, default 2/3), each GPU can hold M (1 - reserve) bytes
-of graph data. p = q if the whole dataset fits in q of those; otherwise the
-smallest p whose parts each fit in one GPU's share (a worker then trains its
-parts one after the other).
+of graph data: p is the smallest number, at least q, whose parts each fit in
+one GPU's share (a worker then trains its parts one after the other).
 
 The size of a part is not known before partitioning, so it is bounded: a
-part holds at most ``balance`` N / p inner nodes and ``balance`` A / p
-aggregation entries (A = E directed, 2E undirected), and at most one halo node
-per entry, never more than N nodes in all. The bound holds for any partition
-within the balance; it overestimates parts of a good partition, so the
-chosen p is safe, not minimal.
+part holds at most ``balance`` N / p inner nodes whose rows hold at most
+``balance`` A / p aggregation entries (A = E directed, 2E undirected), at
+most one halo node per such entry, never more than N nodes in all; on an
+undirected store the halo rows hold the other side of the cut entries, at
+most as many again (directed: halo rows are empty). The bound holds for a
+partition within the balance on nodes *and* entries (coarse-refine caps
+both when k comes from here), and for one-hop parts only. It overestimates
+a good partition's parts, so p is safe there, not minimal; a partition
+that misses the entries' balance can still exceed it, which is why the
+built parts are measured against the share (:func:`largest_part_bytes`).
+Before 2026-12-01 the halo rows' entries were left out and p = q was taken
+whenever the whole graph fitted in q shares: parts of 1.1-2.1x the share.
 """
 from __future__ import annotations
 
@@ -34,17 +40,25 @@ class DataSize:
     num_entries: int
     node_bytes: int   # per node: node data rows + structure
     entry_bytes: int
+    directed: bool = False
 
     @property
     def total(self) -> int:
         return self.num_nodes * self.node_bytes + self.num_entries * self.entry_bytes
 
     def part_bound(self, p: int, balance: float) -> int:
-        """Upper bound of one part's bytes when the graph is cut in ``p`` parts."""
+        """Upper bound of one (one-hop) part's bytes when the graph is cut in ``p`` parts within ``balance``
+        on nodes and entries."""
         inner = min(self.num_nodes, math.ceil(balance * self.num_nodes / p))
-        entries = min(self.num_entries, math.ceil(balance * self.num_entries / p))
-        nodes = min(self.num_nodes, inner + entries)
+        inner_entries = min(self.num_entries, math.ceil(balance * self.num_entries / p))
+        # undirected: each halo row lists the part's inner neighbours of that node, the mirror of cut entries
+        entries = min(self.num_entries, inner_entries * (1 if self.directed else 2))
+        nodes = min(self.num_nodes, inner + inner_entries)
         return nodes * self.node_bytes + entries * self.entry_bytes
+
+    def part_bytes(self, num_nodes: int, num_entries: int) -> int:
+        """A built part's bytes as ``to_torch()`` ships them."""
+        return num_nodes * self.node_bytes + num_entries * self.entry_bytes
 
 
 def data_size(store: GraphStore | str | os.PathLike, nodes_dir: str | os.PathLike | None) -> DataSize:
@@ -56,7 +70,20 @@ def data_size(store: GraphStore | str | os.PathLike, nodes_dir: str | os.PathLik
         for name, arr in data.arrays.items():
             # to_torch() ships labels as int64 whatever their file dtype.
             row += arr.row_bytes // arr.dtype.itemsize * 8 if name == "labels" else arr.row_bytes
-    return DataSize(store.num_nodes, entries, row + _NODE_STRUCT_BYTES, _ENTRY_BYTES)
+    return DataSize(store.num_nodes, entries, row + _NODE_STRUCT_BYTES, _ENTRY_BYTES, bool(store.directed))
+
+
+def gpu_share(gpu_memory: int, reserve_fraction: float = 2 / 3) -> int:
+    """The bytes of graph data one GPU keeps."""
+    return int(gpu_memory * (1 - reserve_fraction))
+
+
+def largest_part_bytes(size: DataSize, parts: list[dict]) -> tuple[int, int]:
+    """(index, bytes) of the largest of the built parts (the manifest's entries: ``num_inner``, ``num_halo``,
+    ``num_edges``, its CSR entries)."""
+    sizes = [size.part_bytes(int(e["num_inner"]) + int(e["num_halo"]), int(e["num_edges"])) for e in parts]
+    i = max(range(len(sizes)), key=sizes.__getitem__)
+    return i, sizes[i]
 
 
 def auto_num_parts(store: GraphStore | str | os.PathLike, nodes_dir: str | os.PathLike | None, *, gpus: int,
@@ -71,11 +98,10 @@ def auto_num_parts(store: GraphStore | str | os.PathLike, nodes_dir: str | os.Pa
     if balance < 1:
         raise ParameterError(f"balance must be >= 1, got {balance}")
     size = data_size(store, nodes_dir)
-    share = int(gpu_memory * (1 - reserve_fraction))
-    if size.total <= gpus * share:
-        return gpus
-    # part_bound is non-increasing in p: binary search the smallest p that fits.
-    lo, hi = gpus + 1, max(gpus + 1, size.num_nodes)
+    share = gpu_share(gpu_memory, reserve_fraction)
+    # part_bound is non-increasing in p: binary search the smallest p that fits. (Not p = q whenever the
+    # whole graph fits in q shares: the parts hold their halos besides.)
+    lo, hi = gpus, max(gpus, size.num_nodes)
     if size.part_bound(hi, balance) > share:
         raise ParameterError(f"{store.path}: even {hi} parts need up to {size.part_bound(hi, balance)} bytes "
                              f"each, more than the {share} bytes a GPU keeps for data "

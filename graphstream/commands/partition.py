@@ -79,7 +79,7 @@ def configure(p) -> None:
     add_overwrite(p, "an existing --out folder")
     p.add_argument("--gpus", type=int, default=None, metavar="Q",
                    help="with --gpu-memory and no -k: choose K so that each part fits in a third of one GPU's "
-                        "memory (K >= Q)")
+                        "memory (K >= Q; one hop of halo; coarse-refine then caps the parts' edges too)")
     p.add_argument("--gpu-memory", type=int, default=None, metavar="BYTES", help="memory of one GPU, in bytes")
     add_cluster(p)
     p.set_defaults(run=run)
@@ -212,17 +212,29 @@ def _run(args, client) -> dict:
         raise ParameterError(f"--halo-hops {args.halo_hops} shapes the dataset that --out DIR builds; "
                              "give --out DIR, or leave --halo-hops out")
     k = args.k
+    params = _algo_params(args)
+    gpu_fit = None
     if k is None:
         if args.gpus is None or args.gpu_memory is None:
             raise ParameterError("give -k K, or --gpus Q and --gpu-memory BYTES to derive it")
-        build = _import("graphstream.assemble", "choosing k from --gpus/--gpu-memory")
-        k = int(build.auto_num_parts(store, args.nodes, gpus=args.gpus, gpu_memory=args.gpu_memory))
+        if args.halo_hops != 1:   # the bound is of one-hop parts: deeper halos are not bounded before the cut
+            raise ParameterError(f"--gpus/--gpu-memory choose K from a bound on parts with one hop of halo; with "
+                                 f"--halo-hops {args.halo_hops} give -k K")
+        from ..partition import DEFAULT_BALANCE
+        sizing = _import("graphstream.assemble.sizing", "choosing k from --gpus/--gpu-memory")
+        balance = DEFAULT_BALANCE if args.balance is None else args.balance
+        k = int(sizing.auto_num_parts(store, args.nodes, gpus=args.gpus, gpu_memory=args.gpu_memory,
+                                      balance=balance))
+        if args.algo == "coarse-refine" and "edge_balance" not in params:
+            # the bound counts on the parts' entries within the balance: coarse-refine caps them when asked
+            params["edge_balance"] = balance
+        gpu_fit = (sizing.data_size(store, args.nodes), sizing.gpu_share(args.gpu_memory))
     # part[e] of an edge partitioner is scratch unless --work-dir asks to keep it; the folder names
     # its pid, so one left by a killed run is removed by the next (scratch_dir)
     with scratch_dir("graphstream-parts-", _scratch_parent(args, client)) as tmp:
         work_dir = args.work_dir if args.work_dir is not None else tmp
         plan = partition(store, k, args.algo, seed=args.seed, balance=args.balance, work_dir=work_dir,
-                         client=client, **_algo_params(args))
+                         client=client, **params)
         result = dict(plan.metrics)
         result["params"] = plan.params
         if plan.edge_parts_path is not None and args.work_dir is not None:
@@ -233,8 +245,23 @@ def _run(args, client) -> dict:
                                               halo_hops=args.halo_hops, client=client)
             if isinstance(manifest, dict):
                 result.update(manifest.get("metrics", {}))
+                if gpu_fit is not None:
+                    _check_gpu_fit(result, manifest, *gpu_fit)
             result["out"] = str(args.out)
     return result
+
+
+def _check_gpu_fit(result: dict, manifest: dict, size, share: int) -> None:
+    """The built parts against the GPU share they were sized for: the bound holds for parts within the
+    balance on entries too, which a partition can miss; a part above the share is said, not hidden."""
+    from .._report import warn
+    from ..assemble.sizing import largest_part_bytes
+    index, largest = largest_part_bytes(size, manifest["parts"])
+    result["gpu_share_bytes"] = share
+    result["largest_part_bytes"] = largest
+    if largest > share:
+        warn(f"part {index} needs {largest} bytes on a GPU, more than the {share} bytes each GPU keeps for data "
+             "(the parts' entries missed their balance): give a larger -k")
 
 
 def _snapshot_store(args, client) -> dict:

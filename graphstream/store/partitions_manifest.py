@@ -293,6 +293,9 @@ def metrics_of_parts(parts: tuple[PartEntry, ...], num_nodes: int) -> dict[str, 
         "edge_balance": balance(edges, sum(edges), num_parts),
         "part_inner": inner,
         "part_halo": [p.num_halo for p in parts],
+        # the entries edge_balance is of (the partitioner's own count, edges with an owned endpoint, stayed
+        # beside it: one manifest with two edge counts that disagreed)
+        "part_edges": edges,
     }
 
 
