@@ -35,13 +35,18 @@ import numpy as np
 from ._atomic import atomic_dir, save_npy
 from ._jobs import Job, ReadyJobs
 from ._report import log, progress
-from ._resources import quiet_openmp
+from ._resources import machine_cores, quiet_openmp
 from .errors import GraphStreamError, ParameterError
 
 if TYPE_CHECKING:   # distributed is imported only when a cluster is asked for (keeps in-process runs light)
     from distributed import Client
 
 SCHEDULER_ENV = "GRAPHSTREAM_SCHEDULER"
+# How long a command on a running cluster without workers waits for one (dask-jobqueue's workers may
+# still be in the batch queue); without a wait, the paths were "checked" on no worker and the command
+# then hung with no word.
+WORKER_WAIT_ENV = "GRAPHSTREAM_WORKER_WAIT"
+DEFAULT_WORKER_WAIT_SECONDS = 300.0
 
 # How long a worker that died may be replaced before its tasks count as failed (dask's own rule: a task
 # whose worker died this many times is marked suspicious and fails).
@@ -68,6 +73,10 @@ class ClusterConfig:
                                  "give one of them")
         if self.workers is not None and self.workers < 1:
             raise ParameterError(f"--workers must be at least 1, got {self.workers}")
+        if self.workers is not None and self.workers > max_local_workers():
+            raise ParameterError(f"--workers {self.workers}: a local cluster's workers are processes of this "
+                                 f"machine; at most {max_local_workers()} here ({machine_cores()} cores; "
+                                 "--scheduler for a cluster of several machines)")
         if self.threads_per_worker < 1:
             raise ParameterError(f"--threads-per-worker must be at least 1, got {self.threads_per_worker}")
 
@@ -84,6 +93,9 @@ class ClusterConfig:
         if workers is None and scheduler is None:
             scheduler = os.environ.get(SCHEDULER_ENV) or None
         threads = getattr(args, "threads_per_worker", None)
+        if threads is not None and workers is None and scheduler is None:   # refused rather than ignored
+            raise ParameterError("--threads-per-worker applies with --workers N (a local cluster); without it the "
+                                 "command runs in this process on every core")
         return cls(workers=workers, threads_per_worker=1 if threads is None else threads, scheduler=scheduler)
 
     def to_dict(self) -> dict:
@@ -93,6 +105,12 @@ class ClusterConfig:
         if self.scheduler is not None:
             return {"mode": "scheduler", "scheduler": self.scheduler}
         return {"mode": "local", "workers": self.workers, "threads_per_worker": self.threads_per_worker}
+
+
+def max_local_workers() -> int:
+    """The most workers a LocalCluster may start: 8 a core, at least 64 (a typo of 1000000 grew the client
+    by 240 MB a minute without starting one, and held off SIGTERM for 20-35 s)."""
+    return max(64, 8 * machine_cores())
 
 
 def _quiet_distributed() -> None:
@@ -138,6 +156,7 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
                                f"{type(exc).__name__}: {first_line}") from exc
         try:
             _prompt_streams(client, cluster_too=False)
+            _await_a_worker(client, config.scheduler)
             _hint_worker_env(client)
             yield client
         finally:
@@ -192,6 +211,30 @@ def worker_env(name: str) -> str | None:
     """An environment variable of the process this runs in (``client.run(worker_env, name)``; not
     ``os.environ.get``, which would pickle the client's environment along)."""
     return os.environ.get(name)
+
+
+def _await_a_worker(client: Client, address: str) -> None:
+    """Wait (``GRAPHSTREAM_WORKER_WAIT`` seconds, default 300) for the running cluster's first worker,
+    saying so; none by then is a :class:`ClusterError`. Workers that join later are not checked for the
+    paths: a task on one that cannot see them fails with its own error."""
+    if client.scheduler_info().get("workers"):
+        return
+    text = os.environ.get(WORKER_WAIT_ENV, "").strip()
+    try:
+        wait = float(text) if text else DEFAULT_WORKER_WAIT_SECONDS
+    except ValueError:
+        wait = -1.0
+    if not 0 <= wait < float("inf"):
+        raise ParameterError(f"{WORKER_WAIT_ENV}={text!r}: expected seconds, a number >= 0")
+    log(f"dask cluster at {address}: no worker yet; waiting up to {wait:g} s for one to join ({WORKER_WAIT_ENV})")
+    try:
+        client.wait_for_workers(1, timeout=wait)
+    except Exception as exc:
+        lost = None if isinstance(exc, TimeoutError) else _lost_scheduler(client, exc)
+        if lost is not None:
+            raise lost from exc
+        raise ClusterError(f"no dask worker joined the cluster at {address} within {wait:g} s: start workers "
+                           f"(dask worker {address}), or wait longer ({WORKER_WAIT_ENV}=SECONDS)") from exc
 
 
 def _hint_worker_env(client: Client) -> None:
@@ -473,8 +516,10 @@ def check_visible(client: Client, *paths: str | os.PathLike) -> None:
             path = Path(missing[0])
             # a scratch or temporary folder this command made (graphstream-parts-*, .g.zarr.scratch-*, .X.tmp-*)
             made = path.name.startswith("graphstream-") or "scratch-" in path.name or ".tmp-" in path.name
-            shown = (f"{path.parent} (where this command made {path.name}; give --work-dir a folder every worker "
-                     "sees)") if made else str(path)
+            # the output's temporary sibling lies beside the output, whatever --work-dir says
+            where = ("write the output to a folder every worker sees" if ".tmp-" in path.name
+                     else "give --work-dir a folder every worker sees")
+            shown = f"{path.parent} (where this command made {path.name}; {where})" if made else str(path)
             raise ClusterError(f"worker {worker} cannot see {shown}: every path must be visible to every "
                                "worker (a shared file system, or an fsspec URL); see docs/distributed.md")
 

@@ -69,6 +69,46 @@ def test_config_from_flags_and_environment(monkeypatch):
             ClusterConfig(**bad)
 
 
+def test_flags_a_local_cluster_does_not_take_are_refused(monkeypatch):
+    """--workers 1000000 grew the client for a minute without starting a worker; --threads-per-worker 2 alone
+    was set aside without a word (0 alone was refused)."""
+    from graphstream.cluster import max_local_workers
+    parser = argparse.ArgumentParser()
+    add_cluster(parser)
+    monkeypatch.delenv("GRAPHSTREAM_SCHEDULER", raising=False)
+    with pytest.raises(ParameterError, match="--threads-per-worker applies with --workers N"):
+        ClusterConfig.from_args(parser.parse_args(["--threads-per-worker", "2"]))
+    with pytest.raises(ParameterError, match="--workers 1000000: a local cluster's workers are processes"):
+        ClusterConfig(workers=1_000_000)
+    assert ClusterConfig(workers=max_local_workers()).workers >= 64
+
+
+def test_a_running_cluster_without_workers_is_waited_for_then_refused(monkeypatch, capsys):
+    """With no worker yet, the paths were "checked" on none and the command hung without a word."""
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None) as cluster:
+        monkeypatch.setenv("GRAPHSTREAM_WORKER_WAIT", "1")
+        start = time.monotonic()
+        with pytest.raises(ClusterError, match="no dask worker joined the cluster at .* within 1 s"), \
+                open_client(ClusterConfig(scheduler=cluster.scheduler_address)):
+            pass
+        assert time.monotonic() - start < 30
+    monkeypatch.setenv("GRAPHSTREAM_WORKER_WAIT", "soon")
+    with LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None) as cluster, \
+            pytest.raises(ParameterError, match="GRAPHSTREAM_WORKER_WAIT='soon'"), \
+            open_client(ClusterConfig(scheduler=cluster.scheduler_address)):
+        pass
+
+
+def test_an_output_workers_cannot_see_is_not_sent_to_work_dir(dask_client, tmp_path):
+    """The temporary sibling of an output lies beside it: the advice was "give --work-dir", a flag
+    generate, ingest, export and snapshots do not have, and which would not move it."""
+    with pytest.raises(ClusterError, match=r"\.out\.zarr\.tmp-abc; write the output to a folder every worker sees"):
+        check_visible(dask_client, tmp_path / ".out.zarr.tmp-abc")
+    with pytest.raises(ClusterError, match="graphstream-parts-1-x; give --work-dir a folder every worker sees"):
+        check_visible(dask_client, tmp_path / "graphstream-parts-1-x")
+
+
 def test_in_process_has_no_client():
     with open_client(ClusterConfig()) as client:
         assert client is None
