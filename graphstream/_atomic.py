@@ -34,6 +34,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -136,48 +137,80 @@ def check_output_name(path: PathLike) -> None:
         raise ParameterError(f"{text!r}: an output is named by a new folder or file of its own (not the "
                              "current folder, its parent or /): e.g. out.zarr")
     if len(os.fsencode(name)) > MAX_OUTPUT_NAME_BYTES:
-        raise ParameterError(f"{text[:60]}...: the output's name is {len(os.fsencode(name))} bytes; at most "
-                             f"{MAX_OUTPUT_NAME_BYTES} (its lock and temporary siblings add to it, and a "
+        raise ParameterError(f"output {name[:24]}...{name[-12:]}: its name is {len(os.fsencode(name))} bytes; "
+                             f"at most {MAX_OUTPUT_NAME_BYTES} (its lock and temporary siblings add to it, and a "
                              f"file name holds {NAME_MAX} bytes)")
 
 
-# The files at the top of each folder graphstream writes, and the format their JSON names: graph and
-# snapshot stores (a Zarr group), partitioned datasets and dynamic partitions (manifest.json), PyG
-# exports (META.json); a DistDGL export's config is <graph_name>.json, and a node data folder (`dataset`)
-# holds a graph store as graph.zarr.
-_FORMAT_FILES = {"zarr.json": ("attributes", "format"), "manifest.json": ("format",)}
-_PYG_META = "META.json"
+# What each kind of folder graphstream writes holds at its top, by the file that marks it: graph and
+# snapshot stores (a Zarr group: zarr.json and array folders), partitioned datasets and dynamic partitions
+# (manifest.json and part-NNNNN), PyG exports (META.json ...), DistDGL exports (<graph_name>.json, partN,
+# the hidden id maps), node data folders (`dataset`: graph.zarr and .npy files). A folder is graphstream's
+# only when *every* entry is one of its kind's (a graph store's zarr.json copied into a folder of the
+# user's files does not make them replaceable), and its marker names a graphstream format, or cannot be
+# read at all (a damaged output is replaced; another tool's Zarr group or manifest is not).
+_LEFTOVER = re.compile(r"\..+\.(lock|tmp-.+|old-.+|scratch-.+)")   # a killed run's, beside an inner output
+_PART_DIR = re.compile(r"part-\d+")
+_PYG_ENTRY = re.compile(r"META\.json|node_map\.pt|edge_map\.pt|label\.pt|part_\d+|\w+_idx")
+_DGL_ENTRY = re.compile(r"part\d+|\.new_id\.npy|\.owner\.npy")
 _DGL_CONFIG_KEYS = {"graph_name", "num_parts", "node_map", "edge_map"}
 
 
 def replaceable(path: PathLike) -> bool:
     """Whether ``--overwrite`` may replace ``path``: it does not exist, is a file or a symlink (replaced as
-    such), an empty folder, or a folder graphstream wrote (found by its top-level files, even when its
-    data are damaged). A user's folder is never removed whole because an output was named after it
+    such), an empty folder, or a folder graphstream wrote (every entry one of its kind's, even when its data
+    are damaged). A user's folder is never removed whole because an output was named after it
     (``ingest edges.txt ~ --overwrite`` removed the home folder)."""
     path = Path(path)
     if path.is_symlink() or not path.is_dir():
         return True
     try:
-        names = set(os.listdir(path))
+        names = {n for n in os.listdir(path) if not _LEFTOVER.fullmatch(n)}
     except OSError:
         return False
     if not names:
         return True
-    for name, keys in _FORMAT_FILES.items():
-        if name in names and str(_json_field(path / name, keys) or "").startswith("graphstream."):
-            return True
-    if _PYG_META in names and isinstance(_json_field(path / _PYG_META, ("num_parts",)), int):
-        return True
-    if any(n.endswith(".json") and _DGL_CONFIG_KEYS <= set(_json_field(path / n, ()) or {}) for n in names):
-        return True
-    return "graph.zarr" in names and replaceable_store(path / "graph.zarr")
+    return any(check(path, names) for check in (_a_store, _a_dataset, _a_pyg_export, _a_dgl_export,
+                                                _a_node_data_folder))
 
 
-def replaceable_store(path: Path) -> bool:
-    """A graph store's folder (the node data folder's graph.zarr)."""
-    return path.is_dir() and str(_json_field(path / "zarr.json", ("attributes", "format")) or "").startswith(
-        "graphstream.")
+def _ours(marker: Path, keys: tuple[str, ...]) -> bool:
+    """The marker file names a graphstream format, or is unreadable (damaged); not another tool's."""
+    try:
+        value = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return marker.is_file()
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return str(value or "").startswith("graphstream.")
+
+
+def _a_store(path: Path, names: set[str]) -> bool:
+    return ("zarr.json" in names and _ours(path / "zarr.json", ("attributes", "format"))
+            and all(n == "zarr.json" or (path / n / "zarr.json").is_file() for n in names))
+
+
+def _a_dataset(path: Path, names: set[str]) -> bool:
+    return ("manifest.json" in names and _ours(path / "manifest.json", ("format",))
+            and all(n == "manifest.json" or (_PART_DIR.fullmatch(n) and (path / n).is_dir()) for n in names))
+
+
+def _a_pyg_export(path: Path, names: set[str]) -> bool:
+    return ("META.json" in names and isinstance(_json_field(path / "META.json", ("num_parts",)), int)
+            and all(_PYG_ENTRY.fullmatch(n) for n in names))
+
+
+def _a_dgl_export(path: Path, names: set[str]) -> bool:
+    configs = [n for n in names if n.endswith(".json")]
+    return (len(configs) == 1 and _DGL_CONFIG_KEYS <= set(_json_field(path / configs[0], ()) or {})
+            and all(n == configs[0] or _DGL_ENTRY.fullmatch(n) for n in names))
+
+
+def _a_node_data_folder(path: Path, names: set[str]) -> bool:
+    store = path / "graph.zarr"
+    return ("graph.zarr" in names and store.is_dir() and not store.is_symlink()
+            and _a_store(store, {n for n in os.listdir(store) if not _LEFTOVER.fullmatch(n)})
+            and all(n == "graph.zarr" or (n.endswith(".npy") and (path / n).is_file()) for n in names))
 
 
 def _json_field(file: Path, keys: tuple[str, ...]):

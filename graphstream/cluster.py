@@ -228,6 +228,8 @@ def _await_a_worker(client: Client, address: str) -> None:
         raise ParameterError(f"{WORKER_WAIT_ENV}={text!r}: expected seconds, a number >= 0")
     log(f"dask cluster at {address}: no worker yet; waiting up to {wait:g} s for one to join ({WORKER_WAIT_ENV})")
     try:
+        if wait == 0:   # dask reads a timeout of 0 as none: it waited for ever
+            raise TimeoutError("no wait")
         client.wait_for_workers(1, timeout=wait)
     except Exception as exc:
         lost = None if isinstance(exc, TimeoutError) else _lost_scheduler(client, exc)

@@ -661,6 +661,24 @@ def test_parts_sized_from_gpu_memory_fit_it(tmp_path, capsys):
     assert "with --halo-hops 2 give -k K" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("undirected, memory, algos", [(True, 150000, ("hash", "hdrf", "dbh")),
+                                                        (False, 45000, ("hash",))])
+def test_partitioners_without_an_entries_cap_fit_the_gpu_share_too(tmp_path, capsys, undirected, memory, algos):
+    """hash, hdrf and dbh do not balance the parts' entries, which the bound counts on: their parts were
+    up to 10% above the share, with only a warning (exit 0). The plan's own counts now bound its parts,
+    and k grows until they fit, before the build."""
+    from graphstream.cli import main
+    store = tmp_path / "g.zarr"
+    assert main(["generate", "rmat", str(store), "--scale", "9" if undirected else "8"]
+                + (["--undirected"] if undirected else [])) == 0
+    for algo in algos:
+        capsys.readouterr()
+        assert main(["partition", str(store), "--gpus", "2", "--gpu-memory", str(memory), "--algo", algo,
+                     "--out", str(tmp_path / algo), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["largest_part_bytes"] <= out["gpu_share_bytes"], (algo, out["largest_part_bytes"])
+
+
 def test_a_built_part_above_the_gpu_share_is_said(capsys):
     from graphstream.assemble.sizing import DataSize
     from graphstream.commands.partition import _check_gpu_fit
@@ -669,6 +687,7 @@ def test_a_built_part_above_the_gpu_share_is_said(capsys):
     _check_gpu_fit(result, {"parts": parts}, DataSize(20, 440, 24, 8), share=2000)
     assert result == {"gpu_share_bytes": 2000, "largest_part_bytes": 60 * 24 + 400 * 8}
     assert "part 1 needs 4640 bytes on a GPU, more than the 2000 bytes" in capsys.readouterr().err
+    # (-k, for --gpus cannot be given with it)
 
 
 # ---------------------------------------------------------------------------
@@ -715,7 +734,11 @@ def test_cli_auto_k(small, tmp_path):
     total = data_size(store, nodes).total
     assert main(["partition", store.path, "--gpus", "1", "--gpu-memory", str(total), "--algo", "hash",
                  "--out", str(out), "--nodes", str(nodes), "--json"]) == 0
-    assert len(open_partitions(out)) == auto_num_parts(store, nodes, gpus=1, gpu_memory=total) > 1
+    # the bound's k, or more where hash's parts (entries not balanced) would not fit it
+    assert len(open_partitions(out)) >= auto_num_parts(store, nodes, gpus=1, gpu_memory=total) > 1
+    size = data_size(store, nodes)
+    assert max(p.num_nodes * size.node_bytes + p.num_edges * size.entry_bytes
+               for p in open_partitions(out)) <= int(total * (1 - 2 / 3))
 
 
 # ---------------------------------------------------------------------------

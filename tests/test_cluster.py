@@ -93,6 +93,11 @@ def test_a_running_cluster_without_workers_is_waited_for_then_refused(monkeypatc
                 open_client(ClusterConfig(scheduler=cluster.scheduler_address)):
             pass
         assert time.monotonic() - start < 30
+    monkeypatch.setenv("GRAPHSTREAM_WORKER_WAIT", "0")   # dask's timeout of 0 is none: it waited for ever
+    with LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None) as cluster, \
+            pytest.raises(ClusterError, match="within 0 s"), \
+            open_client(ClusterConfig(scheduler=cluster.scheduler_address)):
+        pass
     monkeypatch.setenv("GRAPHSTREAM_WORKER_WAIT", "soon")
     with LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None) as cluster, \
             pytest.raises(ParameterError, match="GRAPHSTREAM_WORKER_WAIT='soon'"), \

@@ -397,6 +397,18 @@ def test_old_mac_line_endings_are_refused(tmp_path, capsys, text, name):
         assert not (tmp_path / "g.zarr").exists()
 
 
+@pytest.mark.parametrize("text, name", [
+    ("src,dst\r" + "".join(f"{i},{i + 1}\r" for i in range(1000)), "hdr.csv"),
+    ("# a comment\r0 1\r1 2\r", "cm.txt"),
+])
+def test_old_mac_line_endings_after_a_header_or_comment_are_named(tmp_path, capsys, text, name):
+    """The header or comment line took the whole file: "no edges found", which sent the user the wrong way."""
+    (tmp_path / name).write_bytes(text.encode())
+    for extra in ((), ("--workers", "2")):
+        code, err = cli("ingest", tmp_path / name, tmp_path / "g.zarr", *extra, capsys=capsys)
+        assert code == 2 and f"{name}:1: a carriage return (\\r) ends the line" in err, (extra, err)
+
+
 def test_crlf_and_trailing_carriage_returns_still_read(tmp_path):
     (tmp_path / "e.txt").write_bytes(b"0 1\r\n1 2\r\r\n2 3 \r\n3 4\r")
     assert ingest(tmp_path / "e.txt", tmp_path / "g.zarr").num_edges == 4

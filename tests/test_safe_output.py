@@ -252,6 +252,33 @@ def test_overwrite_replaces_graphstreams_outputs_only(tmp_path, capsys):
     assert _atomic.replaceable(dgl) and not _atomic.replaceable(mine)
 
 
+def test_overwrite_judges_every_entry_of_a_folder(tmp_path, capsys):
+    """One graphstream file at the top was enough: a graph store's zarr.json (or a dataset folder's
+    graph.zarr) copied into a folder of the user's made its other files replaceable."""
+    g = write_store(tmp_path / "g.zarr")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copytree(g, proj / "graph.zarr")
+    (proj / "thesis.tex").write_text("keep")
+    mixed = tmp_path / "mixed"
+    shutil.copytree(g, mixed)
+    (mixed / "notes.txt").write_text("keep")
+    for folder in (proj, mixed):
+        rc, err = cli("generate", "rmat", folder, "--scale", 3, "--overwrite", capsys=capsys)
+        assert rc == 2 and "not a graphstream output" in err, err
+    assert (proj / "thesis.tex").exists() and (mixed / "notes.txt").exists()
+    # a damaged output of ours is replaced; another tool's Zarr group is not
+    damaged = tmp_path / "damaged"
+    shutil.copytree(g, damaged)
+    (damaged / "zarr.json").write_text("garbage")
+    other = tmp_path / "other.zarr"
+    shutil.copytree(g, other)
+    doc = json.loads((other / "zarr.json").read_text())
+    doc["attributes"] = {"format": "somebody.else"}
+    (other / "zarr.json").write_text(json.dumps(doc))
+    assert _atomic.replaceable(damaged) and not _atomic.replaceable(other)
+
+
 @pytest.mark.parametrize("name", [".", "./", "/", ".."])
 def test_an_output_named_by_the_current_folder_or_root_is_refused(tmp_path, capsys, monkeypatch, name):
     """`ingest e.txt .` was a traceback (PosixPath('.') has an empty name), exit 1."""

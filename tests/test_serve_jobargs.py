@@ -407,6 +407,14 @@ def test_a_lost_worker_counts_as_an_attempt(tmp_path, max_attempts):
     assert "attempt 1 interrupted (its worker (pid 7 on vm) was lost)" in (tmp_path / "jobs" / job.id / "log").read_text()
 
 
+def test_the_kind_of_a_store_an_earlier_step_writes_is_its_own_even_over_an_old_one(root):
+    """snapshots --overwrite over a graph store, then pgc on it: refused (the old store's kind was read)."""
+    small_store(root / "old.zarr")
+    job_steps("pipeline", {"steps": [
+        {"kind": "snapshots", "args": {"store": "g.zarr", "out": "old.zarr", "num_snapshots": 3, "overwrite": True}},
+        {"kind": "partition", "args": {"store": "old.zarr", "k": 2, "algo": "pgc", "out": "old-p2"}}]}, root)
+
+
 def test_a_pipeline_partitions_the_snapshot_store_an_earlier_step_makes(root, tmp_path):
     """`snapshots` then `partition` of its output: the store is not there at submission to be recognised
     as a snapshot store, and pgc (named, or the default for one) was refused as needing one (a 422)."""
@@ -459,10 +467,18 @@ def test_an_output_name_too_long_or_under_a_file_is_refused_at_submission(root):
     """A 260-byte name failed at its lock file (ENAMETOOLONG) inside the run, which the service took for a
     lost worker: three attempts, then the clean-up raised and stopped the dispatcher for every job."""
     message = refused(root, "generate", {"generator": "rmat", "out": "b" * 260, "scale": 6}, 400)
-    assert "the output's name is 260 bytes; at most 223" in message and str(root) not in message
+    assert "its name is 260 bytes; at most 223" in message and str(root) not in message
     (root / "notes.txt").write_text("x")
     message = refused(root, "generate", {"generator": "rmat", "out": "notes.txt/x.zarr", "scale": 6}, 400)
     assert "its folder 'notes.txt' is a file" in message and str(root) not in message
+    # deeper, or a folder that is not there (the job failed after it was accepted)
+    for out, said in (("notes.txt/x/g.zarr", "its folder 'notes.txt/x' does not exist"),
+                      ("nodir/g.zarr", "its folder 'nodir' does not exist")):
+        assert said in refused(root, "generate", {"generator": "rmat", "out": out, "scale": 6}, 400)
+    # an earlier step's output may hold a later one's folder
+    job_steps("pipeline", {"steps": [
+        {"kind": "dataset", "args": {"name": "cora", "out_dir": "d", "root": "g.zarr"}},
+        {"kind": "generate", "args": {"generator": "rmat", "out": "d/g6.zarr", "scale": 6}}]}, root)
 
 
 def test_a_run_that_raises_fails_the_job_in_one_line(root, tmp_path, monkeypatch):

@@ -653,3 +653,9 @@ def test_gat_hidden_width_is_a_multiple_of_its_heads():
     with pytest.raises(ParameterError, match="--hidden 10: GAT's hidden layers are 4 attention heads wide"):
         TrainConfig(model="gat", hidden=10)
     assert TrainConfig(model="gat", hidden=12).hidden == 12 and TrainConfig(model="gcn", hidden=10).hidden == 10
+
+
+def test_a_checkpoint_under_a_file_is_named_as_such(parts_dir, capsys, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    code, err = train_cli(capsys, parts_dir, "--checkpoint", str(tmp_path / "afile" / "ck"))
+    assert code == 2 and "is a file, not a folder" in err

@@ -670,7 +670,8 @@ def _check_checkpoint_path(path: str, parts_dir, resume: bool = False, overwrite
     if p.is_dir():
         raise ParameterError(f"--checkpoint {path}: is a folder, expected a file path")
     if not p.parent.is_dir():
-        raise ParameterError(f"--checkpoint {path}: folder {p.parent} does not exist")
+        why = "is a file, not a folder" if p.parent.exists() else "does not exist"
+        raise ParameterError(f"--checkpoint {path}: folder {p.parent} {why}")
     if parts_dir is not None:
         check_outputs_apart({"--checkpoint": path, "--checkpoint (best weights)": f"{path}.best"},
                             {"parts": parts_dir})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from .._report import log
 from ..errors import GraphStreamError, ParameterError, StoreError
 from .flags import add_cluster, add_overwrite, cluster_config
 
@@ -125,7 +126,7 @@ def preflight(args, pending: dict[str, str] | None = None) -> None:
     other) of the stores an earlier step of a service pipeline will write, which are not there yet."""
     from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, check_arguments, check_num_parts
     pending = pending or {}
-    if args.store in pending and not Path(args.store).exists():
+    if args.store in pending:   # what the earlier step writes there, whatever is there now
         snapshots = pending[args.store] == "snapshots"
     else:
         snapshots = _is_snapshot_store(args.store)
@@ -235,6 +236,17 @@ def _run(args, client) -> dict:
         work_dir = args.work_dir if args.work_dir is not None else tmp
         plan = partition(store, k, args.algo, seed=args.seed, balance=args.balance, work_dir=work_dir,
                          client=client, **params)
+        for _ in range(GPU_FIT_TRIES if gpu_fit is not None else 0):
+            # the bound holds for parts within the balance on entries, which hash, hdrf and dbh do not keep:
+            # the plan's own counts bound its parts (before the build), and k grows until they fit
+            largest = _largest_planned_part(plan.metrics, *gpu_fit, directed=store.directed)
+            if largest <= gpu_fit[1]:
+                break
+            k = min(store.num_nodes, max(k + 1, -(-k * largest // gpu_fit[1])))
+            log(f"partition: the parts of k = {plan.num_parts} need up to {largest} bytes on a GPU, more than its "
+                f"{gpu_fit[1]}; partitioning again with k = {k}")
+            plan = partition(store, k, args.algo, seed=args.seed, balance=args.balance, work_dir=work_dir,
+                             client=client, **params)
         result = dict(plan.metrics)
         result["params"] = plan.params
         if plan.edge_parts_path is not None and args.work_dir is not None:
@@ -251,6 +263,18 @@ def _run(args, client) -> dict:
     return result
 
 
+GPU_FIT_TRIES = 6   # partitionings at most, k growing, until the plan's parts fit the GPU share
+
+
+def _largest_planned_part(metrics: dict, size, share: int, *, directed: bool) -> int:
+    """An upper bound of the largest part's bytes from the plan's counts: its nodes (inner and halo), and
+    its entries at most twice its edges with an owned endpoint (undirected: the inner rows and the halo
+    rows' mirror of the cut ones; directed: the inner rows' in-edges, at most once)."""
+    entries = [(1 if directed else 2) * e for e in metrics["part_edges"]]
+    nodes = [i + h for i, h in zip(metrics["part_inner"], metrics["part_halo"], strict=True)]
+    return max(size.part_bytes(n, e) for n, e in zip(nodes, entries, strict=True))
+
+
 def _check_gpu_fit(result: dict, manifest: dict, size, share: int) -> None:
     """The built parts against the GPU share they were sized for: the bound holds for parts within the
     balance on entries too, which a partition can miss; a part above the share is said, not hidden."""
@@ -260,8 +284,8 @@ def _check_gpu_fit(result: dict, manifest: dict, size, share: int) -> None:
     result["gpu_share_bytes"] = share
     result["largest_part_bytes"] = largest
     if largest > share:
-        warn(f"part {index} needs {largest} bytes on a GPU, more than the {share} bytes each GPU keeps for data "
-             "(the parts' entries missed their balance): give a larger -k")
+        warn(f"part {index} needs {largest} bytes on a GPU, more than the {share} bytes each GPU keeps for data: "
+             f"give -k above {len(manifest['parts'])} instead of --gpus")
 
 
 def _snapshot_store(args, client) -> dict:

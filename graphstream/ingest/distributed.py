@@ -60,10 +60,10 @@ from ..cluster import (
     split_range,
     task_count,
 )
-from ..errors import InputFormatError, StoreError
+from ..errors import StoreError
 from ..store import GraphWriter, id_dtype_for, is_url
 from ..store.graph import EdgeRangeWriter
-from . import sources
+from . import sources, text
 from ._text_kernels import after_edge_lines, count_edge_lines
 from .config import IngestConfig
 from .pipeline import (
@@ -137,7 +137,7 @@ def ingest_on_cluster(client: Client, paths: list[str], target: str, plans: list
         counts = np.array([p.count for p in parsed], dtype=np.int64)
         total = int(counts.sum())
         if total == 0:
-            raise InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
+            raise text.no_edges_error(name, [str(p) for p in paths])
         id_map = lookup = None
         if config.relabel:
             id_map = _merge_ids(work, parsed)
@@ -237,7 +237,7 @@ def _ingest_counted(client: Client, paths: list[str], target: str, plans: list[I
                        unit="byte", size=lambda t: t[2] - t[1])
     total = int(sum(counts))
     if total == 0:
-        raise InputFormatError(f"{source_name(paths)}: no edges found (empty file, or only comments/header)")
+        raise text.no_edges_error(source_name(paths), [str(p) for p in paths])
     firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
     ranges = [TextRange(paths[p.file], *p.span, skip, firsts[i], counts[i])
               for i, (p, skip) in enumerate(zip(pieces, skips, strict=True))]

@@ -300,7 +300,7 @@ def write(paths: list[str], target: str, plans: list[IngestPlan], config: Ingest
             if text_input:
                 done += os.path.getsize(path)
         if writer.num_written == 0:
-            raise InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
+            raise text.no_edges_error(name, [str(p) for p in paths])
         if relabeler is None and num_nodes is None:
             check_id_range(paths, plans, config, max_id, writer.num_written)
         # 4. id map and completion

@@ -92,6 +92,32 @@ WEIGHT_RULE = "weights must be finite numbers within float32, |w| <= 3.4e38"
 _NOT_FINITE = ("nan", "inf", "infinity")
 
 
+LONE_CR = ("a carriage return (\\r) ends the line, and no line feed (\\n) follows: old Mac line endings? convert "
+           "the file first, e.g. tr '\\r' '\\n' < IN > OUT")
+
+
+def no_edges_error(name: str, paths: list[str]) -> InputFormatError:
+    """The error of a text input without a row: "no edges found", unless the start of a file holds a lone
+    carriage return (a header or comment line of old Mac line endings read as one line, the rows in it)."""
+    from .blocks import open_text
+    from .sniff import detect_format
+    for path in paths:
+        try:
+            if detect_format(path) in ("npy", "parquet"):   # binary: a 13 byte is data
+                continue
+            stream, raw = open_text(path)
+            with raw.raw, stream:
+                head = stream.read(1 << 16)
+        except (OSError, ValueError, EOFError):
+            continue
+        at = next((i for i in range(len(head) - 1)
+                   if head[i] == 13 and head[i + 1] not in (10, 13)), None) if b"\r" in head else None
+        if at is not None:
+            line = head.count(b"\n", 0, at) + 1
+            return InputFormatError(f"{path}:{line}: {LONE_CR}")
+    return InputFormatError(f"{name}: no edges found (empty file, or only comments/header)")
+
+
 def _raise(path: str, state: np.ndarray, buf: np.ndarray, layout: TextLayout, roles: np.ndarray,
            config: IngestConfig) -> None:
     """Raise the error the kernel stopped at, naming ``file:line`` and the column."""
@@ -110,8 +136,7 @@ def _raise(path: str, state: np.ndarray, buf: np.ndarray, layout: TextLayout, ro
     if code == E_EMPTY:
         raise InputFormatError(f"{where}: empty {what} in column {field}")
     if code == E_LONE_CR:
-        raise InputFormatError(f"{where}: a carriage return (\\r) ends the line, and no line feed (\\n) follows: "
-                               "old Mac line endings? convert the file first, e.g. tr '\\r' '\\n' < IN > OUT")
+        raise InputFormatError(f"{where}: {LONE_CR}")
     not_finite = text.strip('"+-').lower() in _NOT_FINITE
     if role not in (ROLE_SRC, ROLE_DST) and (code == E_RANGE or not_finite):
         rule = TIME_RULE if role == ROLE_TIME else WEIGHT_RULE

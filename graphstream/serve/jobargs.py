@@ -267,6 +267,7 @@ def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
     holding it); the resolved paths by dest, and the outputs."""
     outputs: dict[str, Path] = {}
     scratch: dict[str, Path] = {}
+    folders: list[tuple[Path, str]] = []   # the outputs' and scratch folders' own folders, checked last
     inputs: dict[str, Path] = {}
     resolved: dict[str, list[Path]] = {}
     for action in parser._actions:
@@ -288,11 +289,9 @@ def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                     raise JobArgsError(f"{where}: an output cannot be the service root itself", 400)
                 try:
                     check_output_name(full)
-                except GraphStreamError as exc:
-                    raise JobArgsError(f"{where[:80]}: {without_root(str(exc), root)}", 400) from None
-                if full.parent.exists() and not full.parent.is_dir():
-                    raise JobArgsError(f"{where}: its folder {full.parent.relative_to(root).as_posix()!r} is a "
-                                       "file", 400)
+                except GraphStreamError as exc:   # (the name itself is too long to repeat in full)
+                    raise JobArgsError(f"{kind} {name}: {exc}", 400) from None
+                folders.append((full, where))
                 # a scratch folder is written into: not a store's or dataset's own folder either
                 _outside_datasets(full, root, where, itself=action.dest in SCRATCH_ARGS)
                 # an output an earlier step writes too: the second step failed on it ("output exists")
@@ -311,7 +310,24 @@ def _check_paths(parser: argparse.ArgumentParser, namespace: argparse.Namespace,
         check_outputs_apart(outputs, inputs, scratch)
     except GraphStreamError as exc:
         raise JobArgsError(f"{kind}: {without_root(str(exc), root)}", 400) from None
+    for full, where in folders:   # after the overlaps, which say more ("lies inside the output --out")
+        _check_folder_of(full, root, where, produced)
     return resolved, list(outputs.values())
+
+
+def _check_folder_of(full: Path, root: Path, where: str, produced: tuple[Path, ...]) -> None:
+    """An output's folder must be there (or be an earlier step's output, or inside one), and no folder on
+    its way a file: else the job failed after it was accepted ("parent folder ... does not exist")."""
+    for folder in [full.parent, *full.parent.parents]:
+        if folder == root or root not in folder.parents:
+            return
+        if any(folder == p or p in folder.parents for p in produced):
+            return
+        if folder.is_dir():
+            return
+        rel = folder.relative_to(root).as_posix()
+        why = "is a file" if folder.exists() else "does not exist"
+        raise JobArgsError(f"{where}: its folder {rel!r} {why}", 400)
 
 
 def _outside_datasets(full: Path, root: Path, where: str, itself: bool) -> None:
