@@ -165,7 +165,7 @@ def replaceable(path: PathLike) -> bool:
     if path.is_symlink() or not path.is_dir():
         return True
     try:
-        names = {n for n in os.listdir(path) if not _LEFTOVER.fullmatch(n)}
+        names = _entries(path)
     except OSError:
         return False
     if not names:
@@ -174,14 +174,19 @@ def replaceable(path: PathLike) -> bool:
                                                 _a_node_data_folder))
 
 
+def _entries(folder: Path) -> set[str]:
+    """A folder's entries but the leftovers of killed runs (cleared by the next run on them)."""
+    return {n for n in os.listdir(folder) if not _LEFTOVER.fullmatch(n)}
+
+
+_UNREADABLE = object()
+
+
 def _ours(marker: Path, keys: tuple[str, ...]) -> bool:
     """The marker file names a graphstream format, or is unreadable (damaged); not another tool's."""
-    try:
-        value = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    value = _json_field(marker, keys, unreadable=_UNREADABLE)
+    if value is _UNREADABLE:
         return marker.is_file()
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
     return str(value or "").startswith("graphstream.")
 
 
@@ -209,16 +214,17 @@ def _a_dgl_export(path: Path, names: set[str]) -> bool:
 def _a_node_data_folder(path: Path, names: set[str]) -> bool:
     store = path / "graph.zarr"
     return ("graph.zarr" in names and store.is_dir() and not store.is_symlink()
-            and _a_store(store, {n for n in os.listdir(store) if not _LEFTOVER.fullmatch(n)})
+            and _a_store(store, _entries(store))
             and all(n == "graph.zarr" or (n.endswith(".npy") and (path / n).is_file()) for n in names))
 
 
-def _json_field(file: Path, keys: tuple[str, ...]):
-    """``file``'s JSON object, or its field at ``keys``; None when unreadable or absent."""
+def _json_field(file: Path, keys: tuple[str, ...], unreadable=None):
+    """``file``'s JSON object, or its field at ``keys``; None when absent, ``unreadable`` when the file
+    cannot be read or parsed."""
     try:
         value = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return unreadable
     for key in keys:
         if not isinstance(value, dict):
             return None

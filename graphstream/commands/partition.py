@@ -6,6 +6,7 @@ graphstream.dynamic (``--algo pgc``).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from pathlib import Path
 
@@ -233,20 +234,21 @@ def _run(args, client) -> dict:
     # part[e] of an edge partitioner is scratch unless --work-dir asks to keep it; the folder names
     # its pid, so one left by a killed run is removed by the next (scratch_dir)
     with scratch_dir("graphstream-parts-", _scratch_parent(args, client)) as tmp:
-        work_dir = args.work_dir if args.work_dir is not None else tmp
-        plan = partition(store, k, args.algo, seed=args.seed, balance=args.balance, work_dir=work_dir,
-                         client=client, **params)
+        cut = functools.partial(partition, store, algo=args.algo, seed=args.seed, balance=args.balance,
+                                work_dir=args.work_dir if args.work_dir is not None else tmp, client=client,
+                                **params)
+        plan = cut(k)
         for _ in range(GPU_FIT_TRIES if gpu_fit is not None else 0):
             # the bound holds for parts within the balance on entries, which hash, hdrf and dbh do not keep:
             # the plan's own counts bound its parts (before the build), and k grows until they fit
-            largest = _largest_planned_part(plan.metrics, *gpu_fit, directed=store.directed)
-            if largest <= gpu_fit[1]:
+            size, share = gpu_fit
+            largest = sizing.largest_planned_part_bytes(size, plan.metrics)
+            if largest <= share:
                 break
-            k = min(store.num_nodes, max(k + 1, -(-k * largest // gpu_fit[1])))
+            k = min(store.num_nodes, max(k + 1, -(-k * largest // share)))
             log(f"partition: the parts of k = {plan.num_parts} need up to {largest} bytes on a GPU, more than its "
-                f"{gpu_fit[1]}; partitioning again with k = {k}")
-            plan = partition(store, k, args.algo, seed=args.seed, balance=args.balance, work_dir=work_dir,
-                             client=client, **params)
+                f"{share}; partitioning again with k = {k}")
+            plan = cut(k)
         result = dict(plan.metrics)
         result["params"] = plan.params
         if plan.edge_parts_path is not None and args.work_dir is not None:
@@ -264,15 +266,6 @@ def _run(args, client) -> dict:
 
 
 GPU_FIT_TRIES = 6   # partitionings at most, k growing, until the plan's parts fit the GPU share
-
-
-def _largest_planned_part(metrics: dict, size, share: int, *, directed: bool) -> int:
-    """An upper bound of the largest part's bytes from the plan's counts: its nodes (inner and halo), and
-    its entries at most twice its edges with an owned endpoint (undirected: the inner rows and the halo
-    rows' mirror of the cut ones; directed: the inner rows' in-edges, at most once)."""
-    entries = [(1 if directed else 2) * e for e in metrics["part_edges"]]
-    nodes = [i + h for i, h in zip(metrics["part_inner"], metrics["part_halo"], strict=True)]
-    return max(size.part_bytes(n, e) for n, e in zip(nodes, entries, strict=True))
 
 
 def _check_gpu_fit(result: dict, manifest: dict, size, share: int) -> None:

@@ -68,6 +68,7 @@ from .jobargs import doc_without_root
 LOG = "log"
 STATUS = "status.json"
 RESULT = "result.json"
+CLAIM_SHAPE = {"time": (int, float), "fresh": list}   # a step's claim file (_claim)
 PUBLISHED = "published"    # step-N.published: the outputs the step's commands swapped into place
 INTERRUPTED = "interrupted"   # a run's outcome (never written as result.json) when its worker was lost
 CANCEL = "cancel"
@@ -174,7 +175,7 @@ def step_env(spec: dict[str, Any]) -> dict[str, str]:
 def _claim(path: Path, outputs: list[str]) -> dict[str, Any]:
     """The step's claim: written before its first run (which of ``outputs`` did not exist, and when), read
     back on every later one."""
-    claim = _read_job_file(path, {"time": (int, float), "fresh": list})
+    claim = _read_job_file(path, CLAIM_SHAPE)
     if claim is not None and not all(isinstance(out, str) for out in claim["fresh"]):
         raise JobFileError(f"the job's {path.name} is damaged (fresh holds a non-path); remove it to run again")
     if claim is None:
@@ -188,7 +189,7 @@ def _discard_earlier_steps(job_dir: Path, spec: dict[str, Any], steps: int, log)
     (those the steps' commands noted; an output that was there before the job, or another's, is not)."""
     from .._atomic import discard_output
     for j in range(steps):
-        claim = _read_job_file(job_dir / f"step-{j}.claim.json", {"time": (int, float), "fresh": list})
+        claim = _read_job_file(job_dir / f"step-{j}.claim.json", CLAIM_SHAPE)
         if claim is None:
             continue
         for out in _own_outputs(claim, job_dir / f"step-{j}.{PUBLISHED}"):

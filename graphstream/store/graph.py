@@ -419,13 +419,13 @@ class GraphWriter:
         self._auto_dtype = id_dtype is None and num_nodes is None
         self._compressor = default_compressor(clevel)
         self._output: AtomicOutput | None = None   # local stores: the hidden sibling being written
-        self._group = self._create_group(overwrite, atomic)
         self._dtypes = {"src": self.id_dtype, "dst": self.id_dtype}
         if with_time:
             self._dtypes["time"] = np.dtype(np.int64)
         if with_weight:
             self._dtypes["weight"] = np.dtype(np.float32)
         try:
+            self._group = self._create_group(overwrite, atomic)
             # Written first and flipped last: a crash anywhere in between leaves an
             # incomplete store that open_store refuses.
             self._group.attrs.update(GraphManifest.header())
@@ -462,14 +462,7 @@ class GraphWriter:
             if not p.parent.exists():
                 raise StoreError(f"{self.path}: parent folder {p.parent} does not exist")
             self._output = AtomicOutput(p, overwrite, mkdir=False)
-            tmp = self._output.begin()
-            try:
-                group = zarr.open_group(str(tmp), mode="w-")
-            except BaseException as exc:
-                self._output.rollback()
-                if disk_full(exc, p.parent):
-                    raise self._disk_full(exc) from exc
-                raise
+            group = zarr.open_group(str(self._output.begin()), mode="w-")   # a failure: __init__ rolls back
         return group
 
     def _disk_full(self, exc: BaseException) -> DiskFullError:

@@ -346,8 +346,8 @@ def open_arrays(group: zarr.Group, where: str) -> dict[str, zarr.Array]:
         # every array is written little-endian; the codec's word is not under a checksum (zarr.json is
         # zarr's), and "big" there read every value byte-swapped, verify and info content
         endian = getattr(getattr(array, "serializer", None), "endian", None)
-        if endian is not None and getattr(endian, "value", endian) != "little":
+        endian = getattr(endian, "value", endian)   # zarr's Endian enum, or None for 1-byte values
+        if endian is not None and endian != "little":
             raise CorruptDataError(f"{where}: array {name!r} metadata (zarr.json) is damaged: its bytes are "
-                                   f"declared {getattr(endian, 'value', endian)}-endian, graphstream writes "
-                                   "little-endian")
+                                   f"declared {endian}-endian, graphstream writes little-endian")
     return arrays
