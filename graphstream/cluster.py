@@ -180,7 +180,9 @@ def open_client(config: ClusterConfig, *, local_directory: str | os.PathLike | N
         try:
             _prompt_streams(client, cluster_too=True)
             _numba_threads_as_the_workers(client)
-            log(f"dask cluster: {config.workers} workers x {config.threads_per_worker} threads, "
+            workers = "1 worker" if config.workers == 1 else f"{config.workers} workers"
+            threads = "1 thread" if config.threads_per_worker == 1 else f"{config.threads_per_worker} threads"
+            log(f"dask cluster: {workers} x {threads}, "
                 f"dashboard {client.dashboard_link}")
             yield client
         finally:
@@ -281,7 +283,10 @@ def _probe(address: str) -> None:
     if parts.scheme not in ("tcp", "tls"):
         raise ClusterError(f"--scheduler {address}: graphstream connects to tcp:// or tls:// schedulers "
                            "(tcp://HOST:PORT)")
-    if parts.path or parts.query or parts.fragment or not parts.hostname:
+    if not parts.hostname:
+        raise ClusterError(f"--scheduler {address}: no host; expected tcp://HOST:PORT (127.0.0.1 for this "
+                           "machine)")
+    if parts.path or parts.query or parts.fragment:
         raise ClusterError(f"--scheduler {address}: expected tcp://HOST:PORT, nothing after the port")
     if parts.scheme == "tls":
         import dask

@@ -304,6 +304,7 @@ def test_a_malformed_scheduler_address_fails_at_once(tmp_path):
     dask's "Exception ignored in Client.__del__" traceback."""
     for address, named in (("tcp://127.0.0.1:8786/", "nothing after the port"),
                            ("tcp://127.0.0.1:8786/x", "nothing after the port"),
+                           ("tcp://:18786", "no host"),
                            ("inproc://foo", "tcp:// or tls://"),
                            ("TCP://127.0.0.1:8786", "without blanks or capitals"),
                            (" tcp://127.0.0.1:8786", "without blanks or capitals")):

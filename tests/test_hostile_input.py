@@ -409,6 +409,13 @@ def test_old_mac_line_endings_after_a_header_or_comment_are_named(tmp_path, caps
         assert code == 2 and f"{name}:1: a carriage return (\\r) ends the line" in err, (extra, err)
 
 
+def test_a_header_ended_by_cr_and_blanks_is_not_called_a_lone_cr(tmp_path, capsys):
+    """The kernel reads "\\r \\n" as a line end; the no-edges message called it old Mac line endings."""
+    (tmp_path / "h.csv").write_bytes(b"src,dst\r \n# nothing else\r\t\r\n")
+    code, err = cli("ingest", tmp_path / "h.csv", tmp_path / "g.zarr", capsys=capsys)
+    assert code == 2 and "no edges found" in err and "carriage return" not in err, err
+
+
 def test_crlf_and_trailing_carriage_returns_still_read(tmp_path):
     (tmp_path / "e.txt").write_bytes(b"0 1\r\n1 2\r\r\n2 3 \r\n3 4\r")
     assert ingest(tmp_path / "e.txt", tmp_path / "g.zarr").num_edges == 4

@@ -111,7 +111,9 @@ def no_edges_error(name: str, paths: list[str]) -> InputFormatError:
                 head = stream.read(1 << 16)
         except (OSError, ValueError, EOFError):
             continue
-        lone = re.search(rb"\r[^\r\n]", head)   # what the parse kernel refuses (E_LONE_CR), but on a skipped line
+        # what the parse kernel refuses (E_LONE_CR), but on a skipped line: a "\r" whose next character
+        # other than "\r", space and tab is not "\n"
+        lone = re.search(rb"\r[\r \t]*[^\r\n \t]", head)
         if lone is not None:
             line = head.count(b"\n", 0, lone.start()) + 1
             return InputFormatError(f"{path}:{line}: {LONE_CR}")
