@@ -369,6 +369,17 @@ def test_truncated_gzip(tmp_path):
     assert_no_store(tmp_path / "g.zarr")
 
 
+def test_gzip_padded_with_zero_bytes_is_read(tmp_path):
+    """gzip and the standard library read a member padded with zeros (tape blocks); pyarrow's reader
+    called it corrupt, exit 2."""
+    src = tmp_path / "g.txt.gz"
+    src.write_bytes(gzip.compress(b"0 1\n1 2\n2 3\n") + bytes(512))
+    assert ingest(src, tmp_path / "g.zarr").num_edges == 3
+    src.write_bytes(gzip.compress(b"0 1\n") + b"\x00\x07")   # not padding: still refused
+    with pytest.raises(InputFormatError, match=r"g\.txt\.gz: compressed data is corrupt"):
+        ingest(src, tmp_path / "h.zarr")
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(InputNotFoundError, match="nope.txt: no such file"):
         ingest(tmp_path / "nope.txt", tmp_path / "g.zarr")

@@ -86,7 +86,11 @@ def open_text(path: str | os.PathLike) -> tuple[IO[bytes], _Counted]:
     """
     pa = _pyarrow()
     kind = compression_of(path)
-    if kind in ("gzip", "bz2") and pa is not None and pa.Codec.is_available(kind):
+    # a gzip file padded with zero bytes (tape blocks, some archivers) is valid to gzip and to the standard
+    # library, not to pyarrow ("unknown compression method"); a member ends in its length mod 2^32, so a
+    # final zero byte is rare otherwise and costs the slower reader only
+    padded = kind == "gzip" and _last_byte(path) == 0
+    if kind in ("gzip", "bz2") and pa is not None and pa.Codec.is_available(kind) and not padded:
         raw = _Counted(path, arrow=pa)
         return pa.CompressedInputStream(raw.raw, kind), raw
     raw = _Counted(path, arrow=None)
@@ -97,6 +101,15 @@ def open_text(path: str | os.PathLike) -> tuple[IO[bytes], _Counted]:
     if kind == "xz":
         return lzma.LZMAFile(raw.raw, mode="rb"), raw
     return raw.raw, raw
+
+
+def _last_byte(path: str | os.PathLike) -> int | None:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return None
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)[0]
 
 
 def _pyarrow():
