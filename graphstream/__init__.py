@@ -6,7 +6,24 @@ the stores need zarr, the dynamic-graph readers numba kernels (all in graphstrea
 """
 from importlib import import_module
 
-from .errors import GraphStreamError
+from .errors import (
+    ClusterError,
+    CorruptDataError,
+    DiskFullError,
+    GraphStreamError,
+    IncompleteStoreError,
+    InputFormatError,
+    InputNotFoundError,
+    InvalidIdError,
+    NodeDataError,
+    OutputExistsError,
+    OutputLockedError,
+    ParameterError,
+    PartitionsError,
+    ResourceError,
+    StoreError,
+    StoreReplacedError,
+)
 
 __version__ = "0.1.0"
 
@@ -27,5 +44,10 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = ["GraphStore", "GraphStreamError", "GraphWriter", "open_dynamic_partitions", "open_partitions",
-           "open_snapshots", "open_store", "__version__"]
+__all__ = ["GraphStore", "GraphWriter", "open_dynamic_partitions", "open_partitions", "open_snapshots",
+           "open_store", "__version__",
+           # the errors (graphstream.errors): every one a GraphStreamError, which the CLI makes exit 2
+           "ClusterError", "CorruptDataError", "DiskFullError", "GraphStreamError", "IncompleteStoreError",
+           "InputFormatError", "InputNotFoundError", "InvalidIdError", "NodeDataError", "OutputExistsError",
+           "OutputLockedError", "ParameterError", "PartitionsError", "ResourceError", "StoreError",
+           "StoreReplacedError"]

@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -92,11 +92,11 @@ def for_workers(path: PathLike | None) -> str | None:
 # -- refusals -------------------------------------------------------------------------------------
 
 def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
-                 inputs: Mapping[str, PathLike | None] | None = None) -> Path:
+                 inputs: Mapping[str, PathLike | None] | None = None, file: bool = False) -> Path:
     """Refuse an existing output unless ``overwrite``, an existing folder that is not graphstream's even
-    with it (:func:`replaceable`), and one that is, holds or lies in one of ``inputs`` (named by their keys:
-    :func:`check_outputs_apart`); return the path. ``alternative``: another way out the refusal names
-    (``"--resume to continue that run"``)."""
+    with it (:func:`replaceable`; ``file``: the output is a file, which may replace one), and one that is,
+    holds or lies in one of ``inputs`` (named by their keys: :func:`check_outputs_apart`); return the
+    path. ``alternative``: another way out the refusal names (``"--resume to continue that run"``)."""
     check_output_name(path)
     if inputs:
         check_outputs_apart({"output": path}, inputs)
@@ -104,19 +104,23 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
     overwrite = yes_or_no(overwrite, "overwrite")
     if (path.exists() or path.is_symlink()) and not overwrite:
         other = f", or {alternative}" if alternative else ""
-        raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it{other})")
-    if overwrite and not replaceable(path):
-        raise OutputExistsError(f"{path}: --overwrite replaces what graphstream wrote, and this folder is not a "
-                                f"graphstream output ({_listing(path)}); remove it yourself, or choose another "
-                                "name")
+        raise OutputExistsError(f"{path}: output exists (pass --overwrite, or overwrite=True, to replace it{other})")
+    if overwrite and not replaceable(path, file=file):
+        what = ("is a file, not a graphstream output" if path.is_file() else
+                f"folder is not a graphstream output ({_listing(path)})")
+        raise OutputExistsError(f"{path}: --overwrite replaces what graphstream wrote, and this {what}; remove "
+                                "it yourself, or choose another name")
     _check_parent(path)
     return path
 
 
 def _check_parent(path: Path) -> None:
     if not path.parent.is_dir():
-        why = "is a file, not a folder" if path.parent.exists() else "does not exist"
-        raise OutputExistsError(f"{path}: parent folder {path.parent} {why}")
+        # the nearest folder above that is not one: a file two levels up was called a missing folder
+        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise OutputExistsError(f"{path}: {blocking} is a file, not a folder")
+        raise OutputExistsError(f"{path}: parent folder {path.parent} does not exist")
 
 
 # A file name's bytes on Linux file systems, and an output's name at most: its siblings add ".", a
@@ -156,14 +160,17 @@ _DGL_ENTRY = re.compile(r"part\d+|\.new_id\.npy|\.owner\.npy")
 _DGL_CONFIG_KEYS = {"graph_name", "num_parts", "node_map", "edge_map"}
 
 
-def replaceable(path: PathLike) -> bool:
-    """Whether ``--overwrite`` may replace ``path``: it does not exist, is a file or a symlink (replaced as
-    such), an empty folder, or a folder graphstream wrote (every entry one of its kind's, even when its data
-    are damaged). A user's folder is never removed whole because an output was named after it
-    (``ingest edges.txt ~ --overwrite`` removed the home folder)."""
+def replaceable(path: PathLike, *, file: bool = False) -> bool:
+    """Whether ``--overwrite`` may replace ``path``: it does not exist, is a symlink (replaced as such), a
+    file where the output is a file (``file``: a checkpoint, an HTML report), an empty folder, or a folder
+    graphstream wrote (every entry one of its kind's, even when its data are damaged). A user's folder is
+    never removed whole because an output was named after it (``ingest edges.txt ~ --overwrite`` removed
+    the home folder), nor a user's file by an output that is a folder (``export ... thesis.txt``)."""
     path = Path(path)
-    if path.is_symlink() or not path.is_dir():
+    if path.is_symlink() or not path.exists():
         return True
+    if not path.is_dir():
+        return file
     try:
         names = _entries(path)
     except OSError:
@@ -233,7 +240,12 @@ def _json_field(file: Path, keys: tuple[str, ...], unreadable=None):
 
 
 def _listing(path: Path, shown: int = 3) -> str:
-    names = sorted(os.listdir(path))
+    """What a folder holds, the entries no graphstream output has first (a user's file beside an export's
+    was hidden behind the export's own files)."""
+    def ours(name: str) -> bool:   # an entry of some graphstream output's kind
+        return (name in ("zarr.json", "manifest.json", "META.json", "graph.zarr") or name.endswith(".npy")
+                or any(p.fullmatch(name) for p in (_PART_DIR, _PYG_ENTRY, _DGL_ENTRY)))
+    names = sorted(os.listdir(path), key=lambda n: (ours(n), n))
     more = f", ... ({len(names)} entries)" if len(names) > shown else ""
     return "it holds " + ", ".join(names[:shown]) + more
 
@@ -623,10 +635,12 @@ class AtomicOutput:
     the commit the old output is untouched.
     """
 
-    def __init__(self, path: PathLike, overwrite: bool = False, *, mkdir: bool = True, lock: bool = True):
+    def __init__(self, path: PathLike, overwrite: bool = False, *, mkdir: bool = True, lock: bool = True,
+                 file: bool = False):
         self.final = Path(path)
         self.overwrite = yes_or_no(overwrite, "overwrite")
         self.mkdir = mkdir
+        self.file = file   # the output is a file (it may replace one), not a folder
         self.lock = lock
         self.tmp: Path | None = None
         self._stack = ExitStack()
@@ -638,7 +652,7 @@ class AtomicOutput:
             if self.lock:
                 self._stack.enter_context(output_lock(self.final))
                 recover_leftovers(self.final)   # only under the lock: nobody else is writing them
-            check_output(self.final, self.overwrite)
+            check_output(self.final, self.overwrite, file=self.file)
             self.tmp = self.final.with_name(f".{self.final.name}.tmp-{uuid.uuid4().hex[:8]}")
             if self.mkdir:
                 self.tmp.mkdir()
@@ -749,7 +763,7 @@ def atomic_file(path: PathLike, overwrite: bool = True, *, lock: bool = True) ->
     """Yield a temporary sibling file name; on success the file replaces ``path`` (e.g. a checkpoint).
 
     ``lock=False`` where another process (a launcher) holds the output's lock for the whole run."""
-    with _written_atomically(AtomicOutput(path, overwrite, mkdir=False, lock=lock)) as tmp:
+    with _written_atomically(AtomicOutput(path, overwrite, mkdir=False, lock=lock, file=True)) as tmp:
         yield tmp
 
 
@@ -771,11 +785,12 @@ def _written_atomically(output: AtomicOutput) -> Iterator[Path]:
 
 @contextmanager
 def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, PathLike | None],
-                  overwrite: bool, scratch: Mapping[str, PathLike | None] | None = None) -> Iterator[None]:
+                  overwrite: bool, scratch: Mapping[str, PathLike | None] | None = None,
+                  files: Collection[str] = ()) -> Iterator[None]:
     """What a command does first: refuse outputs that overlap inputs (and scratch folders that would
     write into one: :func:`check_outputs_apart`), take each output's lock for the whole run (a second
     run fails at once, not after the long part), clear the leftovers of killed runs and refuse
-    existing outputs without ``overwrite``."""
+    existing outputs without ``overwrite``. ``files``: the keys of the outputs that are files."""
     check_outputs_apart(outputs, inputs, scratch)
     for name, folder in (scratch or {}).items():
         # a scratch folder is made, its parents are not: a typo must not leave a tree of scratch files
@@ -788,7 +803,7 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
                                  "created, not its parents)")
         _refuse_a_file(folder, name)
     with ExitStack() as stack:
-        for out in outputs.values():
+        for key, out in outputs.items():
             if out is None or _is_url(out):
                 continue
             check_output_name(out)
@@ -796,7 +811,7 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
             _check_parent(final)
             stack.enter_context(output_lock(final))
             recover_leftovers(final)
-            check_output(final, overwrite)
+            check_output(final, overwrite, file=key in files)
         yield
 
 

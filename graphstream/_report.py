@@ -189,7 +189,8 @@ def format_value(key: str, value: object) -> str:
         if key == "seconds" or key.endswith("_seconds"):
             return format_seconds(value)
         if isinstance(value, float):
-            text = f"{value:.4g}"
+            # four significant digits showed 6198.3 as "6198.0" and 42136.0 as "4.214e+04"
+            text = f"{value:.1f}" if 100 <= abs(value) < 1e15 else f"{value:.4g}"
             return text + ".0" if text.lstrip("-").isdigit() else text   # 1.0 stays a ratio, not a count
         return f"{value:,}"
     if isinstance(value, list | tuple):

@@ -36,7 +36,7 @@ from ._atomic import atomic_dir, save_npy
 from ._jobs import Job, ReadyJobs
 from ._report import log, progress
 from ._resources import machine_cores, quiet_openmp
-from .errors import GraphStreamError, ParameterError
+from .errors import ClusterError, GraphStreamError, ParameterError
 
 if TYPE_CHECKING:   # distributed is imported only when a cluster is asked for (keeps in-process runs light)
     from distributed import Client
@@ -53,10 +53,6 @@ DEFAULT_WORKER_WAIT_SECONDS = 300.0
 ALLOWED_FAILURES = 3
 # How long a scheduler address may take to send dask's handshake before it is called no scheduler.
 PROBE_SECONDS = 5.0
-
-
-class ClusterError(GraphStreamError):
-    """The cluster failed (scheduler unreachable or lost, a worker cannot see a path): exit 2."""
 
 
 @dataclass(frozen=True, slots=True)

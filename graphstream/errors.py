@@ -57,6 +57,14 @@ class CorruptDataError(StoreError):
     """Stored bytes fail their checksum, are truncated or missing: the data cannot be trusted."""
 
 
+class PartitionsError(StoreError):
+    """A partitioned dataset is missing, malformed or inconsistent (raised by the loader)."""
+
+
+class ClusterError(GraphStreamError):
+    """The cluster failed (scheduler unreachable or lost, a worker cannot see a path): exit 2."""
+
+
 class StoreReplacedError(StoreError):
     """A store was replaced (or removed) at its path while an open handle was reading it."""
 
@@ -105,3 +113,18 @@ def finite_number(value, name: str, minimum: float | None = None) -> float:
     if minimum is not None and value < minimum:
         raise ParameterError(f"{name} must be >= {minimum}, got {value!r}")
     return float(value)
+
+
+def path_argument(value, name: str) -> str:
+    """``value`` (a str or os.PathLike) as an absolute local path, or as it is when it is a URL
+    (``s3://...``); else a :class:`ParameterError` naming ``name``. Absolute because a handle outlives
+    the caller's working folder: a notebook's ``os.chdir`` made an open store's reads fail as "replaced"
+    and an open dataset's parts "missing"."""
+    import os
+
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise ParameterError(f"{name}: expected a path (str or os.PathLike), got {value!r}")
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text:
+        raise ParameterError(f"{name}: expected a non-empty path, got {value!r}")
+    return text if "://" in text else os.path.abspath(text)

@@ -51,6 +51,7 @@ class PartitionReport:
     num_nodes: int
     num_edges: int
     directed: bool
+    halo_hops: int            # every node within halo_hops - 1 hops of a part's inner ones has its whole row
     part_inner: list[int]
     part_halo: list[int]
     part_edges: list[int]
@@ -88,19 +89,21 @@ def partition_report(parts_dir: str | os.PathLike, *, siblings: bool = True) -> 
     rf = sum(local) / m.num_nodes if m.num_nodes else 1.0
     points = [RFPoint(str(parts_dir), m.algorithm, m.num_parts, rf)]
     if siblings and key["store"] is not None:
-        points = _same_graph(folder, key, points[0])
+        points = _same_graph(folder, key, m.halo_hops, points[0])
     return PartitionReport(
         path=str(parts_dir), algorithm=m.algorithm, num_parts=m.num_parts, num_nodes=m.num_nodes,
-        num_edges=m.num_edges, directed=m.directed, part_inner=inner, part_halo=halo, part_edges=edges,
+        num_edges=m.num_edges, directed=m.directed, halo_hops=m.halo_hops, part_inner=inner, part_halo=halo,
+        part_edges=edges,
         replication_factor=rf, node_balance=balance(inner, m.num_nodes, m.num_parts),
         edge_balance=balance(edges, sum(edges), m.num_parts), local_balance=balance(local, sum(local), m.num_parts),
         halo_fraction=sum(halo) / sum(local) if sum(local) else 0.0, graph=key, rf_vs_k=points)
 
 
-def _same_graph(folder: Path, key: dict[str, Any], own: RFPoint) -> list[RFPoint]:
-    """RF of every partitioning of the graph ``key`` in ``folder``'s parent (``own`` for ``folder``),
-    sorted by algorithm and k. Siblings that are not readable partitioned datasets are skipped:
-    they are not this report's subject."""
+def _same_graph(folder: Path, key: dict[str, Any], halo_hops: int, own: RFPoint) -> list[RFPoint]:
+    """RF of every partitioning of the graph ``key`` with ``halo_hops`` in ``folder``'s parent (``own``
+    for ``folder``), sorted by algorithm and k. Siblings that are not readable partitioned datasets are
+    skipped: they are not this report's subject; nor are those of other hops, whose RF counts a wider
+    halo (a 2-hop k = 4 beside a 1-hop one drew a jump in one algorithm's line)."""
     points = [own]
     try:
         candidates = sorted(folder.parent.iterdir())
@@ -117,7 +120,7 @@ def _same_graph(folder: Path, key: dict[str, Any], own: RFPoint) -> list[RFPoint
             m = read_manifest(sibling)
         except (PartitionsError, OSError):
             continue
-        if graph_key(m) != key:
+        if graph_key(m) != key or m.halo_hops != halo_hops:
             continue
         local = sum(p.num_nodes for p in m.parts)
         path = str(Path(own.path).parent / sibling.name)
@@ -204,7 +207,7 @@ def report_html(report: PartitionReport) -> str:
     e = html.escape
     figures = [("algorithm", report.algorithm), ("parts (k)", report.num_parts),
                ("nodes", f"{report.num_nodes:,}"), ("edges", f"{report.num_edges:,}"),
-               ("directed", "yes" if report.directed else "no"),
+               ("directed", "yes" if report.directed else "no"), ("halo hops", report.halo_hops),
                ("replication factor", f"{report.replication_factor:.4f}"),
                ("node balance", f"{report.node_balance:.4f}"), ("edge balance", f"{report.edge_balance:.4f}"),
                ("local balance (inner + halo)", f"{report.local_balance:.4f}"),

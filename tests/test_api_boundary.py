@@ -232,3 +232,87 @@ def test_bad_arguments_are_parameter_errors(graph, tmp_path):
     # a work folder that does not exist yet is made, as partition() makes its own
     build_partitions(root / "g.zarr", plan, tmp_path / "parts", work_dir=tmp_path / "new" / "work")
     assert (tmp_path / "new" / "work").is_dir()
+
+
+def test_handles_outlive_the_callers_working_folder(graph, tmp_path, monkeypatch):
+    """A store and a dataset opened by a relative path, then os.chdir (a notebook's): the store's reads
+    failed as "replaced while it was being read", the part's files as "missing"."""
+    from graphstream import open_partitions
+
+    root, _ = graph
+    monkeypatch.chdir(root)
+    store, dataset = open_store("g.zarr"), open_partitions("parts")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert sum(len(batch) for batch in store.stream()) == store.num_edges
+    assert dataset[0].indices.shape[0] == dataset.info.parts[0].num_edges
+    assert partition(store, 2, "hash").num_parts == 2
+
+
+def test_writer_arguments_are_checked_at_the_call(tmp_path):
+    """close(attrs={"num_nodes": 1}) sealed a store whose ids reach 5 as complete; GraphWriter(None) wrote a
+    store named 'None'; clevel=10 failed in blosc at close; close(num_nodes=2.5) recorded 2."""
+    writer = GraphWriter(tmp_path / "g.zarr", chunk_size=4, attrs={"directed": False, "mine": 1})
+    writer.append(np.array([0, 5]), np.array([1, 2]))
+    store = writer.close(attrs={"num_nodes": 1, "chunk_size": 7, "num_edges": 9})   # the format's: the writer's
+    assert (store.num_nodes, store.num_edges, store.chunk_size, store.directed) == (6, 2, 4, True)
+    assert store.attrs["mine"] == 1
+    calls = {
+        "attrs not JSON": lambda w: w.close(attrs={"x": object()}),
+        "close num_nodes 2.5": lambda w: w.close(num_nodes=2.5),
+        "close num_nodes -1": lambda w: w.close(num_nodes=-1),
+    }
+    for case, call in calls.items():
+        writer = GraphWriter(tmp_path / "h.zarr")
+        writer.append(np.array([0, 5]), np.array([1, 2]))
+        with pytest.raises(ParameterError):
+            call(writer)
+        writer.abort()
+        assert not (tmp_path / "h.zarr").exists(), case
+    for case, make in {"path None": lambda: GraphWriter(None), "path 123": lambda: GraphWriter(123),
+                       "clevel 10": lambda: GraphWriter(tmp_path / "c.zarr", clevel=10),
+                       "attrs str": lambda: GraphWriter(tmp_path / "c.zarr", attrs="x")}.items():
+        with pytest.raises(ParameterError):
+            make()
+        assert not (tmp_path / "c.zarr").exists() and not (tmp_path / "None").exists(), case
+
+
+def test_wrong_types_name_the_argument(graph, tmp_path):
+    """Each was a TypeError or AttributeError from deep inside, or a wrong result (columns="src" read as
+    the columns 's', 'r', 'c'; metrics="no" ran the metrics; snapshot(2.5) was snapshot 2)."""
+    from graphstream import open_partitions, open_snapshots
+
+    root, plan = graph
+    store, dataset = open_store(root / "g.zarr"), open_partitions(root / "parts")
+    refused = {
+        "columns 'src'": lambda: next(iter(store.stream(columns="src"))),
+        "columns twice": lambda: next(iter(store.stream(columns=("src", "src")))),
+        "k None": lambda: partition(store, None, "hash"),
+        "metrics 'no'": lambda: partition(store, 2, "hash", metrics="no"),
+        "config 'x'": lambda: build_partitions(store, plan, tmp_path / "p", config="x"),
+        "out_dir None": lambda: build_partitions(store, plan, None),
+        "open_partitions None": lambda: open_partitions(None),
+    }
+    for case, call in refused.items():
+        with pytest.raises(ParameterError):
+            call()
+        assert not (tmp_path / "p").exists(), case
+    for case, call in {"part '0'": lambda: dataset["0"], "parts [0:2]": lambda: dataset[0:2],
+                       "snapshot 2.5": lambda: open_snapshots(root / "s.zarr").snapshot(2.5)}.items():
+        with pytest.raises(TypeError):
+            call()
+    # an opened dataset is taken where its folder is
+    assert export(dataset, tmp_path / "pyg", "pyg").num_parts == len(dataset)
+
+
+def test_the_errors_are_importable_from_the_package():
+    import graphstream
+    from graphstream import errors
+
+    for name in ("OutputLockedError", "ParameterError", "StoreError", "PartitionsError", "ClusterError",
+                 "InvalidIdError", "OutputExistsError", "CorruptDataError"):
+        cls = getattr(graphstream, name)
+        assert cls is getattr(errors, name) and issubclass(cls, graphstream.GraphStreamError), name
+    from graphstream.cluster import ClusterError
+    from graphstream.store import PartitionsError
+    assert ClusterError is graphstream.ClusterError and PartitionsError is graphstream.PartitionsError

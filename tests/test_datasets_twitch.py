@@ -173,3 +173,9 @@ def test_cli(tmp_path, capsys):
     rc = cli_main(["dataset", "twitch-de", str(tmp_path / "f"), "--root", str(tmp_path / "none")])
     out, err = capsys.readouterr()
     assert rc == 2 and "dataset root not found" in err
+    # a negative seed was a numpy traceback (exit 1); a seed for Cora's fixed split was set aside, exit 0
+    for name, seed, said in (("twitch-engb", "-1", "--seed must be in [0, "), ("cora", "5", "keeps its Planetoid")):
+        rc = cli_main(["dataset", name, str(tmp_path / "g"), "--root", str(ROOT), "--seed", seed])
+        out, err = capsys.readouterr()
+        assert rc == 2 and said in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "g").exists()

@@ -460,6 +460,16 @@ def test_verify_names_every_problem_and_prints_its_report(outputs, tmp_path):
     assert report["ok"] is False and len(report["problems"]) == 6
     for chunk in chunks[:6]:
         assert f"src/c/{chunk.name})" in proc.stderr
+    # the damaged chunks were read and checked too (only the intact ones were counted: 0 of a damaged store)
+    clean = json.loads(_cli("verify", outputs["graph"][0], "--json").stdout)
+    assert report["chunks_checked"] == clean["chunks_checked"] and report["bytes_checked"] < clean["bytes_checked"]
+
+
+def test_verify_counts_a_dynamic_partition_s_snapshots_once(outputs):
+    """Its "snapshots" was the parts' sum (4 parts x 10 snapshots: 40), a snapshot store's the count."""
+    dynamic = json.loads(_cli("verify", outputs["dynamic_partitions"][0], "--json").stdout)
+    store = json.loads(_cli("verify", outputs["snapshots"][0], "--json").stdout)
+    assert dynamic["snapshots"] == store["snapshots"] == 12 and dynamic["parts"] == 2
 
 
 def test_an_unreadable_chunk_is_not_called_damaged(outputs, monkeypatch):

@@ -57,6 +57,10 @@ def test_formats():
     assert format_value("peak_rss_bytes", 213590016) == "214 MB"
     assert format_value("edges_per_second", 2.5e6) == "2.5M edges/s"
     assert format_value("num_edges", 262144) == "262,144"
+    # a mean of 6198.3 was shown as "6198.0", part workloads 42129.0 and 42136.0 both as "4.213e+04"
+    assert format_value("edges_per_snapshot_mean", 6198.3) == "6198.3"
+    assert format_value("part_workloads", [42129.0, 42136.0]) == "42129.0, 42136.0"
+    assert format_value("replication_factor", 1.0) == "1.0" and format_value("x", 1.23456) == "1.235"
     # small rates in plain digits, never scientific notation (6180.4 once printed as 6.18e+03)
     assert format_rate(6180.4, "edges") == "6180 edges/s" and format_rate(12.5, "edges") == "12.5 edges/s"
     assert format_rate(999.9, "edges") == "1000 edges/s" and format_rate(12_345, "edges") == "12.3K edges/s"

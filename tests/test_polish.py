@@ -47,6 +47,7 @@ def strict_json(text: str) -> dict:
     ("FromNodeId\tToNodeId\nx\ty\n", True, ["x", "y"]),
     ('"source_id"\t"target_id"\nx\ty\n', True, ["x", "y"]),
     ("from\tto\n1\t2\n3\t4\n", True, ["1", "2", "3", "4"]),               # numbers below words
+    ("follower\tfollowee\nuser_1\tuser_2\n", True, ["user_1", "user_2"]),     # the relation's roles
     ("alice\tbob\ncarol\tdave\n", False, ["alice", "bob", "carol", "dave"]),  # words, not column names
     ("from\tto\nto\tfrom\n", False, ["from", "to"]),                        # the names are ids again
     ("src\tdst\n", False, ["src", "dst"]),                                  # a lone line: an edge

@@ -70,6 +70,24 @@ def test_rf_against_k_is_the_same_graph_only(partitionings):
     assert [p.k for p in alone.rf_vs_k] == [4] and plot_names(alone) == ["sizes", "edges"]
 
 
+def test_rf_against_k_keeps_other_halo_hops_apart(tmp_path, capsys):
+    """A --halo-hops 2 dataset beside 1-hop ones was drawn in their line (a jump at its k), and neither
+    report --json nor info --json said it was 2-hop."""
+    from graphstream.ingest.rmat import generate_rmat
+
+    generate_rmat(tmp_path / "g.zarr", scale=9, edge_factor=8, seed=0, undirected=True)
+    for name, extra in (("k2", ["-k", "2"]), ("k4", ["-k", "4"]), ("k4h2", ["-k", "4", "--halo-hops", "2"])):
+        assert main(["partition", str(tmp_path / "g.zarr"), "--algo", "hash", "--out", str(tmp_path / name),
+                     *extra]) == 0
+    one_hop, two_hop = partition_report(tmp_path / "k4"), partition_report(tmp_path / "k4h2")
+    assert one_hop.halo_hops == 1 and two_hop.halo_hops == 2
+    assert sorted(p.k for p in one_hop.rf_vs_k) == [2, 4] and [p.k for p in two_hop.rf_vs_k] == [4]
+    assert two_hop.replication_factor > one_hop.replication_factor
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "k4h2"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["halo_hops"] == 2
+
+
 def test_plots_png_and_svg(partitionings):
     report = partition_report(partitionings / "p8")
     assert render_plot(report, "sizes", "png").startswith(b"\x89PNG")

@@ -214,7 +214,7 @@ def test_snapshots_export_dataset_over_their_inputs_refused(tmp_path, capsys):
 
 def test_overwrite_replaces_graphstreams_outputs_only(tmp_path, capsys):
     """--overwrite named after a folder of the user's (a typo: `ingest edges.txt ~ --overwrite`) removed it
-    whole with exit 0; now only a folder graphstream wrote, an empty one or a file is replaced."""
+    whole with exit 0; now only a folder graphstream wrote or an empty one is replaced."""
     e = tmp_path / "e.txt"
     e.write_text("0 1\n1 2\n")
     mine = tmp_path / "mine"
@@ -277,6 +277,40 @@ def test_overwrite_judges_every_entry_of_a_folder(tmp_path, capsys):
     doc["attributes"] = {"format": "somebody.else"}
     (other / "zarr.json").write_text(json.dumps(doc))
     assert _atomic.replaceable(damaged) and not _atomic.replaceable(other)
+
+
+def test_overwrite_does_not_replace_a_users_file_with_a_folder(tmp_path, capsys):
+    """`export ... thesis.txt --overwrite` (and generate) replaced the user's file with an export folder,
+    exit 0. A file output (an HTML report) still replaces a file."""
+    g = write_store(tmp_path / "g.zarr")
+    parts = tmp_path / "parts"
+    assert main(["partition", str(g), "-k", "2", "--algo", "hash", "--out", str(parts)]) == 0
+    thesis = tmp_path / "thesis.txt"
+    thesis.write_text("keep")
+    for args in (("export", parts, "--to", "pyg", thesis), ("generate", "rmat", thesis, "--scale", 3)):
+        rc, err = cli(*args, "--overwrite", capsys=capsys)
+        assert rc == 2 and "thesis.txt: --overwrite replaces what graphstream wrote, and this is a file" in err, err
+        assert thesis.read_text() == "keep"
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "report.html"
+    page.write_text("old")
+    rc, err = cli("report", parts, "--html", page, "--overwrite", capsys=capsys)
+    assert rc == 0 and page.read_text().startswith("<!doctype html>"), err
+
+
+def test_refusals_name_what_is_in_the_way(tmp_path, capsys):
+    """A user's file beside an export's was hidden behind the export's own files in the refusal (which
+    called the export "not a graphstream output"); a file two folders up was called a missing folder."""
+    g = write_store(tmp_path / "g.zarr")
+    parts, pyg = tmp_path / "parts", tmp_path / "pyg"
+    assert main(["partition", str(g), "-k", "2", "--algo", "hash", "--out", str(parts)]) == 0
+    assert main(["export", str(parts), "--to", "pyg", str(pyg)]) == 0
+    (pyg / "my_notes.txt").write_text("keep")
+    rc, err = cli("export", parts, "--to", "pyg", pyg, "--overwrite", capsys=capsys)
+    assert rc == 2 and "(it holds my_notes.txt, " in err, err
+    (tmp_path / "afile").write_text("")
+    rc, err = cli("export", parts, "--to", "pyg", tmp_path / "afile" / "sub" / "deeper", capsys=capsys)
+    assert rc == 2 and f"{tmp_path / 'afile'} is a file, not a folder" in err, err
 
 
 @pytest.mark.parametrize("name", [".", "./", "/", ".."])

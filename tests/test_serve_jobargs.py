@@ -250,7 +250,7 @@ def test_rerun_leaves_an_output_the_dead_attempt_did_not_write(root, tmp_path):
         before = sorted((p.name, p.stat().st_mtime_ns) for p in (root / out).rglob("*"))
         again = run_job(spec_for(root, job_dir, steps, 2))
         assert again["state"] == "failed" and again["error"] == \
-            f"graphstream generate: error: {out}: output exists (pass --overwrite to replace it)"
+            f"graphstream generate: error: {out}: output exists (pass --overwrite, or overwrite=True, to replace it)"
         assert sorted((p.name, p.stat().st_mtime_ns) for p in (root / out).rglob("*")) == before
 
 

@@ -218,6 +218,9 @@ def test_fanout_without_mini_batch_is_refused(datasets, capsys):
     (["--centralized", "--average-optimizer-state"], "--[no-]average-optimizer-state applies to averaged"),
     (["--model", "tgcn", "--centralized", "--workers", "2"], "--workers applies to averaged training"),
     (["--mini-batch", "--drift-correction"], "--drift-correction applies to full-batch training"),
+    (["--transfer", "full"], "--transfer applies to the dynamic models"),   # was ignored, exit 0
+    (["--mini-batch", "--fanout", "99999999999999999999,5"], "--fanout: fanout must be integers in [1, "),
+    (["--mini-batch", "--fanout", "5,,5"], "--fanout: fanout must be comma-separated integers"),
 ])
 def test_flags_a_mode_does_not_use_are_refused(datasets, capsys, flags, said):
     """--centralized ran with --workers 9 (more than the parts), --sync-every 10 and --proximal 5 set aside,

@@ -348,7 +348,7 @@ def test_negative_or_fractional_labels_are_named():
     g = tiny_graph()
     g.labels = g.labels.copy()
     g.labels[7] = -2
-    with pytest.raises(NodeDataError, match="label -2 at local node 7"):
+    with pytest.raises(NodeDataError, match=r"label -2 of node \d+ \(local 7\): .* belongs in no mask"):
         check_parts([g])
     g.labels = g.labels.astype(np.float64)
     with pytest.raises(NodeDataError, match="dtype float64"):
@@ -368,6 +368,18 @@ def test_a_label_far_above_the_classes_is_named():
     parts = check_parts([g])
     assert parts.num_classes == n and "only" in parts.sparse_classes_note
     g.labels[7] = 0
+    assert check_parts([g]).sparse_classes_note is None
+
+
+def test_labels_of_one_class_or_a_binary_coded_0_2_are_said():
+    """All-zero labels trained a one-output model to accuracy 1.0, and a binary label coded 0/2 three
+    classes (no ROC-AUC, no class weighting), both without a word."""
+    g = tiny_graph()
+    g.labels = np.zeros_like(g.labels)
+    assert "nothing to classify" in check_parts([g]).sparse_classes_note
+    g.labels = np.where(np.arange(len(g.labels)) % 2 == 0, 0, 2)
+    assert "only two classes occur" in check_parts([g]).sparse_classes_note
+    g.labels = np.where(np.arange(len(g.labels)) % 2 == 0, 0, 1)
     assert check_parts([g]).sparse_classes_note is None
 
 

@@ -100,7 +100,7 @@ def configure(p) -> None:
                    help="address of worker 0's host that every worker reaches, needed for workers on several "
                         "hosts (torchrun --nnodes N): the rendezvous and collectives then listen on the network. "
                         "Default: every worker on this machine, everything bound to 127.0.0.1")
-    p.add_argument("--transfer", default="delta", choices=("full", "delta"),
+    p.add_argument("--transfer", default=None, choices=("full", "delta"),
                    help="dynamic models: copy whole snapshots, or keyframes + deltas, to the device "
                         "(default delta)")
     p.set_defaults(run=run)
@@ -148,10 +148,14 @@ def run(args) -> dict:
         from .dynamic import DynamicConfig, run_dynamic_training
         # an explicit 0 is checked by the config, never replaced by the default
         config = DynamicConfig(model=args.model, hidden=_default(args.hidden, 64), epochs=_default(args.epochs, 50),
-                               lr=args.lr, seed=args.seed, device=args.device, transfer=args.transfer,
+                               lr=args.lr, seed=args.seed, device=args.device,
+                               transfer=_default(args.transfer, "delta"),
                                sync_every=args.sync_every)
         return run_dynamic_training(args.parts, config, workers=args.workers, centralized=args.centralized,
                                     threads=args.threads, master_addr=args.master_addr)
+    if args.transfer is not None:   # refused rather than ignored: static parts are copied to the device once
+        raise ParameterError(f"--transfer applies to the dynamic models ({', '.join(DYNAMIC_MODELS)}), "
+                             f"not {args.model}")
     if not args.mini_batch:   # refused rather than ignored: full batch uses every neighbour and node
         for given, flag in ((args.fanout, "--fanout"), (args.batch_size, "--batch-size")):
             if given is not None:

@@ -63,10 +63,19 @@ class PartSet:
 
     @property
     def sparse_classes_note(self) -> str | None:
-        """What to warn of when most class ids never occur: a label far above the others (a sentinel
-        for "unlabelled", say) gives the model an output for every id up to it."""
+        """What to warn of when the labels do not make the classes they imply: one class only; a binary
+        label coded 0/2 or 1/2 (three outputs); most class ids never occurring (a label far above the
+        others, a sentinel for "unlabelled" say, gives the model an output for every id up to it)."""
         present = self.classes_present
-        if present is None or self.num_classes <= 2 or 2 * present >= self.num_classes:
+        if present == 1:   # all-zero labels trained a one-output model to accuracy 1.0 without a word
+            return (f"{self.path}: every node has label {self.num_classes - 1}: there is nothing to classify "
+                    "(labels.npy of the node data?)")
+        if present is None or present == self.num_classes:
+            return None
+        if self.num_classes > 2 and present == 2:   # 0/2 or 1/2 coding: three outputs, no ROC-AUC
+            return (f"{self.path}: labels span 0..{self.num_classes - 1} but only two classes occur: trained as "
+                    f"{self.num_classes} classes (no ROC-AUC, no class weighting); a binary label is coded 0/1")
+        if 2 * present >= self.num_classes:
             return None
         return (f"{self.path}: labels span 0..{self.num_classes - 1} but only {present} of those classes occur; "
                 f"the model has {self.num_classes} outputs (a sentinel label? a node without a class belongs in no "
@@ -156,13 +165,15 @@ def _check_csr(part) -> None:
                          f"{len(part.indices)} (the number of indices)")
 
 
-def _check_labels(labels: np.ndarray, where: str) -> int:
+def _check_labels(labels: np.ndarray, global_ids: np.ndarray, where: str) -> int:
     """Inner labels are class ids: integers >= 0 (cross-entropy indexes with them). Returns the largest."""
     if not np.issubdtype(labels.dtype, np.integer):
         raise NodeDataError(f"{where}: labels have dtype {labels.dtype}, expected integer class ids 0..C-1")
     if int(labels.min()) < 0:
         at = int(np.argmax(labels < 0))
-        raise NodeDataError(f"{where}: label {int(labels[at])} at local node {at}: labels must be class ids >= 0")
+        raise NodeDataError(f"{where}: label {int(labels[at])} of node {int(global_ids[at])} (local {at}): labels "
+                            "must be class ids >= 0 (a node without a class, -1 say, belongs in no mask, with any "
+                            "id of a real class in labels.npy)")
     return int(labels.max())
 
 
@@ -200,7 +211,7 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
         if len(labels) < k:
             raise NodeDataError(f"{where}: labels have {len(labels)} rows, expected at least {k}")
         if k:
-            max_label = max(max_label, _check_labels(labels[:k], where))
+            max_label = max(max_label, _check_labels(labels[:k], gids[:k], where))
             present = np.union1d(present, np.unique(labels[:k]).astype(np.int64))
             max_gid = max(max_gid, int(gids[:k].max()))
         inner_total += k

@@ -147,14 +147,20 @@ def iter_batches(indptr: np.ndarray, indices: np.ndarray, train_nodes: np.ndarra
                             batch_seed, local_of)
 
 
+# a node's sampled neighbours at most: more than any degree a part holds (int32 row lengths), and within
+# the sampler kernel's int64 (10^20 reached numba as "Int value is too large")
+MAX_FANOUT = 2**31 - 1
+
+
 def parse_fanouts(text: str) -> tuple[int, ...]:
     """``"25,10"`` -> ``(25, 10)``."""
-    try:
-        out = tuple(int(x) for x in str(text).split(",") if x.strip())
+    fields = str(text).split(",")
+    try:   # "5,,5" is a typo, not two hops
+        out = tuple(int(x) for x in fields)
     except ValueError:
         raise ValueError(f"fanout must be comma-separated integers, got {text!r}") from None
-    if not out or any(f <= 0 for f in out):
-        raise ValueError(f"fanout must be positive integers, got {text!r}")
+    if not out or any(not 1 <= f <= MAX_FANOUT for f in out):
+        raise ValueError(f"fanout must be integers in [1, {MAX_FANOUT}], got {text!r}")
     return out
 
 

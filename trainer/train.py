@@ -206,10 +206,17 @@ def _backward(model, loss: torch.Tensor, anchor) -> None:
     loss.backward()
 
 
+def weighting(setting: str, num_classes: int) -> str:
+    """What ``setting`` trains with: "auto" is "balanced" for binary labels, else "none"."""
+    if setting == "auto":
+        return "balanced" if num_classes == 2 else "none"
+    return setting
+
+
 def class_weights(parts: PartSet, setting: str) -> torch.Tensor | None:
     """The per-class loss weights ``setting`` asks for (:data:`CLASS_WEIGHTS`), or ``None`` for the plain
     mean: "balanced" is n / (C n_c) over the training labels of every part (0 for an absent class)."""
-    if setting == "none" or (setting == "auto" and parts.num_classes != 2):
+    if weighting(setting, parts.num_classes) == "none":
         return None
     counts = parts.train_class_counts().astype(np.float64)
     present = counts > 0
@@ -465,6 +472,8 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
             if key == "proximal":   # the strength trained with: --proximal 0 is what a default run used
                 was = _proximal(was, saved_config.get("drift_correction", False), saved_config.get("mini_batch", False))
                 now = proximal_strength(config)
+            if key == "class_weight":   # "auto" and "balanced" train alike on binary labels
+                was, now = weighting(was, parts.num_classes), weighting(now, parts.num_classes)
             if _comparable(was) != _comparable(now):
                 raise ParameterError(f"{config.checkpoint}: checkpoint written with {key} {was!r}, this run has "
                                      f"{now!r} (pass the same {flag} to resume it)")
@@ -677,7 +686,7 @@ def _check_checkpoint_path(path: str, parts_dir, resume: bool = False, overwrite
                             {"parts": parts_dir})
     if not resume:   # after the check above: a PATH.best that is the parts is named as such, not as existing
         for output in (path, f"{path}.best"):
-            check_output(output, overwrite, alternative="--resume to continue that run")
+            check_output(output, overwrite, alternative="--resume to continue that run", file=True)
 
 
 def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: bool = False,

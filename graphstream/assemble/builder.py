@@ -84,9 +84,9 @@ from .._atomic import (
     scratch_dir,
 )
 from .._jobs import Job, run_jobs_in_threads
-from .._report import log
+from .._report import log, warn
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import ParameterError, whole_number
+from ..errors import ParameterError, path_argument, whole_number
 from ..store.graph import GraphStore, open_store, store_for_workers
 from ..store.nodedata import NodeData, open_node_data
 from ..store.partitions_manifest import (
@@ -265,10 +265,16 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
     workers bytes per node) plus the configured buffers; disk up to 8 or 16 bytes per routed
     pair of scratch space, released part by part.
     """
-    config = config or BuildConfig()
+    config = BuildConfig() if config is None else config
+    if not isinstance(config, BuildConfig):
+        raise ParameterError(f"config must be a BuildConfig, got {type(config).__name__}")
     watch = Stopwatch()
     # 0. check the plan, the node data and where the output goes before writing anything
     store = open_store(store)
+    out_dir = path_argument(out_dir, "out_dir")
+    work_dir = None if work_dir is None else path_argument(work_dir, "work_dir")
+    if nodes is not None and not isinstance(nodes, NodeData):
+        nodes = path_argument(nodes, "nodes")
     if client is not None:   # the workers' paths
         store, out_dir, work_dir = store_for_workers(store), for_workers(out_dir), for_workers(work_dir)
         nodes = nodes if isinstance(nodes, NodeData) else for_workers(nodes)
@@ -278,7 +284,7 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
     check_outputs_apart({}, inputs, {"work_dir": work_dir})   # the spill goes in a folder of its own there
     owner, k = _check_plan(store, plan)
     if isinstance(halo_hops, bool) or not isinstance(halo_hops, (int, np.integer)) or halo_hops < 1:
-        raise ParameterError(f"--halo-hops {halo_hops}: expected a whole number >= 1")
+        raise ParameterError(f"halo_hops (--halo-hops) {halo_hops}: expected a whole number >= 1")
     halo_hops = int(halo_hops)
     node_data = nodes if isinstance(nodes, NodeData) or nodes is None else open_node_data(nodes, store.num_nodes)
     if isinstance(node_data, NodeData) and node_data.num_nodes != store.num_nodes:
@@ -287,6 +293,9 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
     check_output(out_dir, overwrite)
     prepare_work_dir(work_dir)
     undirected = not store.directed
+    if store.has_weight:   # a weighted GCN trained on the parts would be unweighted without a word
+        warn(f"{store.path}: the store's edge weights are not written into the parts (a part holds the "
+             "structure and the node data: docs/format.md); the exports carry none either")
 
     with atomic_dir(out_dir, overwrite) as tmp, ExitStack() as scratch:
         if work_dir is None:

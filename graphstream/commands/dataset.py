@@ -13,7 +13,7 @@ def configure(p) -> None:
     p.add_argument("out_dir", help="output folder: graph.zarr + features.npy, labels.npy, *_mask.npy")
     p.add_argument("--root", default="../shared/datasets",
                    help="folder holding the raw datasets (default ../shared/datasets)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=int, default=None,
                    help="seed of facebook's and Twitch's train/val/test split (default 0)")
     p.add_argument("--target", default=None, choices=["mature", "partner"],
                    help="Twitch only: the binary label, mature (DE 60%% positive) or partner (DE 6.3%% "
@@ -24,13 +24,17 @@ def configure(p) -> None:
 
 
 def run(args) -> dict:
-    from ..errors import ParameterError
+    from ..errors import ParameterError, whole_number
     from ..ingest.datasets import load_dataset, source_folder
     if args.target is not None and not args.name.startswith("twitch"):
         raise ParameterError(f"--target {args.target}: the Twitch datasets' label only (not {args.name}'s)")
+    if args.seed is not None and args.name in ("cora", "citeseer"):   # was accepted and set aside
+        raise ParameterError(f"--seed {args.seed}: {args.name} keeps its Planetoid split; --seed draws "
+                             "facebook's and Twitch's")
+    seed = 0 if args.seed is None else whole_number(args.seed, "--seed", 0, 2**63 - 1)   # -1: a numpy traceback
     with claim_outputs({"OUT_DIR": args.out_dir}, {"dataset folder": source_folder(args.name, args.root)},
                        args.overwrite):
-        result = load_dataset(args.name, args.out_dir, root=args.root, seed=args.seed, overwrite=args.overwrite,
+        result = load_dataset(args.name, args.out_dir, root=args.root, seed=seed, overwrite=args.overwrite,
                               target=args.target or "mature")
     result["peak_rss_bytes"] = peak_rss_bytes()
     return result

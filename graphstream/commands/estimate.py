@@ -100,14 +100,22 @@ def run(args) -> dict:
 def input_edges(path: str | os.PathLike, fmt: str = "auto") -> int:
     """The edge count of an input file: exact for .npy and parquet (their headers), else the
     decompressed size over the mean line length of the first few MiB (an estimate)."""
+    return input_size(path, fmt)[0]
+
+
+def input_size(path: str | os.PathLike, fmt: str = "auto") -> tuple[int, int]:
+    """(edges, id bytes) of an input file: the edges as :func:`input_edges` counts them; the id bytes bound
+    what ``--relabel``'s id map can hold (every distinct id is written once in the input): the text's
+    decompressed size (an estimate for compressed text, as the edges), twice a binary file's (its ids
+    widened to the map's int64)."""
     from ..ingest.sniff import detect_format
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "npy":   # ingest's own reading of the header: a file shorter than it says is named as such
         from ..ingest.sources import npy_rows
-        return npy_rows(path)
+        return npy_rows(path), 2 * os.path.getsize(path)
     if fmt == "parquet":
         import pyarrow.parquet as pq
-        return int(pq.ParquetFile(str(path)).metadata.num_rows)
+        return int(pq.ParquetFile(str(path)).metadata.num_rows), 2 * os.path.getsize(path)
     from ..ingest.blocks import open_text, read_block
     f, raw = open_text(path)
     try:   # read_block: damaged compressed data is the one-line InputFormatError ingest gives
@@ -118,7 +126,7 @@ def input_edges(path: str | os.PathLike, fmt: str = "auto") -> int:
         f.close()
     lines = sample.count(b"\n") + (1 if sample and not sample.endswith(b"\n") else 0)
     if not more or not sample:
-        return lines
+        return lines, len(sample)
     # decompressed bytes per raw byte read so far (1 for plain text), applied to the whole file
     total = os.path.getsize(path) * max(len(sample) / consumed, 1.0)
-    return int(total / len(sample) * lines)
+    return int(total / len(sample) * lines), int(total)

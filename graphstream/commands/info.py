@@ -28,7 +28,7 @@ def SUMMARY(result: dict) -> tuple[str, ...] | None:  # noqa: N802 - the name gr
 
 
 _HEADLINES = {
-    "partitions": ("path", "kind", "algorithm", "num_parts", "num_nodes", "num_edges", "directed",
+    "partitions": ("path", "kind", "algorithm", "num_parts", "num_nodes", "num_edges", "directed", "halo_hops",
                    "replication_factor", "node_balance", "edge_balance", "checksums", "node_data", "part_sizes",
                    "bytes_on_disk"),
     "snapshots": ("path", "kind", "num_snapshots", "num_keyframes", "keyframe_every", "num_nodes", "directed",
@@ -104,7 +104,7 @@ def partitions_info(path: str) -> dict:
     return {
         "path": path, "kind": "partitions", "version": m.version, "algorithm": m.algorithm,
         "num_parts": m.num_parts, "num_nodes": m.num_nodes, "num_edges": m.num_edges, "directed": m.directed,
-        "replication_factor": rf,
+        "halo_hops": m.halo_hops, "replication_factor": rf,
         "node_balance": m.metrics.get("node_balance", balance(inner, m.num_nodes, m.num_parts)),
         "edge_balance": m.metrics.get("edge_balance", balance(edges, sum(edges), m.num_parts)),
         "checksums": m.checksums, "node_data": node_data,

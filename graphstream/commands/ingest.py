@@ -86,17 +86,27 @@ def run(args) -> dict:
     return result
 
 
+# the id map over its ids' bytes in the input: a string map stores each distinct id once with its length
+# (4 bytes, compressed), which the input's separators do not always cover: 20,000 lines of two distinct
+# 19-character ids, 0.80 MB, made a 0.81 MB map
+ID_MAP_BYTES_PER_INPUT_BYTE = 1.25
+
+
 def _check_disk(args) -> None:
-    """Refuse before writing a store that the free disk cannot hold (estimated from the input's edge count)."""
+    """Refuse before writing a store that the free disk cannot hold (estimated from the input's edge count,
+    and with --relabel the id map's bound: its ids' bytes in the input)."""
     from ..estimate import check_free_disk, store_bytes
     from ..store import is_url
-    from .estimate import input_edges
+    from .estimate import input_size
     if is_url(args.out) or not all(os.path.isfile(s) for s in args.source):
         return   # a remote store's space is not ours to measure; a missing input is reported by ingest
     try:
-        edges = sum(input_edges(s, args.fmt) for s in args.source)
+        sizes = [input_size(s, args.fmt) for s in args.source]
     except (OSError, ValueError, EOFError, GraphStreamError):
         return   # unreadable: ingest itself names what is wrong with the input, in its own words
+    edges = sum(e for e, _ in sizes)
     need = store_bytes(edges, num_nodes=args.num_nodes or 0, with_time=args.time_column is not None,
                        with_weight=args.weight_column is not None)
+    if args.relabel:   # 9.2 MB of string ids beside a 1.2 MB estimate for 200,000 edges
+        need += int(ID_MAP_BYTES_PER_INPUT_BYTE * sum(b for _, b in sizes))
     check_free_disk(args.out, need, "ingest")

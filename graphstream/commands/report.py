@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .flags import add_overwrite
 
-SUMMARY = ("path", "algorithm", "num_parts", "num_nodes", "num_edges", "replication_factor", "node_balance",
-           "edge_balance", "local_balance", "halo_fraction", "html")
+SUMMARY = ("path", "algorithm", "num_parts", "num_nodes", "num_edges", "halo_hops", "replication_factor",
+           "node_balance", "edge_balance", "local_balance", "halo_fraction", "html")
 
 
 def configure(p) -> None:
@@ -30,7 +30,7 @@ def run(args) -> dict:
     report = partition_report(args.parts)
     result = report.to_dict()
     if args.html is not None:
-        with claim_outputs({"--html": args.html}, {"PARTS_DIR": args.parts}, args.overwrite):
+        with claim_outputs({"--html": args.html}, {"PARTS_DIR": args.parts}, args.overwrite, files={"--html"}):
             page = report_html(report)
             with atomic_file(args.html) as tmp:
                 tmp.write_text(page, encoding="utf-8")

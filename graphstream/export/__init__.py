@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import NodeDataError, ParameterError
+from ..errors import NodeDataError, ParameterError, path_argument
 
 if TYPE_CHECKING:  # the loader is imported lazily: ``graphstream.export`` stays light
     from distributed import Client
@@ -173,9 +173,10 @@ def mask_names(part: Part) -> list[str]:
     return sorted(part.masks)
 
 
-def export(parts_dir: str | os.PathLike, out: str | os.PathLike, target: str, *,
+def export(parts_dir: str | os.PathLike | PartitionedDataset, out: str | os.PathLike, target: str, *,
            overwrite: bool = False, graph_name: str | None = None, client: Client | None = None) -> ExportResult:
-    """Write the partitioned dataset ``parts_dir`` to ``out`` in ``target``'s format ("dgl" or "pyg").
+    """Write the partitioned dataset ``parts_dir`` (its folder, or the dataset opened) to ``out`` in
+    ``target``'s format ("dgl" or "pyg").
 
     ``client``: a ``distributed.Client``; every part is then written by a task of its cluster (the
     same bytes; ``parts_dir`` and ``out``'s folder must be visible to every worker).
@@ -183,7 +184,11 @@ def export(parts_dir: str | os.PathLike, out: str | os.PathLike, target: str, *,
     if target not in TARGETS:
         raise ParameterError(f"unknown export target {target!r}: expected one of {', '.join(TARGETS)}")
     from .._atomic import check_output, for_workers
+    from ..store.partitions import PartitionedDataset
 
+    if isinstance(parts_dir, PartitionedDataset):   # reopened by the export, which checks it again
+        parts_dir = parts_dir.path
+    parts_dir, out = path_argument(parts_dir, "parts_dir"), path_argument(out, "out")
     if client is not None:   # the workers' paths
         parts_dir, out = for_workers(parts_dir), for_workers(out)
     check_output(out, overwrite, inputs={"partitioned dataset": parts_dir})  # fail before any work

@@ -97,7 +97,10 @@ def _is_word(field: str) -> bool:
 # both of its id fields are such names (and neither appears again as an id in the lines sniffed).
 ID_COLUMN_WORDS = frozenset({
     "src", "dst", "source", "target", "from", "to", "node", "vertex", "id", "u", "v", "head", "tail",
-    "sender", "receiver", "origin", "destination", "dest", "start", "end", "in", "out"})
+    "sender", "receiver", "origin", "destination", "dest", "start", "end", "in", "out",
+    # the relation's roles (a follower,followee first line was stored as an edge)
+    "follower", "followee", "user", "friend", "person", "account", "citing", "cited", "parent", "child",
+    "caller", "callee", "left", "right"})
 _NAME_SUFFIX_RE = re.compile(r"(nodeid|vertexid|nodename|id|node|vertex|name|\d+)$")
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._atomic import check_outputs_apart, disk_full, for_workers, prepare_work_dir, scratch_dir
 from .._resources import Stopwatch, peak_rss_bytes
-from ..errors import DiskFullError, ParameterError, whole_number
+from ..errors import DiskFullError, ParameterError, path_argument, whole_number, yes_or_no
 from .plan import MAX_PARTS, PartitionPlan
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ def check_num_parts(k) -> int:
 
 def check_parameters(store: GraphStore, k, algo: str, seed, balance, params: dict) -> None:
     """Raise :class:`ParameterError` naming the first bad parameter."""
+    check_num_parts(k)   # None too: check_arguments takes it as "not given yet"
     check_arguments(k, algo, seed, balance, params)
     if store.num_nodes == 0 or store.num_edges == 0:
         raise ParameterError(f"{store.path}: empty graph ({store.num_nodes} nodes, {store.num_edges} edges); "
@@ -189,11 +190,14 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
     """
     from ..store.graph import open_store, store_for_workers  # here: coarse-refine's trial children import this package
     store = open_store(store)
+    if work_dir is not None:
+        work_dir = path_argument(work_dir, "work_dir")
     if client is not None:   # the workers' paths
         store, work_dir = store_for_workers(store), for_workers(work_dir)
     if work_dir is not None:
         check_outputs_apart({}, {"store": store.path}, {"work_dir": work_dir})
     check_parameters(store, k, algo, seed, balance, params)
+    metrics = yes_or_no(metrics, "metrics")
     prepare_work_dir(work_dir)
     # numpy scalars too: the plan's metrics are JSON; a cap of k x the mean holds every node or edge
     k, seed = int(k), int(seed)

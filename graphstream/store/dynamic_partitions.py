@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptDataError, StoreError
+from ..errors import CorruptDataError, StoreError, path_argument
 from .integrity import check_seal_when_due, seal
 from .snapshots import SnapshotStore, open_snapshots
 
@@ -192,9 +192,10 @@ class DynamicPartitions:
 
 def open_dynamic_partitions(path: str | os.PathLike) -> DynamicPartitions:
     """Open a folder written by ``graphstream partition SNAP.zarr --out DIR``."""
+    path = path_argument(path, "path")
     mpath = Path(path) / MANIFEST
     if not mpath.is_file():
         raise StoreError(f"{path}: no manifest.json (not a dynamic partitions folder)")
-    return DynamicPartitions(str(path), DynamicPartitionsManifest.from_json(mpath.read_text(), str(mpath)))
+    return DynamicPartitions(path, DynamicPartitionsManifest.from_json(mpath.read_text(), str(mpath)))
 
 

@@ -31,6 +31,7 @@ from ..errors import (
     OutputExistsError,
     ParameterError,
     StoreError,
+    path_argument,
     whole_number,
     yes_or_no,
 )
@@ -256,6 +257,9 @@ class GraphStore:
         the caller works on the current one (one thread per column); at most
         ``prefetch`` + 2 batches are in memory at once.
         """
+        names = not isinstance(columns, str) and all(isinstance(c, str) for c in columns)
+        if not names or len(set(columns)) != len(columns):
+            raise ParameterError(f"columns must be distinct column names, e.g. ('src', 'dst'), got {columns!r}")
         missing = [c for c in columns if c not in self.columns]
         if missing:
             raise StoreError(f"{self.path}: store has no column(s) {missing} (has {list(self.columns)})")
@@ -340,7 +344,7 @@ def open_store(path: str | os.PathLike | GraphStore) -> GraphStore:
     as it is (so that every function taking a store takes its path too)."""
     if isinstance(path, GraphStore):
         return path
-    path_s = str(path)
+    path_s = path_argument(path, "path")
     opened = folder_identity(path_s)   # before the metadata is read: a swap after it is then seen
     group = open_group(path_s, "graph store")
     manifest = GraphManifest.from_attrs(dict(group.attrs), path_s)
@@ -376,6 +380,21 @@ def validate_store(path: str | os.PathLike, deep: bool = False) -> GraphStore:
     return store
 
 
+def _extra_attrs(attrs: Any, name: str) -> dict[str, Any]:
+    """A caller's attributes for the store, checked at the call: a dict with str keys and JSON values."""
+    import json
+
+    if attrs is None:
+        return {}
+    if not isinstance(attrs, dict) or not all(isinstance(key, str) for key in attrs):
+        raise ParameterError(f"{name} must be a dict with str keys, got {type(attrs).__name__}")
+    try:
+        json.dumps(attrs, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"{name}: values must be JSON (str, numbers, bools, lists, dicts): {exc}") from None
+    return dict(attrs)
+
+
 class GraphWriter:
     """Write a graph store chunk by chunk; ``close()`` marks it complete.
 
@@ -385,7 +404,9 @@ class GraphWriter:
     manager, a failure removes the partial store.
 
     ``num_nodes``: declared node count (ids are checked against it); if
-    omitted it is max id + 1 at close. ``id_dtype``: forced id dtype; by
+    omitted it is max id + 1 at close. ``attrs`` (here or at ``close``): further attributes, JSON; the
+    format's own (``num_nodes``, ``directed``, ``chunk_size``...) are always the writer's, so another
+    store's attributes may be copied. ``id_dtype``: forced id dtype; by
     default int32, widened to int64 automatically if an id reaches 2**31.
     ``atomic=False`` writes a local store in place, as URL stores are: for a
     task of a cluster writing into the temporary sibling that its client
@@ -404,12 +425,12 @@ class GraphWriter:
         num_nodes = None if num_nodes is None else whole_number(num_nodes, "num_nodes", 0)
         directed, with_time, with_weight, overwrite = (yes_or_no(v, n) for v, n in (
             (directed, "directed"), (with_time, "with_time"), (with_weight, "with_weight"), (overwrite, "overwrite")))
-        self.path = str(path)
+        self.path = path_argument(path, "path")
         self.num_nodes = num_nodes
         self.directed = bool(directed)
         self.chunk_size = chunk_size
         self.source = source
-        self.extra_attrs = dict(attrs or {})
+        self.extra_attrs = _extra_attrs(attrs, "attrs")
         if id_dtype is not None:
             self.id_dtype = np.dtype(id_dtype)
         else:
@@ -417,7 +438,7 @@ class GraphWriter:
         if self.id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
             raise ParameterError(f"id_dtype must be int32 or int64, got {self.id_dtype}")
         self._auto_dtype = id_dtype is None and num_nodes is None
-        self._compressor = default_compressor(clevel)
+        self._compressor = default_compressor(whole_number(clevel, "clevel", 0, 9))
         self._output: AtomicOutput | None = None   # local stores: the hidden sibling being written
         self._dtypes = {"src": self.id_dtype, "dst": self.id_dtype}
         if with_time:
@@ -454,7 +475,8 @@ class GraphWriter:
             try:
                 group = zarr.open_group(self.path, mode=mode)
             except FileExistsError as exc:
-                raise OutputExistsError(f"{self.path}: output exists (pass --overwrite)") from exc
+                raise OutputExistsError(f"{self.path}: output exists (pass --overwrite, or overwrite=True, "
+                                        "to replace it)") from exc
         else:
             # Local: written into a hidden sibling (locked, leftovers of killed runs cleared) and
             # swapped in by close(), so an existing store stays whole until the new one is.
@@ -632,6 +654,7 @@ class GraphWriter:
         """Flush, record the attributes and mark the store complete."""
         if self._closed:
             raise StoreError(f"{self.path}: writer already closed")
+        num_nodes = None if num_nodes is None else whole_number(num_nodes, "num_nodes", 0)
         self._flush(whole_chunks_only=False)
         self._wait()
         self._pool.shutdown()
@@ -642,14 +665,16 @@ class GraphWriter:
             raise InvalidIdError(f"{self.path}: node id {self._max_id} is beyond num_nodes {n_nodes}")
         if id_dtype_for(n_nodes) == np.int64 and self.id_dtype == np.int32 and self._auto_dtype:
             self._widen_ids()
-        meta = {
+        # the format's attributes are the writer's, over any of the caller's: {"num_nodes": 1} sealed a
+        # store whose ids reach 5 as complete, {"chunk_size": 7} recorded chunks the arrays do not have
+        # (and a derived store's attributes copied from its source carry that store's digests)
+        meta = {key: value for key, value in {**self.extra_attrs, **_extra_attrs(attrs, "close(attrs=)")}.items()
+                if key not in _ATTR_KEYS}
+        meta.update({
             "num_nodes": int(n_nodes), "num_edges": int(self._written), "directed": bool(self.directed),
             "id_dtype": str(self.id_dtype), "source": self.source, "chunk_size": self.chunk_size,
             "arrays": sorted(self._group.array_keys()),
-        }
-        meta.update(self.extra_attrs)
-        meta.update(attrs or {})
-        meta.pop(CHUNKS_KEY, None)   # one copied from the store this one derives from would not match
+        })
         if not is_url(self.staging_path):
             meta[CHUNKS_KEY] = chunks_digests(self._group, self.staging_path)
         # The writer's attributes go through the same validation as a reader's.

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NodeDataError
+from ..errors import NodeDataError, path_argument
 
 FEATURES = "features"
 LABELS = "labels"
@@ -127,7 +127,7 @@ class NodeData:
         features (when required), a row count other than ``num_nodes``, a wrong
         dtype or shape, a Fortran-ordered or truncated file.
         """
-        folder = Path(path)
+        folder = Path(path_argument(path, "node data folder"))
         if not folder.exists():
             raise NodeDataError(f"{folder}: no such node data folder")
         if not folder.is_dir():

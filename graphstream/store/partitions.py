@@ -12,6 +12,7 @@ exporters (:func:`graphstream.export.dgl.part_to_dgl`,
 from __future__ import annotations
 
 import errno
+import numbers
 import os
 import resource
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._resources import raise_open_files_limit
-from ..errors import GraphStreamError, ResourceError
+from ..errors import GraphStreamError, ResourceError, path_argument
 from .integrity import FileDigest, check_file, check_file_size
 from .nodedata import MASK_SUFFIX, NodeArray, check_node_array, read_npy_header
 from .partitions_manifest import (
@@ -200,6 +201,8 @@ class PartitionedDataset:
         return len(self._parts)
 
     def __getitem__(self, i: int) -> Part:
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):   # a slice or "0": a part by number
+            raise TypeError(f"parts are indexed by an integer, got {i!r}")
         if not -len(self._parts) <= i < len(self._parts):
             raise IndexError(f"part {i} out of range: the dataset has {len(self._parts)} parts")
         return self._parts[i]
@@ -293,7 +296,7 @@ def open_partitions(path: str | os.PathLike) -> PartitionedDataset:
     Raises :class:`PartitionsError` (a :class:`GraphStreamError`) naming the
     part when the manifest or a part is missing, truncated or inconsistent.
     """
-    folder = Path(path)
+    folder = Path(path_argument(path, "path"))
     info = read_manifest(folder)
     parts: list[Part] = []
     first: NodeLayout | None = None

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import StoreError
+from ..errors import PartitionsError
 from .integrity import SEAL_KEY, FileDigest, check_seal_when_due, file_digest, seal
 from .nodedata import read_npy_header
 
@@ -44,10 +44,6 @@ PART_KEYS = ("path", "num_inner", "num_halo", "num_edges", "num_train")
 # Optional top-level key (written after "directed" when not 1): how many hops around the inner nodes a
 # part holds complete rows for, minus one (``graphstream partition --halo-hops``). Absent: 1.
 HALO_HOPS_KEY = "halo_hops"
-
-
-class PartitionsError(StoreError):
-    """A partitioned dataset is missing, malformed or inconsistent (raised by the loader)."""
 
 
 def _is_count(x: Any) -> bool:

@@ -20,6 +20,7 @@ timestamped events is :func:`graphstream.dynamic.build_snapshots`.
 """
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ import numpy as np
 import zarr
 from numba import njit
 
-from ..errors import CorruptDataError, ParameterError, StoreError
+from ..errors import CorruptDataError, ParameterError, StoreError, path_argument
 from .delta import (
     Delta,
     KeyDelta,
@@ -263,7 +264,7 @@ class SnapshotWriter:
         if int(keyframe_every) < 1:
             raise ParameterError(f"--keyframe-every must be >= 1, got {keyframe_every}")
         check_key_space(num_nodes)
-        self.path = str(path)
+        self.path = path_argument(path, "path")
         if Path(self.path).exists():
             raise StoreError(f"{self.path}: snapshot store path already exists")
         self.num_nodes = int(num_nodes)
@@ -430,6 +431,8 @@ class SnapshotStore:
         return t % self.keyframe_every == 0
 
     def _check(self, t: int) -> int:
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):   # int(2.5) read snapshot 2
+            raise TypeError(f"snapshot index must be an integer, got {t!r}")
         t = int(t)
         if t < 0:
             t += self.num_snapshots
@@ -561,7 +564,7 @@ class SnapshotStore:
 
 def open_snapshots(path: str | os.PathLike) -> SnapshotStore:
     """Open a complete snapshot store; refuse missing, foreign or incomplete ones."""
-    path_s = str(path)
+    path_s = path_argument(path, "path")
     opened = folder_identity(path_s)   # before the metadata is read: a swap after it is then seen
     return SnapshotStore(open_group(path_s, "snapshot store"), path_s, opened)
 

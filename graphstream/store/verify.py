@@ -46,7 +46,7 @@ class VerifyReport:
     checksums: bool = False
     chunks: int = 0
     files: int = 0
-    bytes_checked: int = 0
+    bytes_checked: int = 0   # of the intact chunks and files (chunks and files count every one read)
     items: dict[str, int] = field(default_factory=dict)   # e.g. edges, snapshots, parts
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -142,12 +142,12 @@ def _blocks(array: CheckedArray, report: VerifyReport) -> Iterator[tuple[int, np
     step = array.chunks[0] if array.chunks and array.chunks[0] else BLOCK
     n = array.shape[0] if array.shape else 0
     for a in range(0, n, step):
+        report.chunks += 1   # read and checked, intact or not (a store of two damaged chunks said 0)
         try:
             values = array[a:min(a + step, n)]
         except CorruptDataError as exc:
             report.problem(str(exc))
             continue
-        report.chunks += 1
         report.bytes_checked += values.nbytes
         yield a, values
 
@@ -203,7 +203,7 @@ def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = 
     from .snapshots import RAGGED_COLUMNS, open_snapshots
     store = open_snapshots(path)
     report.version, report.checksums = store.manifest.version, store.checksums
-    report.items["snapshots"] = report.items.get("snapshots", 0) + store.num_snapshots
+    report.items["snapshots"] = store.num_snapshots   # a dynamic partition's parts: the same snapshots each
     ids = {"kf_src", "kf_dst", "add_src", "add_dst"} | ({"inner"} if store.has_node_lists else set())
     for prefix, cols in RAGGED_COLUMNS.items():
         lengths = {c: store._checked(f"{prefix}_{c}").shape[0] for c in cols}
@@ -338,6 +338,7 @@ def _verify_partitions(path: str, report: VerifyReport) -> None:
         if repeated != entry.to_json():
             report.problem(f"{where}: {PART_META} differs from the manifest's entry ({str(repeated)[:80]})")
         for name, digest in (part.files or {}).items():
+            report.files += 1
             try:
                 check_file(part.path / name, digest, where)
             except CorruptDataError as exc:
@@ -345,7 +346,6 @@ def _verify_partitions(path: str, report: VerifyReport) -> None:
                 damaged = True
                 ownership_known &= name != "global_ids.npy"
                 continue
-            report.files += 1
             report.bytes_checked += digest.size
         if damaged:
             if ownership_known:   # its other files are damaged, not its ownership: count its nodes owned
