@@ -169,6 +169,18 @@ def test_unknown_target_missing_dataset_existing_output(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_dgl_export_checks_its_input_before_dgl(tmp_path, capsys):
+    """Dynamic partitions, a missing folder or an empty --graph-name were sent to install dgl first (and
+    the empty name was the folder's without a word where dgl is installed)."""
+    parts, _ = toy_dataset(tmp_path / "parts")
+    for args, said in (((tmp_path / "nowhere", "--to", "dgl", tmp_path / "o"), "nowhere"),
+                       ((parts, "--to", "dgl", tmp_path / "o", "--graph-name", ""), "--graph-name is empty")):
+        assert run_cli("export", *args) == 2
+        err = capsys.readouterr().err
+        assert said in err and "needs the dgl package" not in err, err
+        assert not (tmp_path / "o").exists()
+
+
 def test_a_part_without_nodes_refused_for_pyg(tmp_path, capsys):
     """It was exported with exit 0, and torch_geometric's LocalFeatureStore.from_partition then failed
     on that part (max() of no ids): refused before anything is written, naming the part."""

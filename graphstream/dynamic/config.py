@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..errors import ParameterError, finite_number, whole_number
+from ..errors import ParameterError, finite_number, path_argument, whole_number
 from ..partition.plan import MAX_PARTS
 
 
@@ -43,5 +44,11 @@ class PGCConfig:
             object.__setattr__(self, "memory_budget", whole_number(self.memory_budget, "memory_budget", 0))
         if self.cap_by not in ("volume", "instances"):
             raise ParameterError(f"cap_by must be volume or instances, got {self.cap_by!r}")
+        if self.scratch_dir is not None:   # made when needed, not its parents: a FileNotFoundError then
+            scratch = path_argument(self.scratch_dir, "scratch_dir")
+            if not Path(scratch).parent.is_dir():
+                raise ParameterError(f"scratch_dir {self.scratch_dir}: its parent folder {Path(scratch).parent} "
+                                     "is not a folder (the scratch folder is created, not its parents)")
+            object.__setattr__(self, "scratch_dir", scratch)
         if self.instance_cost + self.edge_cost == 0:
             raise ParameterError("instance_cost and edge_cost must not both be 0")

@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from .._atomic import atomic_dir, check_output, for_workers, recorded_path
-from .._report import log, progress
+from .._report import log, progress, warn
 from .._resources import Stopwatch, peak_rss_bytes
 from ..errors import InputFormatError, ParameterError, StoreError, whole_number
 from ..kernels.merge import KeyCounter
@@ -399,6 +399,9 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     store = open_store(store_path)
     if not store.has_time:
         raise StoreError(f"{store.path}: store has no time column (ingest with --time-column N)")
+    if store.has_weight:   # a snapshot holds each pair and its count: the ratings were dropped without a word
+        warn(f"{store.path}: the store's edge weights are not carried into the snapshots (each holds its edges "
+             "and their counts in the window: docs/dynamic.md)")
     check_key_space(store.num_nodes)
     if store.num_edges == 0:
         raise InputFormatError(f"{store.path}: store has no edges, so no snapshots")

@@ -77,6 +77,8 @@ def _import_dgl():
 
 
 def _graph_name(name: str | None, out: Path) -> str:
+    if name == "":   # was the folder's name without a word
+        raise GraphStreamError("--graph-name is empty: give a name, or leave it out for the output folder's")
     name = name or re.sub(r"[^A-Za-z0-9_.-]", "_", out.name) or "graph"
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise GraphStreamError(f"graph name {name!r}: use letters, digits, '_', '.', '-' only")
@@ -90,9 +92,10 @@ def export(parts_dir: Path, out: Path, *, overwrite: bool = False, graph_name: s
     ``client``: write the parts as tasks on its dask cluster (one per part; the same bytes).
     """
     watch = Stopwatch()
-    _import_dgl()
+    # the input and the name first: dynamic partitions or a bad name were sent to install dgl
     dataset = open_for_export(parts_dir)
     name = _graph_name(graph_name, out)
+    _import_dgl()
     k = len(dataset)
     # Step 1: the renumbering (O(num_nodes)).
     maps = id_maps(dataset)
