@@ -542,3 +542,41 @@ def test_a_queued_job_cancelled_says_so(tmp_path):
     job, _ = store.submit("alice", "generate", {}, [], idempotency_key=None, max_attempts=1)
     done = store.request_cancel(job.id)
     assert (done.state, done.cancel_requested, done.error) == ("cancelled", True, "cancelled before it started")
+
+
+def test_finished_jobs_logs_are_removed_after_their_keeping_time(tmp_path):
+    """A long-lived service's folder grew by every job's log for ever. Past --keep-logs-days the folder of a
+    finished job goes (its record and result stay, and the log API says 410); running and recent jobs keep
+    theirs."""
+    from fastapi.testclient import TestClient
+
+    from graphstream.serve.app import ServiceConfig, create_app
+    from graphstream.serve.dispatcher import Dispatcher
+    from graphstream.serve.jobs import JobStore
+
+    store = JobStore(tmp_path / "jobs.db")
+    token = store.create_token("alice")
+    ids = []
+    for _ in range(3):
+        job, _ = store.submit("alice", "generate", {}, [], idempotency_key=None, max_attempts=1)
+        store.claim_next()
+        ids.append(job.id)
+    old, recent, running = ids
+    store.finish(old, "succeeded", result={"k": 1})
+    store.finish(recent, "failed", error="bad")
+    store._db().execute("UPDATE jobs SET finished_at = ? WHERE id = ?", (time.time() - 40 * 86400, old))
+    dispatcher = Dispatcher(store, None, root=tmp_path, jobs_dir=tmp_path / "jobs", max_running=1, scheduler=None,
+                            keep_logs_seconds=30 * 86400)
+    for job_id in ids:
+        (tmp_path / "jobs" / job_id).mkdir(parents=True)
+        (tmp_path / "jobs" / job_id / "log").write_text("lines\n")
+    assert dispatcher.prune_logs() == [old]
+    assert not (tmp_path / "jobs" / old).exists()
+    assert (tmp_path / "jobs" / recent / "log").exists() and (tmp_path / "jobs" / running / "log").exists()
+    assert store.get(old).result == {"k": 1}
+    api = TestClient(create_app(ServiceConfig(root=tmp_path), store, dispatcher))
+    auth = {"Authorization": f"Bearer {token}"}
+    gone = api.get(f"/api/jobs/{old}/log", headers=auth)
+    assert gone.status_code == 410 and "--keep-logs-days" in gone.json()["detail"]
+    assert api.get(f"/api/jobs/{recent}/log", headers=auth).text == "lines\n"
+    assert api.get(f"/api/jobs/{old}", headers=auth).json()["state"] == "succeeded"

@@ -146,8 +146,14 @@ def create_app(config: ServiceConfig, store: JobStore, dispatcher: Dispatcher) -
 
     @app.get("/api/jobs/{job_id}/log", response_class=PlainTextResponse)
     def job_log(job_id: str, who: Who, offset: Annotated[int, Query(ge=0)] = 0) -> Response:
-        """The job's log from byte ``offset`` (at most 1 MiB a call; ``X-Log-Size``: its size now)."""
-        visible_job(job_id, who)
+        """The job's log from byte ``offset`` (at most 1 MiB a call; ``X-Log-Size``: its size now); 410 once
+        it was removed (``--keep-logs-days`` after the job ended)."""
+        job = visible_job(job_id, who)
+        keep = dispatcher.keep_logs_seconds
+        if (keep is not None and job.finished_at is not None and job.finished_at < time.time() - keep
+                and not dispatcher.job_dir(job_id).is_dir()):
+            raise HTTPException(410, f"the log was removed {keep / 86400:g} days after the job ended "
+                                     "(graphstream serve --keep-logs-days); its record and result stay")
         try:
             with open(dispatcher.job_dir(job_id) / LOG, "rb") as f:
                 f.seek(0, 2)

@@ -15,6 +15,7 @@ ROOT/.graphstream/jobs.sqlite, as for ``serve``.
 from __future__ import annotations
 
 import argparse
+import math
 import socket
 import sys
 from pathlib import Path
@@ -40,6 +41,9 @@ def configure(p) -> None:
                         "again until then (default 3)")
     p.add_argument("--max-body-bytes", type=int, default=256 * 1024, metavar="BYTES",
                    help="largest request body accepted (default 256 KiB)")
+    p.add_argument("--keep-logs-days", type=float, default=30.0, metavar="D",
+                   help="remove a finished job's log D days after it ended (its record, result and outputs "
+                        "stay; default 30; 0 keeps every log)")
     add_cluster(p)
     sub = p.add_subparsers(dest="serve_command", metavar="{token}")
     token = sub.add_parser("token", help="create, list or revoke the service's bearer tokens")
@@ -132,6 +136,8 @@ def _serve(args) -> None:
                         ("--max-body-bytes", args.max_body_bytes)):
         if value < 1:
             raise ParameterError(f"{name} must be at least 1, got {value}")
+    if not (args.keep_logs_days >= 0 and math.isfinite(args.keep_logs_days)):
+        raise ParameterError(f"--keep-logs-days must be a number of days >= 0, got {args.keep_logs_days}")
     if not 0 <= args.port <= 65535:   # the socket's OverflowError was a traceback
         raise ParameterError(f"--port must be in [0, 65535], got {args.port}")
     cluster = ClusterConfig.from_args(args)
@@ -147,7 +153,8 @@ def _serve(args) -> None:
                                cluster={**cluster.to_dict(), "scheduler": scheduler,
                                         "dashboard": client.dashboard_link})
         dispatcher = Dispatcher(store, client, root=root, jobs_dir=root / SERVICE_DIR / "jobs",
-                                max_running=args.max_running, scheduler=scheduler)
+                                max_running=args.max_running, scheduler=scheduler,
+                                keep_logs_seconds=args.keep_logs_days * 86400 if args.keep_logs_days else None)
         dispatcher.start()
         try:
             app = create_app(config, store, dispatcher)

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from distributed import Client, Future
 
 TICK_SECONDS = 0.25
+# How often the job folders of finished jobs are looked through for those past their keeping time.
+PRUNE_EVERY_SECONDS = 3600.0
 # A heartbeat older than this means its run is dead (beats come every runner.HEARTBEAT_SECONDS).
 STALE_SECONDS = 10.0
 
@@ -48,7 +50,9 @@ class Dispatcher:
     the commands of a job, so that their own tasks run there too)."""
 
     def __init__(self, store: JobStore, client: Client, *, root: Path, jobs_dir: Path, max_running: int,
-                 scheduler: str | None):
+                 scheduler: str | None, keep_logs_seconds: float | None = None):
+        self.keep_logs_seconds = keep_logs_seconds   # None: every finished job's folder is kept
+        self._pruned_at: float | None = None
         self.store = store
         self.client = client
         self.root = root
@@ -113,6 +117,24 @@ class Dispatcher:
             if job is None:
                 break
             self._launch(job)
+        if self.keep_logs_seconds is not None and (
+                self._pruned_at is None or time.monotonic() - self._pruned_at >= PRUNE_EVERY_SECONDS):
+            self._pruned_at = time.monotonic()
+            self.prune_logs()
+
+    def prune_logs(self) -> list[str]:
+        """Remove the folders (log, status, result files) of the jobs that ended more than
+        ``keep_logs_seconds`` ago; their records, results and outputs stay. A long-lived service's
+        folder otherwise grew by every job's log for ever."""
+        import shutil
+
+        pruned = []
+        for job_id in self.store.finished_before(time.time() - (self.keep_logs_seconds or 0.0)):
+            folder = self.job_dir(job_id)
+            if folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
+                pruned.append(job_id)
+        return pruned
 
     def _launch(self, job: Job) -> None:
         job_dir = self.job_dir(job.id)

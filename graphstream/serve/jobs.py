@@ -261,6 +261,11 @@ class JobStore:
             "progress = COALESCE(?, progress) WHERE id = ? AND state = 'running'",
             (state, None if result is None else json.dumps(result), error, time.time(), progress, job_id))
 
+    def finished_before(self, cutoff: float) -> list[str]:
+        """The ids of the jobs that ended before ``cutoff`` (seconds since the epoch)."""
+        return [r["id"] for r in self._db().execute(
+            f"SELECT id FROM jobs WHERE state IN {TERMINAL!r} AND finished_at < ?", (cutoff,)).fetchall()]
+
     def requeue(self, job_id: str) -> None:
         """A running job back in the queue, at its place (its seq) and with its attempts counted."""
         self._db().execute("UPDATE jobs SET state = 'queued', stage = NULL, progress = NULL "
