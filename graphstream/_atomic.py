@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DiskFullError, OutputExistsError, OutputLockedError, ParameterError, yes_or_no
+from .errors import DiskFullError, OutputExistsError, OutputLockedError, ParameterError, path_argument, yes_or_no
 
 PathLike = str | os.PathLike
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -86,7 +86,9 @@ def recorded_path(path: PathLike) -> str:
 def for_workers(path: PathLike | None) -> str | None:
     """A path handed to dask workers: absolute (a worker resolves a relative path against its own
     working folder), symlinks kept as the user named them; a URL as it is; None stays None."""
-    return None if path is None else str(path) if _is_url(path) else os.path.abspath(path)
+    if path is None or _is_url(path):
+        return None if path is None else str(path)
+    return path_argument(path, "path")   # absolute as the kernel reads it ("link/.." kept)
 
 
 # -- refusals -------------------------------------------------------------------------------------
@@ -104,7 +106,7 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
     overwrite = yes_or_no(overwrite, "overwrite")
     if (path.exists() or path.is_symlink()) and not overwrite:
         other = f", or {alternative}" if alternative else ""
-        raise OutputExistsError(f"{path}: output exists (pass --overwrite, or overwrite=True, to replace it{other})")
+        raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it{other})")
     if overwrite and not replaceable(path, file=file):
         what = ("is a file, not a graphstream output" if path.is_file() else
                 f"folder is not a graphstream output ({_listing(path)})")
@@ -116,11 +118,17 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
 
 def _check_parent(path: Path) -> None:
     if not path.parent.is_dir():
-        # the nearest folder above that is not one: a file two levels up was called a missing folder
-        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        if blocking is not None:
-            raise OutputExistsError(f"{path}: {blocking} is a file, not a folder")
-        raise OutputExistsError(f"{path}: parent folder {path.parent} does not exist")
+        raise OutputExistsError(f"{path}: {why_not_a_folder(path.parent)}")
+
+
+def why_not_a_folder(folder: PathLike) -> str:
+    """Why ``folder`` (not a folder) is not: the nearest of it and the folders above it that is a file (a
+    file two levels up was called a missing folder), else that it does not exist."""
+    folder = Path(folder)
+    blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        return f"{blocking} is a file, not a folder"
+    return f"folder {folder} does not exist"
 
 
 # A file name's bytes on Linux file systems, and an output's name at most: its siblings add ".", a
@@ -798,9 +806,8 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
             continue
         parent = Path(folder).parent
         if not parent.is_dir():
-            why = "is a file" if parent.exists() else "does not exist"
-            raise ParameterError(f"{name} {folder}: its parent folder {parent} {why} (the scratch folder is "
-                                 "created, not its parents)")
+            raise ParameterError(f"{name} {folder}: {why_not_a_folder(parent)} (the scratch folder is created, "
+                                 "not its parents)")
         _refuse_a_file(folder, name)
     with ExitStack() as stack:
         for key, out in outputs.items():

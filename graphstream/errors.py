@@ -119,7 +119,7 @@ def path_argument(value, name: str) -> str:
     """``value`` (a str or os.PathLike) as an absolute local path, or as it is when it is a URL
     (``s3://...``); else a :class:`ParameterError` naming ``name``. Absolute because a handle outlives
     the caller's working folder: a notebook's ``os.chdir`` made an open store's reads fail as "replaced"
-    and an open dataset's parts "missing"."""
+    and an open dataset's parts "missing". The paths graphstream reports are these."""
     import os
 
     if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
@@ -127,4 +127,8 @@ def path_argument(value, name: str) -> str:
     text = os.fspath(value)
     if not isinstance(text, str) or not text:
         raise ParameterError(f"{name}: expected a non-empty path, got {value!r}")
-    return text if "://" in text else os.path.abspath(text)
+    if "://" in text or os.path.isabs(text):
+        return text
+    # joined, not normalised: "link/../x" is where the link's parent holds x, as the kernel reads it
+    # (os.path.abspath drops "link/.." as text: a store read and written one folder off)
+    return os.path.join(os.getcwd(), text)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import path_argument
 from .store.partitions import open_partitions
 from .store.partitions_manifest import MANIFEST, PartitionsError, PartitionsManifest, balance, read_manifest
 
@@ -79,6 +80,7 @@ def graph_key(manifest: PartitionsManifest) -> dict[str, Any]:
 def partition_report(parts_dir: str | os.PathLike, *, siblings: bool = True) -> PartitionReport:
     """The report of the dataset at ``parts_dir`` (a :class:`PartitionsError` if it is not one);
     ``siblings``: look beside it for other partitionings of the same graph (RF against k)."""
+    parts_dir = path_argument(parts_dir, "parts_dir")   # reported as every handle reports it: absolute
     folder = Path(parts_dir)
     m = open_partitions(folder).info   # its files checked as a reader checks them (sizes, headers)
     inner = [p.num_inner for p in m.parts]

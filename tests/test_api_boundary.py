@@ -287,6 +287,7 @@ def test_wrong_types_name_the_argument(graph, tmp_path):
     refused = {
         "columns 'src'": lambda: next(iter(store.stream(columns="src"))),
         "columns twice": lambda: next(iter(store.stream(columns=("src", "src")))),
+        "no columns": lambda: next(iter(store.stream(columns=()))),
         "k None": lambda: partition(store, None, "hash"),
         "metrics 'no'": lambda: partition(store, 2, "hash", metrics="no"),
         "config 'x'": lambda: build_partitions(store, plan, tmp_path / "p", config="x"),
@@ -316,3 +317,19 @@ def test_the_errors_are_importable_from_the_package():
     from graphstream.cluster import ClusterError
     from graphstream.store import PartitionsError
     assert ClusterError is graphstream.ClusterError and PartitionsError is graphstream.PartitionsError
+
+
+def test_a_path_through_a_symbolic_link_and_up_means_what_it_means_to_the_kernel(graph, tmp_path, monkeypatch):
+    """`lnk/../st.zarr`, lnk a link to real/sub: the absolute paths made of it dropped `lnk/..` as text,
+    so the store was "missing" and an output was written one folder off."""
+    import shutil
+
+    root, _ = graph
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    shutil.copytree(root / "g.zarr", tmp_path / "real" / "st.zarr")
+    (tmp_path / "lnk").symlink_to("real/sub")
+    monkeypatch.chdir(tmp_path)
+    assert open_store("lnk/../st.zarr").num_edges == open_store(root / "g.zarr").num_edges
+    with GraphWriter("lnk/../out.zarr") as w:
+        w.append(np.array([0]), np.array([1]))
+    assert (tmp_path / "real" / "out.zarr").is_dir() and not (tmp_path / "out.zarr").exists()

@@ -139,7 +139,8 @@ def test_resume_refuses_another_drift_or_class_weight_setting(tmp_path):
     with pytest.raises(ParameterError, match="drift_correction True.*--\\[no-\\]drift-correction"):
         run_training(parts, replace(cfg, epochs=4, resume=True, drift_correction=False), workers=1)
     # compared by what they train with: "auto" is "balanced" on binary labels (that resume was refused)
-    with pytest.raises(ParameterError, match="class_weight 'balanced'.*--class-weight"):
+    with pytest.raises(ParameterError, match=r"class_weight 'auto' \(balanced on 2 classes\), this run has "
+                                             r"'none' \(none\).*--class-weight"):
         run_training(parts, replace(cfg, epochs=4, resume=True, class_weight="none"), workers=1)
     assert run_training(parts, replace(cfg, epochs=4, resume=True, class_weight="balanced"), workers=1)["rounds"] == 4
     assert run_training(parts, replace(cfg, epochs=6, resume=True), workers=1)["rounds"] == 6

@@ -669,5 +669,6 @@ def test_gat_hidden_width_is_a_multiple_of_its_heads():
 
 def test_a_checkpoint_under_a_file_is_named_as_such(parts_dir, capsys, tmp_path):
     (tmp_path / "afile").write_text("x")
-    code, err = train_cli(capsys, parts_dir, "--checkpoint", str(tmp_path / "afile" / "ck"))
-    assert code == 2 and "is a file, not a folder" in err
+    for checkpoint in (tmp_path / "afile" / "ck", tmp_path / "afile" / "sub" / "ck"):   # deeper: "does not exist"
+        code, err = train_cli(capsys, parts_dir, "--checkpoint", str(checkpoint))
+        assert code == 2 and f"{tmp_path / 'afile'} is a file, not a folder" in err, err

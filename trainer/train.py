@@ -473,7 +473,13 @@ def train_worker(rank: int, world: int, source, config: TrainConfig) -> WorkerRe
                 was = _proximal(was, saved_config.get("drift_correction", False), saved_config.get("mini_batch", False))
                 now = proximal_strength(config)
             if key == "class_weight":   # "auto" and "balanced" train alike on binary labels
-                was, now = weighting(was, parts.num_classes), weighting(now, parts.num_classes)
+                effect = {v: weighting(v, parts.num_classes) for v in (was, now)}
+                if effect[was] != effect[now]:
+                    raise ParameterError(
+                        f"{config.checkpoint}: checkpoint written with class_weight {was!r} ({effect[was]} on "
+                        f"{parts.num_classes} classes), this run has {now!r} ({effect[now]}) (pass the same "
+                        f"{flag} to resume it)")
+                continue
             if _comparable(was) != _comparable(now):
                 raise ParameterError(f"{config.checkpoint}: checkpoint written with {key} {was!r}, this run has "
                                      f"{now!r} (pass the same {flag} to resume it)")
@@ -674,13 +680,12 @@ def _check_checkpoint_path(path: str, parts_dir, resume: bool = False, overwrite
     (a checkpoint written into the dataset folder would change the data under the run), and a run's
     checkpoint is not replaced by a new run unless asked (``--overwrite``), as no output is: it can hold
     hours of training."""
-    from graphstream._atomic import check_output, check_outputs_apart
+    from graphstream._atomic import check_output, check_outputs_apart, why_not_a_folder
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"--checkpoint {path}: is a folder, expected a file path")
     if not p.parent.is_dir():
-        why = "is a file, not a folder" if p.parent.exists() else "does not exist"
-        raise ParameterError(f"--checkpoint {path}: folder {p.parent} {why}")
+        raise ParameterError(f"--checkpoint {path}: {why_not_a_folder(p.parent)}")
     if parts_dir is not None:
         check_outputs_apart({"--checkpoint": path, "--checkpoint (best weights)": f"{path}.best"},
                             {"parts": parts_dir})

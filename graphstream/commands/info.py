@@ -10,6 +10,7 @@ import numpy as np
 from .._report import format_bytes, log, phase_logger
 from .._resources import INFO_BYTES_PER_NODE, Stopwatch, check_node_state_fits, peak_rss_bytes
 from ..cluster import ClusterConfig, cluster_report, open_client
+from ..errors import path_argument
 from ..store import open_store
 from .flags import add_cluster, cluster_config
 
@@ -84,6 +85,7 @@ def partitions_info(path: str) -> dict:
     """A partitioned dataset: how it was split, its measured metrics and each part's sizes. It is opened as a
     reader opens it (every file there with its recorded size and a matching header, no data read), so a
     damaged dataset is an error here too; ``verify`` reads every byte."""
+    path = path_argument(path, "path")   # reported as every handle reports it: absolute
     from ..store import open_partitions
     from ..store.partitions_manifest import REQUIRED_FILES, balance
     m = open_partitions(path).info
@@ -135,6 +137,7 @@ def _snapshot_figures(store) -> dict:
 
 
 def snapshots_info(path: str) -> dict:
+    path = path_argument(path, "path")   # reported as every handle reports it: absolute
     from ..store import open_snapshots
     store = open_snapshots(path)
     extra = store.manifest.extra
@@ -144,6 +147,7 @@ def snapshots_info(path: str) -> dict:
 
 
 def dynamic_info(path: str) -> dict:
+    path = path_argument(path, "path")   # reported as every handle reports it: absolute
     from ..store import open_dynamic_partitions
     dp = open_dynamic_partitions(path)
     parts = []

@@ -47,8 +47,9 @@ class PGCConfig:
         if self.scratch_dir is not None:   # made when needed, not its parents: a FileNotFoundError then
             scratch = path_argument(self.scratch_dir, "scratch_dir")
             if not Path(scratch).parent.is_dir():
-                raise ParameterError(f"scratch_dir {self.scratch_dir}: its parent folder {Path(scratch).parent} "
-                                     "is not a folder (the scratch folder is created, not its parents)")
+                from .._atomic import why_not_a_folder
+                raise ParameterError(f"scratch_dir {self.scratch_dir}: {why_not_a_folder(Path(scratch).parent)} "
+                                     "(the scratch folder is created, not its parents)")
             object.__setattr__(self, "scratch_dir", scratch)
         if self.instance_cost + self.edge_cost == 0:
             raise ParameterError("instance_cost and edge_cost must not both be 0")

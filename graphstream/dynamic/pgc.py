@@ -192,13 +192,7 @@ def label_propagation(graph: InstanceGraph, config: PGCConfig, cap: float) -> tu
     dirty_count = np.diff(graph.offsets)
     links = InstanceLinks(graph.deg, graph.prev, graph.next, graph.offsets)
     state = LPState(labels, sizes, dirty, dirty_count, labs, wts)
-    # An undirected store's edge is both directions: in a directed store's snapshot a pair messaging both
-    # ways is two entries of the same neighbour, so an undirected edge votes as two. At one vote a spatial
-    # neighbour (1) never outweighed a temporal one (2): every node became one chunk through time, none
-    # was cut in time and the spatial cut was sequence partitioning's (CollegeMsg, k = 3: 21,514 against
-    # 21,787 of 32,916 edges).
-    spatial = float(config.spatial_weight) * (1.0 if graph.snaps.directed else 2.0)
-    weights = LPWeights(spatial, float(config.temporal_weight), ic, ec, by_volume, float(cap))
+    weights = LPWeights(float(config.spatial_weight), float(config.temporal_weight), ic, ec, by_volume, float(cap))
     for _round in range(config.rounds):
         moved = 0
         # snapshots without a dirty instance are skipped whole (not even rebuilt)

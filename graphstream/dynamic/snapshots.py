@@ -356,6 +356,22 @@ def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def _note_weights(store) -> None:
+    if store.has_weight:   # a snapshot holds each pair and its count: the ratings were dropped without a word
+        warn(f"{store.path}: the store's edge weights are not carried into the snapshots (each holds its edges "
+             "and their counts in the window: docs/dynamic.md)")
+
+
+def _in_a_task() -> bool:
+    """Whether this runs as a dask task (its client said what is to be said)."""
+    try:
+        from distributed import get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
 def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, window: float | None = None,
                     num_snapshots: int | None = None, edge_life: int = 1,
                     keyframe_every: int = DEFAULT_KEYFRAME_EVERY, overwrite: bool = False,
@@ -380,6 +396,8 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     if client is not None:
         from dataclasses import replace
 
+        _note_weights(open_store(store_path))   # here: the task's own note reaches a worker's stderr only
+
         from ..cluster import output_for_tasks, run_task
         with output_for_tasks(client, out, overwrite, inputs=(store_path,)) as tmp:
             result = run_task(client, "snapshots", build_snapshots, store_path, str(tmp), overwrite=True,
@@ -399,9 +417,8 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     store = open_store(store_path)
     if not store.has_time:
         raise StoreError(f"{store.path}: store has no time column (ingest with --time-column N)")
-    if store.has_weight:   # a snapshot holds each pair and its count: the ratings were dropped without a word
-        warn(f"{store.path}: the store's edge weights are not carried into the snapshots (each holds its edges "
-             "and their counts in the window: docs/dynamic.md)")
+    if not _in_a_task():
+        _note_weights(store)
     check_key_space(store.num_nodes)
     if store.num_edges == 0:
         raise InputFormatError(f"{store.path}: store has no edges, so no snapshots")

@@ -87,9 +87,10 @@ def open_text(path: str | os.PathLike) -> tuple[IO[bytes], _Counted]:
     pa = _pyarrow()
     kind = compression_of(path)
     # a gzip file padded with zero bytes (tape blocks, some archivers) is valid to gzip and to the standard
-    # library, not to pyarrow ("unknown compression method"); a member ends in its length mod 2^32, so a
-    # final zero byte is rare otherwise and costs the slower reader only
-    padded = kind == "gzip" and _last_byte(path) == 0
+    # library, not to pyarrow ("unknown compression method"). A member ends in its CRC-32 and length, 8
+    # bytes that are all 0 only for an empty member (after its final block's 0x03 0x00): 16 zeros at the end
+    # are padding (a member under 16 MiB ends in one zero byte, which is no sign of it)
+    padded = kind == "gzip" and _tail(path, PADDING_SIGN) == bytes(PADDING_SIGN)
     if kind in ("gzip", "bz2") and pa is not None and pa.Codec.is_available(kind) and not padded:
         raw = _Counted(path, arrow=pa)
         return pa.CompressedInputStream(raw.raw, kind), raw
@@ -103,13 +104,13 @@ def open_text(path: str | os.PathLike) -> tuple[IO[bytes], _Counted]:
     return raw.raw, raw
 
 
-def _last_byte(path: str | os.PathLike) -> int | None:
+PADDING_SIGN = 16
+
+
+def _tail(path: str | os.PathLike, n: int) -> bytes:
     with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell() == 0:
-            return None
-        f.seek(-1, os.SEEK_END)
-        return f.read(1)[0]
+        f.seek(max(0, os.path.getsize(path) - n))
+        return f.read(n)
 
 
 def _pyarrow():

@@ -325,9 +325,11 @@ def _check_folder_of(full: Path, root: Path, where: str, produced: tuple[Path, .
             return
         if folder.is_dir():
             return
-        rel = folder.relative_to(root).as_posix()
-        why = "is a file" if folder.exists() else "does not exist"
-        raise JobArgsError(f"{where}: its folder {rel!r} {why}", 400)
+        # the nearest one on the way that is a file, if any: 'afile/sub' was called missing
+        blocking = next((p for p in (folder, *folder.parents) if root in p.parents and p.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise JobArgsError(f"{where}: its folder {blocking.relative_to(root).as_posix()!r} is a file", 400)
+        raise JobArgsError(f"{where}: its folder {folder.relative_to(root).as_posix()!r} does not exist", 400)
 
 
 def _outside_datasets(full: Path, root: Path, where: str, itself: bool) -> None:

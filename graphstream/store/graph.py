@@ -257,8 +257,10 @@ class GraphStore:
         the caller works on the current one (one thread per column); at most
         ``prefetch`` + 2 batches are in memory at once.
         """
-        names = not isinstance(columns, str) and all(isinstance(c, str) for c in columns)
-        if not names or len(set(columns)) != len(columns):
+        if isinstance(columns, str):   # "src" was read as the columns 's', 'r', 'c'
+            raise ParameterError(f"columns must be a sequence of column names, e.g. ('src', 'dst'), got {columns!r}")
+        columns = tuple(columns)   # a generator once
+        if not columns or not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
             raise ParameterError(f"columns must be distinct column names, e.g. ('src', 'dst'), got {columns!r}")
         missing = [c for c in columns if c not in self.columns]
         if missing:
@@ -475,8 +477,7 @@ class GraphWriter:
             try:
                 group = zarr.open_group(self.path, mode=mode)
             except FileExistsError as exc:
-                raise OutputExistsError(f"{self.path}: output exists (pass --overwrite, or overwrite=True, "
-                                        "to replace it)") from exc
+                raise OutputExistsError(f"{self.path}: output exists (pass --overwrite to replace it)") from exc
         else:
             # Local: written into a hidden sibling (locked, leftovers of killed runs cleared) and
             # swapped in by close(), so an existing store stays whole until the new one is.

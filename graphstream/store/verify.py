@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import CorruptDataError, GraphStreamError, StoreError, StoreReplacedError
+from ..errors import CorruptDataError, GraphStreamError, StoreError, StoreReplacedError, path_argument
 from .delta import apply_delta, decode_keys
 from .integrity import CHUNKS_KEY, CheckedArray, check_chunks_digests, check_file, folder_identity
 from .partitions_manifest import PART_META
@@ -109,6 +109,7 @@ def _json_object(file: Path, what: str) -> dict[str, Any]:
 def verify(path: str | os.PathLike) -> VerifyReport:
     """Check ``path`` end to end; return the report, or raise :class:`CorruptDataError` listing every problem."""
     start = time.perf_counter()
+    path = path_argument(path, "path")   # reported as every handle reports it: absolute
     kind = detect_kind(path)
     report = VerifyReport(path=str(path), kind=kind)
     checks: dict[str, Callable[[str, VerifyReport], None]] = {
