@@ -86,9 +86,7 @@ def recorded_path(path: PathLike) -> str:
 def for_workers(path: PathLike | None) -> str | None:
     """A path handed to dask workers: absolute (a worker resolves a relative path against its own
     working folder), symlinks kept as the user named them; a URL as it is; None stays None."""
-    if path is None or _is_url(path):
-        return None if path is None else str(path)
-    return path_argument(path, "path")   # absolute as the kernel reads it ("link/.." kept)
+    return None if path is None else path_argument(path, "path")   # "link/.." kept, as the kernel reads it
 
 
 # -- refusals -------------------------------------------------------------------------------------
@@ -121,14 +119,27 @@ def _check_parent(path: Path) -> None:
         raise OutputExistsError(f"{path}: {why_not_a_folder(path.parent)}")
 
 
+def blocking_file(folder: PathLike) -> Path | None:
+    """The nearest of ``folder`` and the folders above it that is a file (not a folder), if any."""
+    folder = Path(folder)
+    return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+
+
 def why_not_a_folder(folder: PathLike) -> str:
     """Why ``folder`` (not a folder) is not: the nearest of it and the folders above it that is a file (a
     file two levels up was called a missing folder), else that it does not exist."""
-    folder = Path(folder)
-    blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    blocking = blocking_file(folder)
     if blocking is not None:
         return f"{blocking} is a file, not a folder"
     return f"folder {folder} does not exist"
+
+
+def check_scratch_parent(folder: PathLike, name: str) -> None:
+    """A scratch folder is made, its parents are not: a typo must not leave a tree of scratch files."""
+    parent = Path(folder).parent
+    if not parent.is_dir():
+        raise ParameterError(f"{name} {folder}: {why_not_a_folder(parent)} (the scratch folder is created, "
+                             "not its parents)")
 
 
 # A file name's bytes on Linux file systems, and an output's name at most: its siblings add ".", a
@@ -801,13 +812,9 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
     existing outputs without ``overwrite``. ``files``: the keys of the outputs that are files."""
     check_outputs_apart(outputs, inputs, scratch)
     for name, folder in (scratch or {}).items():
-        # a scratch folder is made, its parents are not: a typo must not leave a tree of scratch files
         if folder is None or _is_url(folder):
             continue
-        parent = Path(folder).parent
-        if not parent.is_dir():
-            raise ParameterError(f"{name} {folder}: {why_not_a_folder(parent)} (the scratch folder is created, "
-                                 "not its parents)")
+        check_scratch_parent(folder, name)
         _refuse_a_file(folder, name)
     with ExitStack() as stack:
         for key, out in outputs.items():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import ParameterError, finite_number, path_argument, whole_number
 from ..partition.plan import MAX_PARTS
@@ -45,11 +44,9 @@ class PGCConfig:
         if self.cap_by not in ("volume", "instances"):
             raise ParameterError(f"cap_by must be volume or instances, got {self.cap_by!r}")
         if self.scratch_dir is not None:   # made when needed, not its parents: a FileNotFoundError then
+            from .._atomic import check_scratch_parent
             scratch = path_argument(self.scratch_dir, "scratch_dir")
-            if not Path(scratch).parent.is_dir():
-                from .._atomic import why_not_a_folder
-                raise ParameterError(f"scratch_dir {self.scratch_dir}: {why_not_a_folder(Path(scratch).parent)} "
-                                     "(the scratch folder is created, not its parents)")
+            check_scratch_parent(self.scratch_dir, "scratch_dir")
             object.__setattr__(self, "scratch_dir", scratch)
         if self.instance_cost + self.edge_cost == 0:
             raise ParameterError("instance_cost and edge_cost must not both be 0")

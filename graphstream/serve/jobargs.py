@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._atomic import check_output_name, check_outputs_apart
+from .._atomic import blocking_file, check_output_name, check_outputs_apart
 from ..commands.flags import json_flag, verbose_flag
 from ..errors import GraphStreamError
 from ..store.verify import detect_kind
@@ -325,9 +325,10 @@ def _check_folder_of(full: Path, root: Path, where: str, produced: tuple[Path, .
             return
         if folder.is_dir():
             return
-        # the nearest one on the way that is a file, if any: 'afile/sub' was called missing
-        blocking = next((p for p in (folder, *folder.parents) if root in p.parents and p.exists()), None)
-        if blocking is not None and not blocking.is_dir():
+        # the nearest one on the way that is a file, if any ('afile/sub' was called missing); under the
+        # root, which is a folder
+        blocking = blocking_file(folder)
+        if blocking is not None:
             raise JobArgsError(f"{where}: its folder {blocking.relative_to(root).as_posix()!r} is a file", 400)
         raise JobArgsError(f"{where}: its folder {folder.relative_to(root).as_posix()!r} does not exist", 400)
 
