@@ -127,6 +127,15 @@ def path_argument(value, name: str) -> str:
     text = os.fspath(value)
     if not isinstance(text, str) or not text:
         raise ParameterError(f"{name}: expected a non-empty path, got {value!r}")
+    if text.startswith("file://"):
+        # a local file URL is a local path: written atomically and checked like one (fsspec's file://
+        # wrote in place, and a missing parent folder was a raw FileNotFoundError)
+        local = text[len("file://"):]
+        if local.startswith("localhost/"):
+            local = local[len("localhost"):]
+        if not local.startswith("/"):
+            raise ParameterError(f"{name}: {text!r} is not a local file URL (file:///absolute/path)")
+        return local
     if "://" in text or os.path.isabs(text):
         return text
     # joined, not normalised: "link/../x" is where the link's parent holds x, as the kernel reads it

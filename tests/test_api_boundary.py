@@ -333,3 +333,21 @@ def test_a_path_through_a_symbolic_link_and_up_means_what_it_means_to_the_kernel
     with GraphWriter("lnk/../out.zarr") as w:
         w.append(np.array([0]), np.array([1]))
     assert (tmp_path / "real" / "out.zarr").is_dir() and not (tmp_path / "out.zarr").exists()
+
+
+def test_a_local_file_url_is_a_local_path(tmp_path):
+    """GraphWriter("file:///...") wrote through fsspec in place (no atomic swap) and a missing parent folder
+    was a raw FileNotFoundError; any other URL that cannot be created, a raw fsspec error."""
+    from graphstream.errors import StoreError
+
+    url = f"file://{tmp_path}/g.zarr"
+    with GraphWriter(url, num_nodes=3) as w:
+        w.append(np.array([0, 1]), np.array([1, 2]))
+    assert open_store(url).path == str(tmp_path / "g.zarr")
+    assert open_store(tmp_path / "g.zarr").num_edges == 2
+    with pytest.raises(StoreError, match="parent folder .* does not exist"):
+        GraphWriter(f"file://{tmp_path}/missing/g.zarr", num_nodes=3)
+    with pytest.raises(ParameterError, match="not a local file URL"):
+        GraphWriter("file://g.zarr", num_nodes=3)
+    with pytest.raises(StoreError, match="nosuch://a/g.zarr: cannot create the store there"):
+        GraphWriter("nosuch://a/g.zarr", num_nodes=3)

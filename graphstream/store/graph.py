@@ -478,6 +478,11 @@ class GraphWriter:
                 group = zarr.open_group(self.path, mode=mode)
             except FileExistsError as exc:
                 raise OutputExistsError(f"{self.path}: output exists (pass --overwrite to replace it)") from exc
+            except (OSError, ValueError) as exc:   # no such bucket or folder, no permission, a bad URL
+                if disk_full(exc, None):
+                    raise
+                raise StoreError(f"{self.path}: cannot create the store there "
+                                 f"({getattr(exc, 'strerror', None) or exc})") from exc
         else:
             # Local: written into a hidden sibling (locked, leftovers of killed runs cleared) and
             # swapped in by close(), so an existing store stays whole until the new one is.
