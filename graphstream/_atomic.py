@@ -105,6 +105,9 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
     if (path.exists() or path.is_symlink()) and not overwrite:
         other = f", or {alternative}" if alternative else ""
         raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it{other})")
+    if overwrite and file and path.is_dir() and not path.is_symlink():
+        raise OutputExistsError(f"{path}: is a folder, and this output is a file; --overwrite does not replace "
+                                "a folder with a file: remove it yourself, or choose another name")
     if overwrite and not replaceable(path, file=file):
         what = ("is a file, not a graphstream output" if path.is_file() else
                 f"folder is not a graphstream output ({_listing(path)})")
@@ -155,7 +158,8 @@ def check_output_name(path: PathLike) -> None:
     text = str(path)
     if _is_url(text):
         return
-    name = Path(text).name
+    # the text's last component, not Path's: Path("/w/.").name is "w", and an absolute "." is "/w/."
+    name = os.path.basename(text.rstrip("/"))
     if name in ("", ".", ".."):
         raise ParameterError(f"{text!r}: an output is named by a new folder or file of its own (not the "
                              "current folder, its parent or /): e.g. out.zarr")
@@ -181,15 +185,18 @@ _DGL_CONFIG_KEYS = {"graph_name", "num_parts", "node_map", "edge_map"}
 
 def replaceable(path: PathLike, *, file: bool = False) -> bool:
     """Whether ``--overwrite`` may replace ``path``: it does not exist, is a symlink (replaced as such), a
-    file where the output is a file (``file``: a checkpoint, an HTML report), an empty folder, or a folder
-    graphstream wrote (every entry one of its kind's, even when its data are damaged). A user's folder is
-    never removed whole because an output was named after it (``ingest edges.txt ~ --overwrite`` removed
-    the home folder), nor a user's file by an output that is a folder (``export ... thesis.txt``)."""
+    file where the output is a file (``file``: a checkpoint, an HTML report; never a folder there), an
+    empty folder, or a folder graphstream wrote (every entry one of its kind's, even when its data are
+    damaged). A user's folder is never removed whole because an output was named after it (``ingest
+    edges.txt ~ --overwrite`` removed the home folder), nor a user's file by an output that is a folder
+    (``export ... thesis.txt``)."""
     path = Path(path)
     if path.is_symlink() or not path.exists():
         return True
     if not path.is_dir():
         return file
+    if file:   # a file output over a folder, even one of ours: a store named ck.best beside --checkpoint ck
+        return False
     try:
         names = _entries(path)
     except OSError:
@@ -241,7 +248,8 @@ def _a_node_data_folder(path: Path, names: set[str]) -> bool:
     store = path / "graph.zarr"
     return ("graph.zarr" in names and store.is_dir() and not store.is_symlink()
             and _a_store(store, _entries(store))
-            and all(n == "graph.zarr" or (n.endswith(".npy") and (path / n).is_file()) for n in names))
+            and all(n == "graph.zarr" or (n.endswith(".npy") or n == "node_data.json") and (path / n).is_file()
+                    for n in names))
 
 
 def _json_field(file: Path, keys: tuple[str, ...], unreadable=None):
@@ -656,6 +664,7 @@ class AtomicOutput:
 
     def __init__(self, path: PathLike, overwrite: bool = False, *, mkdir: bool = True, lock: bool = True,
                  file: bool = False):
+        check_output_name(path)   # the name as given: Path("/w/.") is "/w", the folder that holds it
         self.final = Path(path)
         self.overwrite = yes_or_no(overwrite, "overwrite")
         self.mkdir = mkdir
@@ -665,7 +674,6 @@ class AtomicOutput:
         self._stack = ExitStack()
 
     def begin(self) -> Path:
-        check_output_name(self.final)
         _check_parent(self.final)
         try:
             if self.lock:

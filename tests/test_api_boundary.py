@@ -351,3 +351,15 @@ def test_a_local_file_url_is_a_local_path(tmp_path):
         GraphWriter("file://g.zarr", num_nodes=3)
     with pytest.raises(StoreError, match="nosuch://a/g.zarr: cannot create the store there"):
         GraphWriter("nosuch://a/g.zarr", num_nodes=3)
+
+
+@pytest.mark.parametrize("name", [".", "./", ".."])
+def test_the_api_refuses_an_output_named_by_the_current_folder(tmp_path, monkeypatch, name):
+    """Absolute paths made of "." read as the folder itself (Path("/w/.") is "/w"): GraphWriter(".",
+    overwrite=True) in an empty folder took the working folder for its output, to be replaced whole."""
+    work = tmp_path / "w"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with pytest.raises(ParameterError, match="an output is named by a new folder"):
+        GraphWriter(name, num_nodes=2, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w"] and not list(work.iterdir())

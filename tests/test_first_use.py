@@ -177,3 +177,28 @@ def test_report_skips_a_sibling_that_is_a_loop_of_links(tmp_path, store):
     (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
     proc = _cli("report", tmp_path / "parts", "--json")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_paths_a_command_reports_are_absolute(store, tmp_path):
+    """README: paths in --json are absolute. partition's "out", report's "html" and dataset's "path" and
+    "graph" were the relative paths as given."""
+    import json
+    import shutil
+
+    shutil.copytree(store, tmp_path / "g.zarr")
+    proc = _cli("partition", "g.zarr", "-k", "2", "--algo", "hash", "--out", "parts", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["out"] == str(tmp_path / "parts")
+    proc = _cli("report", "parts", "--html", "r.html", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["html"] == str(tmp_path / "r.html")
+    proc = _cli("estimate", "g.zarr", "-k", "2", "--json", cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["path"] == str(tmp_path / "g.zarr"), proc.stderr
+    proc = _cli("info", "nope.zarr", cwd=tmp_path)
+    assert proc.returncode == 2 and f"{tmp_path / 'nope.zarr'}: no such file or folder" in proc.stderr
+    root = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    if (root / "planetoid").is_dir():
+        proc = _cli("dataset", "cora", "d", "--root", root, "--json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert (out["path"], out["graph"]) == (str(tmp_path / "d"), str(tmp_path / "d" / "graph.zarr"))

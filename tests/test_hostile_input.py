@@ -336,6 +336,24 @@ def test_numbers_beyond_what_the_kernels_hold_are_refused(tmp_path, capsys):
         assert rc == 2 and "balance must be a finite number >= 1.0, got inf" in err, (algo, err)
 
 
+def test_an_algorithm_flag_is_refused_by_the_flag_a_user_typed(tmp_path, capsys):
+    """`--lambda 2` with coarse-refine said "unknown parameter(s) ['lam']"; `--algo spring --edge-balance 1.1`
+    named tau_factor and beta, which have no flag; out-of-range values named lam and edge_balance."""
+    assert cli_main(["generate", "rmat", str(tmp_path / "g.zarr"), "--scale", "6"]) == 0
+    capsys.readouterr()
+    for flags, said in (
+            (("--lambda", 2), "--lambda does not apply to --algo coarse-refine (its own flags: --passes, "
+                              "--edge-balance, --preset"),
+            (("--algo", "spring", "--edge-balance", 1.1), "--edge-balance does not apply to --algo spring "
+                                                          "(its own flags: --tau;"),
+            (("--algo", "dbh", "--passes", 2), "--passes does not apply to --algo dbh (its own flags: none;"),
+            (("--algo", "hdrf", "--lambda", -1), "--lambda -1.0: expected a finite number >= 0 (--algo hdrf)"),
+            (("--edge-balance", 0.5), "--edge-balance 0.5: expected 0 (no cap on the entries) or a finite"),
+            (("--passes", -1), "--passes -1: expected a whole number >= 0")):
+        rc, err = cli("partition", tmp_path / "g.zarr", "-k", 2, *flags, capsys=capsys)
+        assert rc == 2 and said in err, (flags, err)
+
+
 def test_a_window_wider_than_the_time_span_is_one_snapshot(tmp_path):
     from graphstream.dynamic.snapshots import WindowSpec
     spec = WindowSpec.make(100, 5_000, 1e23, None)

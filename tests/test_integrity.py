@@ -731,3 +731,82 @@ def test_verify_says_a_store_replaced_during_it_was_replaced(outputs, tmp_path, 
     monkeypatch.setattr(verify_module, "check_chunks_digests", swap_then_check)
     with pytest.raises(StoreReplacedError, match="while it was being verified"):
         verify(path)
+
+
+# -- node data folders (graphstream dataset's): node_data.json ----------------------------------------
+
+@pytest.fixture
+def node_folder(tmp_path) -> Path:
+    """A folder as `graphstream dataset` writes it: graph.zarr, the .npy files and node_data.json."""
+    from graphstream.store.nodedata import write_manifest
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    with GraphWriter(folder / "graph.zarr", num_nodes=50, directed=False, chunk_size=64) as w:
+        w.append(rng.integers(0, 50, 200), rng.integers(0, 50, 200))
+    np.save(folder / "features.npy", rng.random((50, 8), dtype=np.float32))
+    np.save(folder / "labels.npy", rng.integers(0, 3, 50))
+    np.save(folder / "train_mask.npy", rng.random(50) < 0.5)
+    write_manifest(folder)
+    return folder
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damaged_node_data_is_found_before_it_is_split(node_folder, tmp_path, how):
+    """A byte flipped in a dataset folder's features.npy: `partition --nodes` exit 0 and `verify` of the
+    result "ok" (the parts checksummed anew over the damage); `verify` and `info` did not take the folder."""
+    report = verify(node_folder).to_dict()
+    assert report["ok"] and report["kind"] == "node_data" and report["files_checked"] == 3 and report["checksums"]
+    _damage(node_folder / "features.npy", how)
+    with pytest.raises(CorruptDataError, match="features.npy"):
+        verify(node_folder)
+    proc = _cli("partition", node_folder / "graph.zarr", "-k", 2, "--out", tmp_path / "parts", "--nodes", node_folder)
+    assert proc.returncode == 2 and "features.npy" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "parts").exists()
+    plan = PartitionPlan(owner=np.arange(50, dtype=np.int32) % 2, num_parts=2, algorithm="test")
+    if how == "flip":   # the library's builder checks them too
+        with pytest.raises(CorruptDataError, match="features.npy fails its checksum"):
+            build_partitions(node_folder / "graph.zarr", plan, tmp_path / "p2", nodes=node_folder)
+
+
+def test_a_node_data_folder_is_described_and_verified(node_folder):
+    proc = _cli("info", node_folder, "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["kind"] == "node_data" and info["num_nodes"] == 50 and info["checksums"] is True
+    assert info["files"]["features.npy"] == "50 x 8 float32"
+    (node_folder / "node_data.json").unlink()   # a folder saved by hand: read as before, said unchecksummed
+    report = verify(node_folder).to_dict()
+    assert report["ok"] and report["checksums"] is False and "no node_data.json" in report["note"]
+
+
+def test_a_damaged_node_data_manifest_is_refused(node_folder, tmp_path):
+    text = (node_folder / "node_data.json").read_text()
+    (node_folder / "node_data.json").write_text(text.replace('"version": 1', '"version": 2'))
+    proc = _cli("partition", node_folder / "graph.zarr", "-k", 2, "--out", tmp_path / "parts", "--nodes", node_folder)
+    assert proc.returncode == 2 and "node_data.json" in proc.stderr, proc.stderr
+    with pytest.raises(CorruptDataError, match="node_data.json"):
+        verify(node_folder)
+
+
+def test_overwrite_replaces_a_dataset_folder_with_its_manifest(node_folder):
+    """node_data.json is one of the folder's own entries: --overwrite may replace the folder."""
+    from graphstream._atomic import replaceable
+
+    assert replaceable(node_folder)
+    (node_folder / "notes.txt").write_text("mine")
+    assert not replaceable(node_folder)
+
+
+def test_graphstream_dataset_writes_the_manifest(tmp_path):
+    from graphstream.ingest.datasets import load_dataset
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    if not (root / "planetoid").is_dir():
+        pytest.skip("the shared datasets are not here")
+    load_dataset("cora", tmp_path / "cora", root=root)
+    doc = json.loads((tmp_path / "cora" / "node_data.json").read_text())
+    assert sorted(doc["files"]) == ["features.npy", "labels.npy", "test_mask.npy", "train_mask.npy", "val_mask.npy"]
+    assert doc["files"]["features.npy"] == file_digest(tmp_path / "cora" / "features.npy").to_json()
+    assert verify(tmp_path / "cora").to_dict()["files_checked"] == 5

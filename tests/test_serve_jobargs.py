@@ -172,7 +172,7 @@ def test_partition_parameters_are_refused_at_submission(root):
     the service accepted the job (201), which then failed."""
     for args, said in (({"seed": 10**23}, "seed must be an integer in [0, 2**63)"),
                        ({"balance": 1.1}, "balance does not apply to hash"),
-                       ({"passes": 5}, "parameter 'passes' does not apply to hash")):
+                       ({"passes": 5}, "--passes does not apply to --algo hash (its own flags: --hash-mode")):
         assert said in refused(root, "partition", {"store": "g.zarr", "k": 2, "algo": "hash", **args}, 422)
 
 

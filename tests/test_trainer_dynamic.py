@@ -234,3 +234,13 @@ def test_centralized_finds_its_relative_source_past_another_store_here(college, 
     monkeypatch.chdir(elsewhere)
     out = run_dynamic_training(home / "p", DynamicConfig(hidden=4, epochs=1), centralized=True, threads=1)
     assert out["mode"] == "centralized"
+
+
+def test_the_plain_output_does_not_call_a_dynamic_runs_roc_auc_accuracy():
+    """`train --model tgcn` printed "val_accuracy: 0.7752", --json's deprecated alias of val_auc."""
+    from trainer.cli import SUMMARY
+
+    dynamic = {"model": "tgcn", "test_auc": 0.8, "val_auc": 0.77, "test_accuracy": 0.8, "val_accuracy": 0.77}
+    assert "val_auc" in SUMMARY(dynamic) and not {"test_accuracy", "val_accuracy"} & set(SUMMARY(dynamic))
+    static = {"model": "gcn", "test_accuracy": 0.81, "val_accuracy": 0.79}
+    assert {"test_accuracy", "val_accuracy"} <= set(SUMMARY(static))

@@ -482,6 +482,26 @@ def test_an_existing_checkpoint_is_not_replaced_without_overwrite(parts_dir, tmp
     assert code == 2 and "give one of them" in one_line_error(err)
 
 
+def test_overwrite_never_turns_a_folder_into_a_checkpoint_file(parts_dir, tmp_path, capsys, monkeypatch):
+    """A store named c.pt.best beside --checkpoint c.pt: --overwrite replaced it (a graphstream output, so
+    "replaceable") with the best weights' file. The checkpoint's paths are reported absolute, as every
+    path graphstream reports (it said "c.pt")."""
+    from graphstream.store import GraphWriter
+
+    with GraphWriter(tmp_path / "c.pt.best", num_nodes=2) as w:
+        w.append(np.array([0]), np.array([1]))
+    args = ("--checkpoint", "c.pt", "--epochs", "1", "--hidden", "4", "--threads", "1", "--overwrite")
+    monkeypatch.chdir(tmp_path)
+    code, err = train_cli(capsys, parts_dir, *args)
+    assert code == 2 and f"{tmp_path}/c.pt.best: is a folder, and this output is a file" in one_line_error(err)
+    assert (tmp_path / "c.pt.best" / "zarr.json").exists() and not (tmp_path / "c.pt").exists()
+    shutil.rmtree(tmp_path / "c.pt.best")
+    capsys.readouterr()
+    assert main(["train", str(parts_dir), *args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["checkpoint"] == f"{tmp_path}/c.pt" and out["best_checkpoint"] == f"{tmp_path}/c.pt.best"
+
+
 def test_disk_full_in_the_library_is_disk_full_error(tmp_path, monkeypatch):
     def full_disk(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")

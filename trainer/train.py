@@ -40,7 +40,7 @@ from torch.nn import functional as F
 
 from graphstream._atomic import atomic_file
 from graphstream._report import log, warn
-from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError
+from graphstream.errors import DiskFullError, GraphStreamError, InputFormatError, ParameterError, path_argument
 
 from .averaging import WeightedAverager, flat_gradients, flat_parameters, load_flat_, unflatten_like
 from .data import PartSet, assemble_whole_graph, check_parts, load_part, open_parts, resolve_device
@@ -166,6 +166,8 @@ class TrainConfig:
             integer("fanout", f)
         if self.mini_batch and len(self.fanouts) != self.num_layers:
             raise ParameterError(f"--fanout has {len(self.fanouts)} values, the model has {self.num_layers} layers")
+        if self.checkpoint is not None:   # absolute, as every path graphstream reports (and a worker's cwd may differ)
+            object.__setattr__(self, "checkpoint", path_argument(self.checkpoint, "--checkpoint"))
         if self.resume and not self.checkpoint:
             raise ParameterError("--resume needs --checkpoint PATH")
         if self.resume and self.overwrite:

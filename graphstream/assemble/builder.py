@@ -291,6 +291,8 @@ def build_partitions(store: GraphStore | str | os.PathLike, plan, out_dir: str |
         raise ParameterError(f"node data {node_data.path} is for {node_data.num_nodes} nodes, "
                              f"the store has {store.num_nodes}")
     check_output(out_dir, overwrite)
+    if node_data is not None and not node_data.checked:   # a damaged byte would pass into parts checksummed anew
+        node_data.check_checksums()
     prepare_work_dir(work_dir)
     undirected = not store.directed
     if store.has_weight:   # a weighted GCN trained on the parts would be unweighted without a word

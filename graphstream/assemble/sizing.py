@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..errors import ParameterError
 from ..store.graph import GraphStore, open_store
-from ..store.nodedata import open_node_data
+from ..store.nodedata import NodeData, open_node_data
 
 # Bytes per node and per entry of a part, as the loader's to_torch() ships them.
 _NODE_STRUCT_BYTES = 8 + 8 + 8   # global id (int64), indptr entry (int64), degree (int64)
@@ -61,12 +61,13 @@ class DataSize:
         return num_nodes * self.node_bytes + num_entries * self.entry_bytes
 
 
-def data_size(store: GraphStore | str | os.PathLike, nodes_dir: str | os.PathLike | None) -> DataSize:
+def data_size(store: GraphStore | str | os.PathLike, nodes_dir: str | os.PathLike | NodeData | None) -> DataSize:
     store = open_store(store)
     entries = store.num_edges if store.directed else 2 * store.num_edges
     row = 0
     if nodes_dir is not None:
-        data = open_node_data(nodes_dir, store.num_nodes, require_features=False)
+        data = nodes_dir if isinstance(nodes_dir, NodeData) else open_node_data(nodes_dir, store.num_nodes,
+                                                                                 require_features=False)
         for name, arr in data.arrays.items():
             # to_torch() ships labels as int64 whatever their file dtype.
             row += arr.row_bytes // arr.dtype.itemsize * 8 if name == "labels" else arr.row_bytes

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..errors import ParameterError, path_argument
 
 # The human summary: sizes, then one line per step (--verbose and --json: every figure).
 SUMMARY = ("path", "num_nodes", "num_edges", "directed", "k", "features", "store_bytes", "summary")
@@ -84,7 +84,8 @@ def run(args) -> dict:
         raise ParameterError(f"--rf must be between 1 and k ({args.k}), got {args.rf}")
     size = graph_size(args)
     algos = tuple(dict.fromkeys(args.algo)) if args.algo else ALGORITHMS
-    result = {"path": args.store, **estimate_steps(size, k=args.k, algorithms=algos, rf=args.rf)}
+    path = args.store and path_argument(args.store, "path")   # absolute, as every path reported
+    result = {"path": path, **estimate_steps(size, k=args.k, algorithms=algos, rf=args.rf)}
     summary = {name: _line(step) for name, step in result["steps"].items()}
     for algo, steps in result["partitioners"].items():
         summary[f"partition {algo}"] = _line(steps["partition"])

@@ -49,14 +49,14 @@ def add_cluster(parser: argparse.ArgumentParser) -> None:
 
 
 def cluster_config(args: argparse.Namespace, *paths: str):
-    """The command's :class:`graphstream.cluster.ClusterConfig`; on a cluster, the path arguments named in
-    ``paths`` made absolute (a worker would resolve a relative path against its own working folder)."""
+    """The command's :class:`graphstream.cluster.ClusterConfig`, and the path arguments named in ``paths``
+    made absolute: a worker would resolve a relative path against its own working folder, and the paths
+    a command reports (``--json``'s ``out``) are absolute in-process too."""
     from .._atomic import for_workers
     from ..cluster import ClusterConfig
 
     config = ClusterConfig.from_args(args)
-    if not config.in_process:
-        for name in paths:
-            value = getattr(args, name, None)
-            setattr(args, name, [for_workers(v) for v in value] if isinstance(value, list) else for_workers(value))
+    for name in paths:
+        value = getattr(args, name, None)
+        setattr(args, name, [for_workers(v) for v in value] if isinstance(value, list) else for_workers(value))
     return config

@@ -35,6 +35,8 @@ _HEADLINES = {
     "snapshots": ("path", "kind", "num_snapshots", "num_keyframes", "keyframe_every", "num_nodes", "directed",
                   "edges_per_snapshot_min", "edges_per_snapshot_mean", "edges_per_snapshot_max", "bytes_full",
                   "bytes_stored", "delta_ratio", "checksums", "bytes_on_disk"),
+    "node_data": ("path", "kind", "graph", "num_nodes", "num_edges", "directed", "files", "checksums",
+                  "bytes_on_disk"),
     "dynamic_partitions": ("path", "kind", "algorithm", "num_parts", "num_snapshots", "num_nodes",
                            "keyframe_every", "balance_lambda", "max_over_mean", "cut_weight", "node_replication",
                            "part_sizes", "bytes_on_disk"),
@@ -43,7 +45,8 @@ _HEADLINES = {
 
 def configure(p) -> None:
     p.add_argument("store", metavar="PATH",
-                   help="graph store (.zarr), partitioned dataset, snapshot store or dynamic partitions folder")
+                   help="graph store (.zarr), partitioned dataset, snapshot store, dynamic partitions folder or "
+                        "node data folder (graphstream dataset's)")
     add_cluster(p)
     p.set_defaults(run=run)
 
@@ -174,13 +177,32 @@ def dynamic_info(path: str) -> dict:
     }
 
 
+def node_data_info(path: str) -> dict:
+    """graphstream dataset's folder: its graph store's shape and its node data files' headers (no data
+    read; ``verify`` checks their checksums)."""
+    from ..store import open_store
+    from ..store.nodedata import open_node_data
+    path = path_argument(path, "path")
+    store = open_store(Path(path) / "graph.zarr")
+    data = open_node_data(path, store.num_nodes, require_features=False)
+    return {
+        "path": path, "kind": "node_data", "graph": str(store.path), "num_nodes": store.num_nodes,
+        "num_edges": store.num_edges, "directed": store.directed,
+        "files": {f"{name}.npy": f"{' x '.join(map(str, a.shape))} {a.dtype}" for name, a in data.arrays.items()},
+        "checksums": store.checksums and data.digests is not None,
+        "bytes_on_disk": _disk_bytes(path),
+    }
+
+
 def run(args) -> dict:
     from ..store.verify import detect_kind
+    args.store = path_argument(args.store, "path")   # named absolute, found or not
     kind = detect_kind(args.store)
     if kind != "graph":   # the other kinds are described from their manifests: nothing to distribute
         if not ClusterConfig.from_args(args).in_process:
             log(f"info of {kind.replace('_', ' ')}: no cluster used (described from the manifest, not the edges)")
-        describe = {"partitions": partitions_info, "snapshots": snapshots_info, "dynamic_partitions": dynamic_info}
+        describe = {"partitions": partitions_info, "snapshots": snapshots_info, "dynamic_partitions": dynamic_info,
+                    "node_data": node_data_info}
         return describe[kind](args.store)
     cluster = cluster_config(args, "store")
     with open_client(cluster) as client:

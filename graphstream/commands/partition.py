@@ -155,7 +155,40 @@ def preflight(args, pending: dict[str, str] | None = None) -> None:
     if not snapshots and args.algo not in ALGORITHMS:
         raise ParameterError(f"unknown algorithm {args.algo!r}; choose one of {', '.join(ALGORITHMS)}")
     if not snapshots:   # the seed, the balance and the algorithm's parameters, before the store is opened
+        _check_flags_apply(args)
         check_arguments(args.k, args.algo, args.seed, args.balance, _algo_params(args))
+
+
+# (flag, the algorithms' parameter) of the flags that set one algorithm's parameter
+ALGORITHM_FLAGS = (("--tau", "tau"), ("--passes", "passes"), ("--lambda", "lam"), ("--hash-mode", "mode"),
+                   ("--edge-balance", "edge_balance"), ("--preset", "preset"))
+
+
+def _check_flags_apply(args) -> None:
+    """A flag of another algorithm is refused by its own name (it said "unknown parameter(s) ['lam']", or
+    named parameters that have no flag), with the flags the algorithm does take."""
+    from ..partition import PARAMS
+    from ..partition.coarse_refine import CoarseRefineParams
+
+    if args.algo == "coarse-refine":
+        takes = {"passes", "preset", *CoarseRefineParams.__dataclass_fields__}
+    else:
+        takes = set(PARAMS[args.algo])
+    given = _algo_params(args)
+    for flag, name in ALGORITHM_FLAGS:
+        if name in given and name not in takes:
+            its = [f for f, n in ALGORITHM_FLAGS if n in takes]
+            raise ParameterError(f"{flag} does not apply to --algo {args.algo} (its own flags: "
+                                 f"{', '.join(its) or 'none'}; docs/partitioners.md)")
+        if name in given and name in PARAMS.get(args.algo, {}) and not PARAMS[args.algo][name].check(given[name]):
+            raise ParameterError(f"{flag} {given[name]}: expected {PARAMS[args.algo][name].expect} "
+                                 f"(--algo {args.algo})")
+    if args.algo == "coarse-refine":   # its parameters are checked by CoarseRefineParams, by their own names
+        if args.edge_balance is not None and not (args.edge_balance == 0 or 1 <= args.edge_balance < float("inf")):
+            raise ParameterError(f"--edge-balance {args.edge_balance}: expected 0 (no cap on the entries) or a "
+                                 "finite number >= 1")
+        if args.passes is not None and args.passes < 0:
+            raise ParameterError(f"--passes {args.passes}: expected a whole number >= 0 (refinement sweeps)")
 
 
 def run(args) -> dict:
@@ -204,10 +237,12 @@ def _run(args, client) -> dict:
         if args.out is None:
             raise ParameterError(f"--nodes {args.nodes}: node data is split into parts only with --out DIR")
         from ..store.nodedata import open_node_data
-        open_node_data(args.nodes, store.num_nodes)  # headers only: bad node data fails before partitioning
+        # before partitioning: bad headers, and damaged bytes where node_data.json records checksums (the
+        # builder then takes the checked folder as it is)
+        args.nodes = open_node_data(args.nodes, store.num_nodes, checksums=True)
         if client is not None:   # the build's tasks read it: a worker that cannot see it fails now, not then
             from ..cluster import check_visible
-            check_visible(client, args.nodes)
+            check_visible(client, args.nodes.path)
     if args.halo_hops < 1:   # before the partitioning's time
         raise ParameterError(f"--halo-hops {args.halo_hops}: expected a whole number >= 1")
     if args.halo_hops != 1 and args.out is None:

@@ -25,11 +25,13 @@ def configure(p) -> None:
 
 def run(args) -> dict:
     from .._atomic import atomic_file, claim_outputs
+    from ..errors import path_argument
     from ..report import partition_report, report_html
 
     report = partition_report(args.parts)
     result = report.to_dict()
     if args.html is not None:
+        args.html = path_argument(args.html, "--html")   # reported absolute, as every path
         with claim_outputs({"--html": args.html}, {"PARTS_DIR": args.parts}, args.overwrite, files={"--html"}):
             page = report_html(report)
             with atomic_file(args.html) as tmp:

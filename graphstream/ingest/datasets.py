@@ -56,8 +56,9 @@ import numpy as np
 from .._atomic import allocated_memmap, atomic_dir, save_npy
 from .._report import log, phase_logger
 from .._resources import Stopwatch
-from ..errors import InputFormatError, InputNotFoundError, ParameterError
+from ..errors import InputFormatError, InputNotFoundError, ParameterError, path_argument
 from ..store import GraphWriter
+from ..store.nodedata import write_manifest as write_node_data_manifest
 
 DATASETS = ("cora", "citeseer", "facebook", "twitch-de", "twitch-engb")
 DEFAULT_ROOT = "../shared/datasets"
@@ -367,7 +368,8 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
     name = name.lower()
     if name not in DATASETS:
         raise ParameterError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
-    root = Path(root)
+    out_dir = path_argument(out_dir, "out_dir")   # reported absolute, as every path graphstream reports
+    root = Path(path_argument(root, "root"))
     if not root.is_dir():
         raise InputNotFoundError(f"{root}: dataset root not found (pass --root DIR, the folder that holds "
                                   f"planetoid/, musae-facebook/ and musae-twitch/)")
@@ -396,6 +398,7 @@ def load_dataset(name: str, out_dir: str | Path, *, root: str | Path = DEFAULT_R
         save_npy(tmp / "labels.npy", ds.labels)
         for split, idx in (("train", ds.train), ("val", ds.val), ("test", ds.test)):
             save_npy(tmp / f"{split}_mask.npy", _mask(n, idx))
+        write_node_data_manifest(tmp)   # the files' checksums (verify, and the builder, check them)
     watch.lap("write")
     out_dir = Path(out_dir)
     result = {

@@ -489,7 +489,7 @@ class GraphWriter:
             p = Path(self.path)
             if not p.parent.exists():
                 raise StoreError(f"{self.path}: parent folder {p.parent} does not exist")
-            self._output = AtomicOutput(p, overwrite, mkdir=False)
+            self._output = AtomicOutput(self.path, overwrite, mkdir=False)   # "w/." is refused by its name
             group = zarr.open_group(str(self._output.begin()), mode="w-")   # a failure: __init__ rolls back
         return group
 

@@ -9,7 +9,12 @@ the store, and rows are reached through memory maps (:meth:`NodeArray.memmap`
 maps only a window of rows, so that the pages a reader touches are released
 when the window is dropped).
 
-There is no manifest file: the ``.npy`` headers are the metadata.
+The ``.npy`` headers are the metadata. A folder written by ``graphstream
+dataset`` also holds ``node_data.json`` (:data:`MANIFEST`): the size and
+CRC-32C of each of its files, sealed like every manifest, so that damaged
+bytes are found (by ``verify``, and by the builder before it splits them)
+rather than copied into a dataset whose own checksums then hold. A folder
+without one (node data a user saved) is read as before, unchecksummed.
 :class:`NodeArray` is one header, typed (:meth:`NodeArray.from_npy` reads and
 checks it, :func:`write_npy_header` writes one), and :class:`NodeData` the
 validated set of a folder (:meth:`NodeData.from_folder`, the one place the
@@ -17,6 +22,7 @@ rules per kind of file are checked).
 """
 from __future__ import annotations
 
+import json
 import os
 import tokenize
 from dataclasses import dataclass, field
@@ -24,8 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NodeDataError, path_argument
+from ..errors import CorruptDataError, NodeDataError, path_argument
+from .integrity import FileDigest, check_file, check_file_size, check_seal, file_digest, seal
 
+MANIFEST = "node_data.json"
+MANIFEST_FORMAT = "graphstream.node_data"
 FEATURES = "features"
 LABELS = "labels"
 MASK_SUFFIX = "_mask"
@@ -98,6 +107,8 @@ class NodeData:
     path: str
     num_nodes: int
     arrays: dict[str, NodeArray] = field(default_factory=dict)
+    digests: dict[str, FileDigest] | None = None   # node_data.json's, by file name; None: a folder without it
+    checked: bool = False   # the files were read against their digests when opened (``checksums``)
 
     def __contains__(self, name: str) -> bool:
         return name in self.arrays
@@ -118,14 +129,26 @@ class NodeData:
         """Bytes of node data per node, all files together."""
         return sum(a.row_bytes for a in self.arrays.values())
 
+    def check_checksums(self) -> int:
+        """Every file node_data.json lists read whole against its CRC-32C (:class:`CorruptDataError` naming
+        the first that fails); the bytes read (0 without node_data.json)."""
+        if self.digests is None:
+            return 0
+        for name, digest in self.digests.items():
+            check_file(Path(self.path) / name, digest, f"{self.path}/{MANIFEST}")
+        return sum(d.size for d in self.digests.values())
+
     @classmethod
-    def from_folder(cls, path: str | os.PathLike, num_nodes: int, *, require_features: bool = True) -> NodeData:
+    def from_folder(cls, path: str | os.PathLike, num_nodes: int, *, require_features: bool = True,
+                    checksums: bool = False) -> NodeData:
         """Find and check the node data files of a folder against a graph of ``num_nodes`` nodes.
 
         Recognised: ``features.npy``, ``labels.npy``, ``*_mask.npy``; other files
         are ignored. Raises :class:`NodeDataError` for a missing folder, missing
         features (when required), a row count other than ``num_nodes``, a wrong
-        dtype or shape, a Fortran-ordered or truncated file.
+        dtype or shape, a Fortran-ordered or truncated file. With ``node_data.json``
+        its seal and every listed file's size are checked (:class:`CorruptDataError`),
+        and with ``checksums`` every listed file's CRC-32C too (a read of the files).
         """
         folder = Path(path_argument(path, "node data folder"))
         if not folder.exists():
@@ -148,7 +171,41 @@ class NodeData:
                                 f"(found {found or 'no .npy files'})")
         if not arrays:
             raise NodeDataError(f"{folder}: no node data files (features.npy, labels.npy, *_mask.npy)")
-        return cls(path=str(folder), num_nodes=int(num_nodes), arrays=arrays)
+        data = cls(path=str(folder), num_nodes=int(num_nodes), arrays=arrays, digests=read_manifest(folder),
+                   checked=checksums)
+        if checksums:
+            data.check_checksums()
+        return data
+
+
+def read_manifest(folder: Path) -> dict[str, FileDigest] | None:
+    """node_data.json's digests by file name, its seal and each file's size checked; None without one."""
+    file = folder / MANIFEST
+    if not file.is_file():
+        return None
+    where = str(file)
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptDataError(f"{where}: unreadable node data manifest ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("files"), dict):
+        raise CorruptDataError(f"{where}: not a graphstream node data manifest (format {MANIFEST_FORMAT!r}, files)")
+    check_seal(doc, where)
+    digests = {name: FileDigest.from_json(obj, where) for name, obj in doc["files"].items()}
+    for name, digest in digests.items():
+        check_file_size(folder / name, digest, where)
+    return digests
+
+
+def write_manifest(folder: str | os.PathLike) -> None:
+    """node_data.json for the recognised node data files of ``folder`` (and its graph store's name), sealed:
+    written last, by the writer of the folder (inside its atomic output)."""
+    folder = Path(folder)
+    names = [n for n in sorted(os.listdir(folder)) if n in (f"{FEATURES}.npy", f"{LABELS}.npy")
+             or n.endswith(f"{MASK_SUFFIX}.npy")]
+    doc = {"format": MANIFEST_FORMAT, "version": 1,
+           "files": {n: file_digest(folder / n).to_json() for n in names}}
+    (folder / MANIFEST).write_text(json.dumps(seal(doc), indent=1) + "\n", encoding="utf-8")
 
 
 def read_npy_header(path: str | os.PathLike) -> tuple[np.dtype, tuple[int, ...], bool, int]:
@@ -219,6 +276,7 @@ def check_node_array(arr: NodeArray, num_nodes: int) -> None:
             raise NodeDataError(f"{where}: {arr.name} must be bool, got {arr.dtype}")
 
 
-def open_node_data(path: str | os.PathLike, num_nodes: int, *, require_features: bool = True) -> NodeData:
+def open_node_data(path: str | os.PathLike, num_nodes: int, *, require_features: bool = True,
+                   checksums: bool = False) -> NodeData:
     """The checked node data of a folder (see :meth:`NodeData.from_folder`)."""
-    return NodeData.from_folder(path, num_nodes, require_features=require_features)
+    return NodeData.from_folder(path, num_nodes, require_features=require_features, checksums=checksums)

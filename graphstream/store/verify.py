@@ -51,6 +51,7 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     chunk_order: bool = False   # whether the store recorded its chunks' digests (and they were checked)
+    note: str | None = None     # why the bytes were not all checksummed, where it is not the format's version
 
     def problem(self, message: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:
@@ -63,7 +64,9 @@ class VerifyReport:
                "checksums": self.checksums, "chunks_checked": self.chunks, "files_checked": self.files,
                "bytes_checked": self.bytes_checked, "chunk_order_checked": self.chunk_order, **self.items,
                "seconds": self.seconds}
-        if not self.checksums and self.version is not None:   # (None: it could not be opened to say)
+        if self.note is not None:
+            out["note"] = self.note
+        elif not self.checksums and self.version is not None:   # (None: it could not be opened to say)
             out["note"] = "written before checksums (format version 1): contents checked, bytes not checksummed"
         if self.problems:
             out["problems"] = self.problems
@@ -92,7 +95,10 @@ def detect_kind(path: str | os.PathLike) -> str:
         if fmt in kinds:
             return kinds[fmt]
         raise StoreError(f"{p}: Zarr group of format {fmt!r} is not a graphstream store")
-    raise StoreError(f"{p}: neither a graph or snapshot store (zarr.json) nor a dataset folder (manifest.json)")
+    if (p / "node_data.json").is_file() or ((p / "graph.zarr").is_dir() and (p / "features.npy").is_file()):
+        return "node_data"   # graphstream dataset's folder: a graph store and its node data
+    raise StoreError(f"{p}: neither a graph or snapshot store (zarr.json), a dataset folder (manifest.json) nor "
+                     "a node data folder (graph.zarr and features.npy, from graphstream dataset)")
 
 
 def _json_object(file: Path, what: str) -> dict[str, Any]:
@@ -114,7 +120,7 @@ def verify(path: str | os.PathLike) -> VerifyReport:
     report = VerifyReport(path=str(path), kind=kind)
     checks: dict[str, Callable[[str, VerifyReport], None]] = {
         "graph": _verify_graph, "snapshots": _verify_snapshots, "partitions": _verify_partitions,
-        "dynamic_partitions": _verify_dynamic_partitions}
+        "dynamic_partitions": _verify_dynamic_partitions, "node_data": _verify_node_data}
     opened = folder_identity(str(path))
     try:
         checks[kind](str(path), report)
@@ -134,6 +140,50 @@ def verify(path: str | os.PathLike) -> VerifyReport:
         error.json_result = report.to_dict()   # type: ignore[attr-defined]  (--json prints it, exit 2)
         raise error
     return report
+
+
+# -- node data folders (graphstream dataset's) --------------------------------------------------
+
+def _verify_node_data(path: str, report: VerifyReport) -> None:
+    """Its graph store (as a store is verified) and every file node_data.json lists against its CRC-32C;
+    the files' headers against the store's node count."""
+    from .nodedata import MANIFEST, open_node_data, read_manifest
+    folder = Path(path)
+    graph = folder / "graph.zarr"
+    num_nodes = None
+    if graph.is_dir():
+        before = len(report.problems)
+        try:
+            _verify_graph(str(graph), report)
+        except GraphStreamError as exc:
+            report.problem(str(exc))
+        num_nodes = report.items.get("num_nodes") if len(report.problems) == before else None
+    else:
+        report.problem(f"{path}: graph.zarr is missing (a node data folder from graphstream dataset holds it)")
+    try:
+        digests = read_manifest(folder)
+    except GraphStreamError as exc:
+        report.problem(str(exc))
+        return
+    for name, digest in (digests or {}).items():
+        report.files += 1
+        try:
+            check_file(folder / name, digest, f"{path}/{MANIFEST}")
+        except GraphStreamError as exc:
+            report.problem(str(exc))
+            continue
+        report.bytes_checked += digest.size
+    if digests is None and report.checksums:
+        report.checksums = False
+        report.note = ("no node_data.json (node data saved by hand, or by graphstream dataset before it wrote one): "
+                       "the graph store checked, the node data files' headers only")
+    if num_nodes is not None:
+        try:
+            data = open_node_data(folder, num_nodes, require_features=False)
+        except GraphStreamError as exc:
+            report.problem(str(exc))
+            return
+        report.items["node_files"] = len(data.arrays)
 
 
 # -- Zarr arrays ------------------------------------------------------------------------------
