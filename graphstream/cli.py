@@ -195,6 +195,15 @@ def _flush_c_stdio() -> None:
         pass
 
 
+# the commands that write nothing: a stop leaves nothing to remove ("serve" said "partial output removed"
+# every time it was stopped)
+_NO_OUTPUT = ("serve", "info", "verify", "estimate")
+
+
+def _cleared(command: str) -> str:
+    return "" if command in _NO_OUTPUT else "; partial output removed"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else [str(word) for word in argv]
     if _selected(argv) in COMMANDS:   # before any kernel runs; inherited by the workers and jobs it starts
@@ -230,10 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"graphstream {args.command}: error: {' '.join(reason.split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"graphstream {args.command}: interrupted (SIGINT); partial output removed", file=sys.stderr)
+        print(f"graphstream {args.command}: interrupted (SIGINT){_cleared(args.command)}", file=sys.stderr)
         return 130
     except Terminated as exc:
-        print(f"graphstream {args.command}: terminated ({exc}); partial output removed", file=sys.stderr)
+        print(f"graphstream {args.command}: terminated ({exc}){_cleared(args.command)}", file=sys.stderr)
         return 128 + exc.signum
     if result is not None and sys.stdout is not None:   # None: started with stdout closed (>&-)
         try:

@@ -92,6 +92,10 @@ class ClusterConfig:
         if threads is not None and workers is None and scheduler is None:   # refused rather than ignored
             raise ParameterError("--threads-per-worker applies with --workers N (a local cluster); without it the "
                                  "command runs in this process on every core")
+        if threads is not None and workers is None:   # a running cluster's workers have their own threads
+            raise ParameterError(f"--threads-per-worker applies with --workers N (a local cluster); the workers of "
+                                 f"the cluster at {scheduler} have the threads they were started with "
+                                 "(dask worker --nthreads)")
         return cls(workers=workers, threads_per_worker=1 if threads is None else threads, scheduler=scheduler)
 
     def to_dict(self) -> dict:
@@ -521,7 +525,8 @@ def check_visible(client: Client, *paths: str | os.PathLike) -> None:
             made = path.name.startswith("graphstream-") or "scratch-" in path.name or ".tmp-" in path.name
             # the output's temporary sibling lies beside the output, whatever --work-dir says
             where = ("write the output to a folder every worker sees" if ".tmp-" in path.name
-                     else "give --work-dir a folder every worker sees")
+                     else "give --work-dir a folder every worker sees, and an output in one: its temporary "
+                          "copy lies beside it")
             shown = f"{path.parent} (where this command made {path.name}; {where})" if made else str(path)
             raise ClusterError(f"worker {worker} cannot see {shown}: every path must be visible to every "
                                "worker (a shared file system, or an fsspec URL); see docs/distributed.md")

@@ -78,6 +78,13 @@ def test_flags_a_local_cluster_does_not_take_are_refused(monkeypatch):
     monkeypatch.delenv("GRAPHSTREAM_SCHEDULER", raising=False)
     with pytest.raises(ParameterError, match="--threads-per-worker applies with --workers N"):
         ClusterConfig.from_args(parser.parse_args(["--threads-per-worker", "2"]))
+    # with a running cluster (the flag, or the variable) it was set aside without a word too
+    with pytest.raises(ParameterError, match="the workers of the cluster at tcp://h:8786 have the threads"):
+        ClusterConfig.from_args(parser.parse_args(["--scheduler", "tcp://h:8786", "--threads-per-worker", "2"]))
+    monkeypatch.setenv("GRAPHSTREAM_SCHEDULER", "tcp://h:8786")
+    with pytest.raises(ParameterError, match="the workers of the cluster at tcp://h:8786 have the threads"):
+        ClusterConfig.from_args(parser.parse_args(["--threads-per-worker", "2"]))
+    monkeypatch.delenv("GRAPHSTREAM_SCHEDULER")
     with pytest.raises(ParameterError, match="--workers 1000000: a local cluster's workers are processes"):
         ClusterConfig(workers=1_000_000)
     assert ClusterConfig(workers=max_local_workers()).workers >= 64

@@ -288,6 +288,26 @@ def test_restart_after_sigkill(tmp_path):
     assert json.loads(verify.stdout)["ok"] is True
 
 
+def test_a_second_server_on_one_root_is_refused(tmp_path):
+    """Two servers on one root each dispatched from the one queue (3 jobs at once under --max-running 1)
+    and one's log pruning removed the other's logs; the second is now refused, naming the first."""
+    root = tmp_path / "root"
+    root.mkdir()
+    server = Server(root)
+    try:
+        second = graphstream("serve", "--root", str(root), "--workers", "1", "--port", "0", check=False)
+        assert second.returncode == 2, second.stderr
+        assert f"--root {root}: another graphstream serve runs there (pid {server.proc.pid} on" in second.stderr
+    finally:
+        server.stop()
+    deadline = time.monotonic() + 10
+    while not any("terminated" in line for line in server.stderr) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    said = "".join(server.stderr)   # a server writes no output: its stop said "partial output removed"
+    assert "graphstream serve: terminated (SIGTERM)\n" in said, said
+    Server(root).stop()   # the lock goes with the process
+
+
 def test_a_step_gets_its_share_of_the_machine(monkeypatch):
     """A job's step process gets this machine's cores / --max-running as NUMBA_NUM_THREADS (at least one),
     not the worker's own task-thread count, and never the service's scheduler variable."""

@@ -203,6 +203,9 @@ def test_results_are_relative_to_the_root(tmp_path):
     out = _outcome(tmp_path, spec, "succeeded", result={"path": f"{root}/g.zarr", "steps": [{"out": f"{root}/p"}],
                                                         "root": root, "other": f"{root}2/x", "n": 3})
     assert out["result"] == {"path": "g.zarr", "steps": [{"out": "p"}], "root": ".", "other": f"{root}2/x", "n": 3}
+    # a path inside a text: ingest's source of several inputs showed the server's root from the second on
+    out = _outcome(tmp_path, spec, "succeeded", result={"source": f"raw/a.csv, {root}/raw/b.csv"})
+    assert out["result"] == {"source": "raw/a.csv, raw/b.csv"}
     out = _outcome(tmp_path, spec, "failed", error=f"only 1 GB free on {root}; {root}/g.zarr: bad")
     assert out["error"] == "only 1 GB free on the service root; g.zarr: bad"
 
@@ -269,6 +272,23 @@ def test_a_rerun_of_the_same_attempt_is_an_interrupted_run(root, tmp_path):
     # the next attempt runs, and clears the dead worker's leftovers in the job's folder
     assert run_job(spec_for(root, job_dir, steps, 2))["state"] == "succeeded"
     assert not list(job_dir.glob(".stdout-*"))
+
+
+def test_an_earlier_attempts_failure_written_late_does_not_end_the_job(root, tmp_path):
+    """The dispatcher lost the scheduler and queued the job again; attempt 1's command, still running, then
+    failed for the same loss and wrote result.json: attempt 2 returned it, and one scheduler restart failed a
+    job with attempts left. An earlier success is still taken (its server died before recording it)."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    steps = job_steps("generate", {"generator": "rmat", "out": "g9.zarr", "scale": 6}, root)
+    (job_dir / "result.json").write_text(json.dumps({
+        "state": "failed", "result": None, "attempt": 1,
+        "error": "graphstream generate: error: lost the dask scheduler (...); nothing was written"}))
+    again = run_job(spec_for(root, job_dir, steps, 2))
+    assert again["state"] == "succeeded" and again["attempt"] == 2, again
+    assert (root / "g9.zarr").is_dir()
+    third = run_job(spec_for(root, job_dir, steps, 3))   # the success is the job's, whichever attempt asks
+    assert third == again
 
 
 def test_a_damaged_job_file_fails_the_run_naming_it(root, tmp_path):

@@ -15,12 +15,15 @@ ROOT/.graphstream/jobs.sqlite, as for ``serve``.
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import math
+import os
 import socket
 import sys
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import GraphStreamError, ParameterError
 from .jobargs import SERVICE_DIR
 
 DEFAULT_PORT = 8765
@@ -144,8 +147,14 @@ def _serve(args) -> None:
     if cluster.in_process:   # jobs never run in the web process: a local cluster of one worker by default
         cluster = ClusterConfig(workers=1, threads_per_worker=cluster.threads_per_worker)
     store = JobStore(db)
+    held = [_serve_lock(root / SERVICE_DIR / "serve.lock", f"--root {root}")]
+    if db != root / SERVICE_DIR / "jobs.sqlite":
+        held.append(_serve_lock(db.with_name(f".{db.name}.serve.lock"), f"--db {db}"))
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
+    for fd in held:   # who holds it, for the next one refused
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, port {port}\n".encode(), 0)
     with open_client(cluster) as client:
         scheduler = client.scheduler.address
         config = ServiceConfig(root=root, max_running=args.max_running, max_attempts=args.max_attempts,
@@ -166,6 +175,25 @@ def _serve(args) -> None:
         finally:
             dispatcher.stop()
     return None
+
+
+def _serve_lock(path: Path, what: str) -> int:
+    """A descriptor holding ``path``'s flock for the server's life (the kernel drops it when the process
+    ends): a second server on the same root or job database is refused. Two had run side by side, each
+    dispatching from one queue (more jobs at once than either's --max-running), one's log pruning
+    removing the other's logs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):   # no locks on this file system
+            return fd
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise GraphStreamError(f"{what}: another graphstream serve runs there ({holder}); stop it first, or "
+                               "give this one another --root") from None
+    return fd
 
 
 def _bind(host: str, port: int) -> socket.socket:

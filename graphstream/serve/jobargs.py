@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -368,8 +369,9 @@ def doc_without_root(doc: Any, root: str) -> Any:
     if isinstance(doc, str):
         if doc == root:
             return "."
-        if doc.startswith(root + "/"):
-            return doc[len(root) + 1:]
+        # anywhere in the text, not only at its start: ingest's source names several inputs ("a, /root/b")
+        return re.sub(r"(?<![\w./-])" + re.escape(root) + r"(/|(?![\w.-]))",
+                      lambda m: "" if m.group(1) == "/" else ".", doc)
     return doc
 
 

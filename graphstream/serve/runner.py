@@ -111,8 +111,14 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     done = _read_job_file(job_dir / RESULT, {"state": str, "attempt": int})
-    if done is not None:   # an earlier attempt finished; the server that ran it died before recording it
-        return done
+    if done is not None and done["state"] == "succeeded":
+        return done   # an earlier attempt finished; the server that ran it died before recording it
+    if done is not None:
+        # An earlier attempt's failure, written after the job was queued again: its run outlived the
+        # scheduler the dispatcher lost, and failed for that ("lost the dask scheduler"). Taken as this
+        # attempt's outcome, one scheduler restart failed the job with attempts left. Run again: a
+        # failure of the job's own comes back the same.
+        (job_dir / RESULT).unlink(missing_ok=True)
     earlier = read_status(job_dir)
     if earlier is not None and earlier.get("attempt") == spec["attempt"]:
         # dask ran the task again after its worker died: an attempt the dispatcher must count
