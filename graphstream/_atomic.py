@@ -98,6 +98,8 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
     holds or lies in one of ``inputs`` (named by their keys: :func:`check_outputs_apart`); return the
     path. ``alternative``: another way out the refusal names (``"--resume to continue that run"``)."""
     check_output_name(path)
+    if file:
+        check_file_output_name(path)
     if inputs:
         check_outputs_apart({"output": path}, inputs)
     path = Path(path)
@@ -167,6 +169,14 @@ def check_output_name(path: PathLike) -> None:
         raise ParameterError(f"output {name[:24]}...{name[-12:]}: its name is {len(os.fsencode(name))} bytes; "
                              f"at most {MAX_OUTPUT_NAME_BYTES} (its lock and temporary siblings add to it, and a "
                              f"file name holds {NAME_MAX} bytes)")
+
+
+def check_file_output_name(path: PathLike) -> None:
+    """A file output (a checkpoint, an HTML page) named with a trailing "/" names a folder: "newr/" wrote
+    a file newr and reported "newr/"."""
+    if str(path).endswith("/"):
+        raise ParameterError(f"{str(path)!r}: ends with '/', a folder's name; this output is a file: give "
+                             f"a file's name ({str(path).rstrip('/') or '/out'}, say)")
 
 
 # What each kind of folder graphstream writes holds at its top, by the file that marks it: graph and
@@ -248,8 +258,12 @@ def _a_node_data_folder(path: Path, names: set[str]) -> bool:
     store = path / "graph.zarr"
     return ("graph.zarr" in names and store.is_dir() and not store.is_symlink()
             and _a_store(store, _entries(store))
-            and all(n == "graph.zarr" or (n.endswith(".npy") or n == "node_data.json") and (path / n).is_file()
-                    for n in names))
+            and all(n == "graph.zarr" or _node_data_file(n) and (path / n).is_file() for n in names))
+
+
+def _node_data_file(name: str) -> bool:
+    """A file graphstream dataset writes: a user's own other.npy beside them is not (--overwrite removed it)."""
+    return name in ("features.npy", "labels.npy", "node_data.json") or name.endswith("_mask.npy")
 
 
 def _json_field(file: Path, keys: tuple[str, ...], unreadable=None):
@@ -829,6 +843,8 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
             if out is None or _is_url(out):
                 continue
             check_output_name(out)
+            if key in files:
+                check_file_output_name(out)
             final = Path(out)
             _check_parent(final)
             stack.enter_context(output_lock(final))

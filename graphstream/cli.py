@@ -50,7 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "write a partitioned dataset in DistDGL's or PyG's partition format"),
     "generate": ("graphstream.commands.generate", "generate a synthetic graph into a graph store"),
     "info": ("graphstream.commands.info", "describe a graph store (degrees by streaming), a snapshot store, "
-             "a partitioned dataset or dynamic partitions"),
+             "a partitioned dataset, dynamic partitions or a node data folder"),
     "ingest": ("graphstream.commands.ingest",
                "read an edge file (SNAP/CSV/TSV[.gz|.bz2|.xz], npy, parquet) into a graph store"),
     "partition": ("graphstream.commands.partition", "partition a graph store by streaming its edges"),
@@ -62,7 +62,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "snapshots": ("graphstream.commands.snapshots",
                   "cut a timestamped graph store into snapshots (keyframes + deltas)"),
     "verify": ("graphstream.commands.verify",
-               "check a graph store, snapshot store or partitioned dataset end to end (checksums, counts, ids)"),
+               "check a graph store, snapshot store, partitioned dataset or node data folder end to end "
+               "(checksums, counts, ids)"),
 }
 
 

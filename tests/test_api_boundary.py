@@ -363,3 +363,22 @@ def test_the_api_refuses_an_output_named_by_the_current_folder(tmp_path, monkeyp
     with pytest.raises(ParameterError, match="an output is named by a new folder"):
         GraphWriter(name, num_nodes=2, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w"] and not list(work.iterdir())
+
+
+def test_snapshot_outputs_take_names_and_file_urls_as_the_other_writers(tmp_path, monkeypatch):
+    """SnapshotWriter("nx/.") wrote a store named nx; build_snapshots("file:///...") said "folder file:/...
+    does not exist"; a URL whose protocol's package is missing (s3fs) was an ImportError traceback."""
+    from graphstream.errors import StoreError
+    from graphstream.store.snapshots import SnapshotWriter
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ParameterError, match="an output is named by a new folder"):
+        SnapshotWriter("nx/.", num_nodes=4)
+    assert not (tmp_path / "nx").exists()
+    with GraphWriter(tmp_path / "t.zarr", num_nodes=4, with_time=True) as w:
+        w.append(np.array([0, 1, 2]), np.array([1, 2, 3]), time=np.array([0, 5, 9]))
+    build_snapshots(f"file://{tmp_path}/t.zarr", f"file://{tmp_path}/s.zarr", num_snapshots=2)
+    assert (tmp_path / "s.zarr" / "zarr.json").is_file()
+    monkeypatch.setattr("zarr.open_group", lambda *a, **k: (_ for _ in ()).throw(ImportError("Install s3fs")))
+    with pytest.raises(StoreError, match="s3://bucket/g.zarr: cannot create the store there .*Install s3fs"):
+        GraphWriter("s3://bucket/g.zarr", num_nodes=3)

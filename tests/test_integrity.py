@@ -795,8 +795,30 @@ def test_overwrite_replaces_a_dataset_folder_with_its_manifest(node_folder):
     from graphstream._atomic import replaceable
 
     assert replaceable(node_folder)
+    np.save(node_folder / "other.npy", np.zeros(3))   # a user's array beside them: removed with the folder
+    assert not replaceable(node_folder)
+    (node_folder / "other.npy").unlink()
     (node_folder / "notes.txt").write_text("mine")
     assert not replaceable(node_folder)
+
+
+def test_a_file_added_or_replaced_by_hand_is_refused_with_the_way_out(node_folder, tmp_path):
+    """A mask saved beside the listed files was split into the parts unchecked while verify and info said
+    "checksums: yes"; a file rewritten on purpose failed as "damaged" with no word on what to do."""
+    from graphstream.errors import NodeDataError
+    from graphstream.store.nodedata import open_node_data
+
+    np.save(node_folder / "foo_mask.npy", np.ones(50, dtype=bool))
+    with pytest.raises(NodeDataError, match="foo_mask.npy not in node_data.json .* remove node_data.json"):
+        open_node_data(node_folder, 50)
+    with pytest.raises(CorruptDataError, match="foo_mask.npy not in node_data.json"):
+        verify(node_folder)
+    (node_folder / "foo_mask.npy").unlink()
+    np.save(node_folder / "features.npy", np.ones((50, 8), dtype=np.float32))   # the user's own, same size
+    with pytest.raises(CorruptDataError, match="fails its checksum.*remove node_data.json"):
+        open_node_data(node_folder, 50, checksums=True)
+    (node_folder / "node_data.json").unlink()
+    assert open_node_data(node_folder, 50, checksums=True).digests is None
 
 
 def test_graphstream_dataset_writes_the_manifest(tmp_path):

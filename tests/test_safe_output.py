@@ -863,3 +863,19 @@ def test_a_full_disk_while_the_store_is_created_leaves_nothing(tmp_path, monkeyp
     with pytest.raises(DiskFullError, match=f"{out}: disk full while writing the store"):
         GraphWriter(out, num_nodes=10)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_file_output_named_as_a_folder_is_refused(tmp_path, capsys, monkeypatch):
+    """`report PARTS --html newr/` wrote a file newr and reported "newr/"."""
+    import shutil
+
+    from graphstream.assemble import build_partitions
+    from graphstream.ingest.rmat import generate_rmat
+    from graphstream.partition import partition
+    store = generate_rmat(tmp_path / "g.zarr", scale=5, edge_factor=4, seed=0)
+    build_partitions(store, partition(store, 2, algo="hash"), tmp_path / "parts")
+    monkeypatch.chdir(tmp_path)
+    rc, err = cli("report", "parts", "--html", "newr/", capsys=capsys)
+    assert rc == 2 and f"'{tmp_path}/newr/': ends with '/', a folder's name; this output is a file" in err, err
+    assert not (tmp_path / "newr").exists()
+    shutil.rmtree(tmp_path / "parts")

@@ -306,6 +306,15 @@ def test_a_second_server_on_one_root_is_refused(tmp_path):
     said = "".join(server.stderr)   # a server writes no output: its stop said "partial output removed"
     assert "graphstream serve: terminated (SIGTERM)\n" in said, said
     Server(root).stop()   # the lock goes with the process
+    other = tmp_path / "other"   # the same job database from another root, by --db
+    other.mkdir()
+    server = Server(root)
+    try:
+        second = graphstream("serve", "--root", str(other), "--db", str(root / ".graphstream" / "jobs.sqlite"),
+                             "--workers", "1", "--port", "0", check=False)
+        assert second.returncode == 2 and "jobs.sqlite: another graphstream serve runs there" in second.stderr
+    finally:
+        server.stop()
 
 
 def test_a_step_gets_its_share_of_the_machine(monkeypatch):

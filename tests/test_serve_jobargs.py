@@ -206,6 +206,12 @@ def test_results_are_relative_to_the_root(tmp_path):
     # a path inside a text: ingest's source of several inputs showed the server's root from the second on
     out = _outcome(tmp_path, spec, "succeeded", result={"source": f"raw/a.csv, {root}/raw/b.csv"})
     assert out["result"] == {"source": "raw/a.csv, raw/b.csv"}
+    # the root's name as the start of another folder's is that folder's (it read "/r+old/y" as "./+old/y")
+    others = [f"{root}+old/y", f"{root} y/z", f"{root}~/y", f"{root}2/x", f"{root}.y/z"]
+    out = _outcome(tmp_path, spec, "succeeded", result={"o": others, "twice": f"{root}//a"})
+    assert out["result"] == {"o": others, "twice": "a"}
+    out = _outcome(tmp_path, spec, "failed", error=f"bad {root}+old/y; no room on {root}")
+    assert out["error"] == f"bad {root}+old/y; no room on the service root"
     out = _outcome(tmp_path, spec, "failed", error=f"only 1 GB free on {root}; {root}/g.zarr: bad")
     assert out["error"] == "only 1 GB free on the service root; g.zarr: bad"
 
@@ -289,6 +295,11 @@ def test_an_earlier_attempts_failure_written_late_does_not_end_the_job(root, tmp
     assert (root / "g9.zarr").is_dir()
     third = run_job(spec_for(root, job_dir, steps, 3))   # the success is the job's, whichever attempt asks
     assert third == again
+    # the same attempt's own failure, its task run again by dask: that failure, not a lost worker
+    own = {"state": "failed", "result": None, "attempt": 4, "error": "graphstream generate: error: bad input"}
+    (job_dir / "result.json").write_text(json.dumps(own))
+    (job_dir / "status.json").write_text(json.dumps({"attempt": 4, "pid": 4242, "host": "node7", "heartbeat": 1.0}))
+    assert run_job(spec_for(root, job_dir, steps, 4)) == own
 
 
 def test_a_damaged_job_file_fails_the_run_naming_it(root, tmp_path):
@@ -553,6 +564,28 @@ def test_the_datasets_listing_shows_no_path_of_the_server(root):
     listed = {d["path"]: d for d in list_datasets(root)}
     assert listed["e.zarr"]["source"] == "raw/edges.txt"
     assert str(root) not in json.dumps(list(listed.values()))
+
+
+def test_the_datasets_listing_takes_a_node_data_folder(root):
+    """A `graphstream dataset` folder (now a kind of its own, node_data) broke GET /api/datasets with a 500
+    (KeyError 'node_data'), with or without node_data.json; its graph.zarr is listed too, as before."""
+    from graphstream.serve.datasets import list_datasets
+    from graphstream.store.nodedata import write_manifest
+
+    folder = root / "cora-like"
+    folder.mkdir()
+    small_store(folder / "graph.zarr")
+    n = json.loads((folder / "graph.zarr" / "zarr.json").read_text())["attributes"]["num_nodes"]
+    np.save(folder / "features.npy", np.zeros((n, 4), dtype=np.float32))
+    for manifest in (False, True):
+        if manifest:
+            write_manifest(folder)
+        listed = {d["path"]: d for d in list_datasets(root)}
+        assert listed["cora-like"]["kind"] == "node_data" and "error" not in listed["cora-like"], listed
+        assert listed["cora-like"]["checksums"] is manifest and listed["cora-like"]["graph"] == "cora-like/graph.zarr"
+        assert listed["cora-like/graph.zarr"]["kind"] == "graph"
+    message = refused(root, "generate", {"generator": "rmat", "out": "cora-like/g.zarr", "scale": 6}, 400)
+    assert "lies inside the node data folder 'cora-like'" in message, message
 
 
 def test_a_queued_job_cancelled_says_so(tmp_path):

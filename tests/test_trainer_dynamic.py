@@ -244,3 +244,13 @@ def test_the_plain_output_does_not_call_a_dynamic_runs_roc_auc_accuracy():
     assert "val_auc" in SUMMARY(dynamic) and not {"test_accuracy", "val_accuracy"} & set(SUMMARY(dynamic))
     static = {"model": "gcn", "test_accuracy": 0.81, "val_accuracy": 0.79}
     assert {"test_accuracy", "val_accuracy"} <= set(SUMMARY(static))
+
+
+def test_file_urls_name_snapshot_stores_and_their_parts(college, tmp_path):
+    """`partition file:///.../snap.zarr` took the snapshot store for a graph store ("format
+    'graphstream.snapshots', expected 'graphstream.graph'"), and `train file:///.../parts --model tgcn`
+    looked for ".../file:/..." under the working folder."""
+    from graphstream.cli import main
+    assert main(["partition", f"file://{college / 'snap.zarr'}", "-k", "2", "--out", f"file://{tmp_path / 'p'}"]) == 0
+    out = run_dynamic_training(f"file://{tmp_path / 'p'}", DynamicConfig(hidden=4, epochs=1), threads=1)
+    assert out["num_parts"] == 2

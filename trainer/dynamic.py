@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from graphstream.errors import ParameterError
+from graphstream.errors import ParameterError, path_argument
 
 from .averaging import WeightedAverager, flat_parameters
 from .data import resolve_device
@@ -273,6 +273,8 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
     integer("workers", workers)
     check_threads(threads)
     device = resolve_device(config.device)
+    if not isinstance(source, list):   # absolute, as every path reported ("file:///..." its local path)
+        source = path_argument(source, "source")
     stores, manifest = _open_sequences(source)
     source_store = [_source_store(source, manifest)] if centralized and manifest is not None else None
     _check_trainable(source_store or stores, config, source)

@@ -11,7 +11,7 @@ import importlib
 from pathlib import Path
 
 from .._report import log
-from ..errors import GraphStreamError, ParameterError, StoreError
+from ..errors import GraphStreamError, ParameterError, StoreError, path_argument
 from .flags import add_cluster, add_overwrite, cluster_config
 
 SNAPSHOT_FORMAT = "graphstream.snapshots"
@@ -127,6 +127,7 @@ def preflight(args, pending: dict[str, str] | None = None) -> None:
     other) of the stores an earlier step of a service pipeline will write, which are not there yet."""
     from ..partition import ALGORITHMS, DEFAULT_ALGORITHM, check_arguments, check_num_parts
     pending = pending or {}
+    args.store = path_argument(args.store, "STORE")   # a file:/// URL is a local path here too
     if args.store in pending:   # what the earlier step writes there, whatever is there now
         snapshots = pending[args.store] == "snapshots"
     else:

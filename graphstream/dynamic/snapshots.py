@@ -390,8 +390,8 @@ def build_snapshots(store_path: str | os.PathLike, out: str | os.PathLike, *, wi
     plus a delta), writing into a temporary sibling of ``out`` that this
     process holds and swaps in (:func:`graphstream.cluster.output_for_tasks`). Same store.
     """
-    if client is not None:   # the workers' paths
-        store_path, out = for_workers(store_path), for_workers(out)
+    # absolute (the workers', and every path reported), a file:/// URL its local path
+    store_path, out = for_workers(store_path), for_workers(out)
     check_output(out, overwrite, inputs={"input store": store_path})
     if client is not None:
         from dataclasses import replace

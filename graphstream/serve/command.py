@@ -147,9 +147,10 @@ def _serve(args) -> None:
     if cluster.in_process:   # jobs never run in the web process: a local cluster of one worker by default
         cluster = ClusterConfig(workers=1, threads_per_worker=cluster.threads_per_worker)
     store = JobStore(db)
-    held = [_serve_lock(root / SERVICE_DIR / "serve.lock", f"--root {root}")]
-    if db != root / SERVICE_DIR / "jobs.sqlite":
-        held.append(_serve_lock(db.with_name(f".{db.name}.serve.lock"), f"--db {db}"))
+    # the root's and the job database's, whichever way each was given (a server on the default database
+    # and another given it by --db from another root)
+    held = [_serve_lock(root / SERVICE_DIR / "serve.lock", f"--root {root}"),
+            _serve_lock(db.with_name(f".{db.name}.serve.lock"), f"--db {db}")]
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     for fd in held:   # who holds it, for the next one refused

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..commands.info import dynamic_info, partitions_info, snapshots_info
+from ..commands.info import dynamic_info, node_data_info, partitions_info, snapshots_info
 from ..errors import GraphStreamError
 from ..report import PartitionReport, partition_report, render_plot
 from ..store import open_store
@@ -26,7 +26,7 @@ MAX_DEPTH = 4
 
 
 def list_datasets(root: Path) -> list[dict[str, Any]]:
-    """Every graph store, snapshot store, partitioned dataset and dynamic partitions folder under
+    """Every graph store, snapshot store, partitioned dataset, dynamic partitions and node data folder under
     ``root`` (down to :data:`MAX_DEPTH` folders), with its description or the error reading it."""
     found: list[dict[str, Any]] = []
     _walk(root, root, 0, found)
@@ -53,15 +53,17 @@ def _walk(root: Path, folder: Path, depth: int, found: list[dict[str, Any]]) -> 
             info = _describe(kind, path)
         except (GraphStreamError, OSError, ValueError) as exc:
             found.append({"path": rel, "kind": kind, "error": " ".join(without_root(str(exc), root).split())})
-            continue
-        # the metadata's own paths (a store's source, a dataset's graph) shown as the jobs name them
-        found.append({**doc_without_root(info, str(root)), "path": rel, "kind": kind})
+        else:   # the metadata's own paths (a store's source, a dataset's graph) shown as the jobs name them
+            found.append({**doc_without_root(info, str(root)), "path": rel, "kind": kind})
+        if kind == "node_data" and depth + 1 < MAX_DEPTH:   # its graph.zarr, which jobs partition, listed too
+            _walk(root, path, depth + 1, found)
 
 
 def _describe(kind: str, path: Path) -> dict[str, Any]:
     if kind == "graph":
         return open_store(path).info.to_dict()
-    describe = {"partitions": partitions_info, "snapshots": snapshots_info, "dynamic_partitions": dynamic_info}
+    describe = {"partitions": partitions_info, "snapshots": snapshots_info, "dynamic_partitions": dynamic_info,
+                "node_data": node_data_info}
     return describe[kind](str(path))
 
 

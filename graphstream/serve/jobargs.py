@@ -352,7 +352,7 @@ def _outside_datasets(full: Path, root: Path, where: str, itself: bool) -> None:
 
 
 _KIND_NAMES = {"graph": "graph store", "snapshots": "snapshot store", "partitions": "partitioned dataset",
-               "dynamic_partitions": "dynamic partitions folder"}
+               "dynamic_partitions": "dynamic partitions folder", "node_data": "node data folder"}
 
 def without_root(message: str, root: Path) -> str:
     """A message without the server's root folder in it (callers see root-relative paths only)."""
@@ -369,9 +369,10 @@ def doc_without_root(doc: Any, root: str) -> Any:
     if isinstance(doc, str):
         if doc == root:
             return "."
-        # anywhere in the text, not only at its start: ingest's source names several inputs ("a, /root/b")
-        return re.sub(r"(?<![\w./-])" + re.escape(root) + r"(/|(?![\w.-]))",
-                      lambda m: "" if m.group(1) == "/" else ".", doc)
+        # anywhere in the text, not only at its start: ingest's source names several inputs ("a, /root/b");
+        # the root alone only where the text ends or a separator follows ("/root+old/y" is another folder)
+        return re.sub(r"(?<![\w./-])" + re.escape(root) + r"(/+|(?=$|[,;:)\]'\"]))",
+                      lambda m: "" if m.group(1) else ".", doc)
     return doc
 
 

@@ -111,8 +111,10 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _run_steps(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     done = _read_job_file(job_dir / RESULT, {"state": str, "attempt": int})
-    if done is not None and done["state"] == "succeeded":
-        return done   # an earlier attempt finished; the server that ran it died before recording it
+    if done is not None and (done["state"] == "succeeded" or done["attempt"] == spec["attempt"]):
+        # an earlier attempt finished, and the server that ran it died before recording it; or this
+        # attempt did, and dask ran its task again (the worker died after the result was written)
+        return done
     if done is not None:
         # An earlier attempt's failure, written after the job was queued again: its run outlived the
         # scheduler the dispatcher lost, and failed for that ("lost the dask scheduler"). Taken as this
@@ -387,7 +389,8 @@ def _outcome(job_dir: Path, spec: dict[str, Any], state: str, *, result: Any = N
     # paths in the argv are absolute; callers know them relative to the root
     root = spec["root"].rstrip("/")
     if error is not None:
-        error = re.sub(re.escape(root) + r"(?![\w.-])", "the service root", error.replace(root + "/", ""))
+        error = re.sub(re.escape(root) + r"(?=$|[\s,;:)\]'\"]|\.(?:\s|$))", "the service root",
+                       re.sub(re.escape(root) + "/+", "", error))
     outcome = {"state": state, "result": doc_without_root(result, root), "error": error, "attempt": spec["attempt"]}
     _write_json(job_dir / RESULT, outcome)
     return outcome

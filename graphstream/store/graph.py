@@ -478,7 +478,8 @@ class GraphWriter:
                 group = zarr.open_group(self.path, mode=mode)
             except FileExistsError as exc:
                 raise OutputExistsError(f"{self.path}: output exists (pass --overwrite to replace it)") from exc
-            except (OSError, ValueError) as exc:   # no such bucket or folder, no permission, a bad URL
+            except (OSError, ValueError, ImportError) as exc:   # no such bucket or folder, no permission, a
+                # bad URL, the protocol's package missing (s3fs for s3://)
                 if disk_full(exc, None):
                     raise
                 raise StoreError(f"{self.path}: cannot create the store there "

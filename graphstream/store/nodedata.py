@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import os
 import tokenize
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +137,8 @@ class NodeData:
         if self.digests is None:
             return 0
         for name, digest in self.digests.items():
-            check_file(Path(self.path) / name, digest, f"{self.path}/{MANIFEST}")
+            with _replaced_hint():
+                check_file(Path(self.path) / name, digest, f"{self.path}/{MANIFEST}")
         return sum(d.size for d in self.digests.values())
 
     @classmethod
@@ -171,8 +174,12 @@ class NodeData:
                                 f"(found {found or 'no .npy files'})")
         if not arrays:
             raise NodeDataError(f"{folder}: no node data files (features.npy, labels.npy, *_mask.npy)")
-        data = cls(path=str(folder), num_nodes=int(num_nodes), arrays=arrays, digests=read_manifest(folder),
-                   checked=checksums)
+        digests = read_manifest(folder)
+        unlisted = [f"{name}.npy" for name in arrays if digests is not None and f"{name}.npy" not in digests]
+        if unlisted:   # split into the parts, checksummed anew there, its bytes never checked
+            raise NodeDataError(f"{folder}: {', '.join(unlisted)} not in {MANIFEST} (added after graphstream "
+                                f"dataset wrote the folder?), so not checked; {_WAY_OUT}")
+        data = cls(path=str(folder), num_nodes=int(num_nodes), arrays=arrays, digests=digests, checked=checksums)
         if checksums:
             data.check_checksums()
         return data
@@ -193,8 +200,23 @@ def read_manifest(folder: Path) -> dict[str, FileDigest] | None:
     check_seal(doc, where)
     digests = {name: FileDigest.from_json(obj, where) for name, obj in doc["files"].items()}
     for name, digest in digests.items():
-        check_file_size(folder / name, digest, where)
+        with _replaced_hint():
+            check_file_size(folder / name, digest, where)
     return digests
+
+
+_WAY_OUT = (f"if the folder's files are yours to change, remove {MANIFEST} (the folder is then read as node data "
+            "saved by hand, unchecksummed), or write it again with graphstream dataset")
+
+
+@contextmanager
+def _replaced_hint() -> Iterator[None]:
+    """A file that fails its recorded size or checksum: damaged, or replaced by its user on purpose; the
+    message says the way out of the second."""
+    try:
+        yield
+    except CorruptDataError as exc:
+        raise CorruptDataError(f"{exc}; {_WAY_OUT}") from exc
 
 
 def write_manifest(folder: str | os.PathLike) -> None:

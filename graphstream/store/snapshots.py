@@ -31,6 +31,7 @@ import numpy as np
 import zarr
 from numba import njit
 
+from .._atomic import check_output_name
 from ..errors import CorruptDataError, ParameterError, StoreError, path_argument
 from .delta import (
     Delta,
@@ -42,7 +43,7 @@ from .delta import (
     diff_sorted,
     encode_keys,
 )
-from .graph import check_group_header, default_compressor, id_dtype_for, open_group
+from .graph import check_group_header, default_compressor, id_dtype_for, is_url, open_group
 from .integrity import (
     CHUNK_ARRAY_CONFIG,
     CHUNKS_KEY,
@@ -265,6 +266,8 @@ class SnapshotWriter:
             raise ParameterError(f"--keyframe-every must be >= 1, got {keyframe_every}")
         check_key_space(num_nodes)
         self.path = path_argument(path, "path")
+        if not is_url(self.path):   # "nx/." wrote a store named nx (its own name, as every output's)
+            check_output_name(self.path)
         if Path(self.path).exists():
             raise StoreError(f"{self.path}: snapshot store path already exists")
         self.num_nodes = int(num_nodes)
