@@ -35,6 +35,7 @@ import fcntl
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import sys
@@ -48,7 +49,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DiskFullError, OutputExistsError, OutputLockedError, ParameterError, path_argument, yes_or_no
+from .errors import (
+    DiskFullError,
+    OutputExistsError,
+    OutputLockedError,
+    ParameterError,
+    ResourceError,
+    path_argument,
+    yes_or_no,
+)
 
 PathLike = str | os.PathLike
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -516,9 +525,13 @@ def recover_leftovers(final: PathLike) -> list[str]:
             remove_path(p)
             done.append(f"removed {p} (left by an interrupted run)")
         except OSError as exc:   # read-only contents, say: reported, never a reason to refuse this run
-            done.append(f"could not remove {p} (left by an earlier run): {exc.strerror or exc}; remove it by hand")
+            kept = f"could not remove {p} (left by an earlier run): {exc.strerror or exc}; remove it by hand"
+            _warn(kept)   # space held for good: said whatever GRAPHSTREAM_PROGRESS says
+            done.append(kept)
+            continue
     for line in done:
-        _say(line)
+        if not line.startswith("could not remove"):
+            _say(line)
     return done
 
 
@@ -528,14 +541,19 @@ def _say(line: str) -> None:
         print(f"graphstream: {line}", file=sys.stderr, flush=True)
 
 
+def _warn(line: str) -> None:
+    """A warning line, as _report.warn writes one: printed whatever GRAPHSTREAM_PROGRESS says."""
+    print(f"graphstream: warning: {line}", file=sys.stderr, flush=True)
+
+
 def _remove_replaced(old: Path, final: Path) -> None:
     """Remove the output that ``final`` replaced, now at ``old``; the new output is in place whatever
     happens here, so a failure (read-only contents) is said, and left for the user, not raised."""
     try:
         remove_path(old)
     except OSError as exc:
-        _say(f"{final}: replaced; the previous output, now {old.name}, could not be removed "
-             f"({exc.strerror or exc}): remove it by hand")
+        _warn(f"{final}: replaced; the previous output, now {old.name} beside it, could not be removed "
+              f"({exc.strerror or exc}): remove it by hand")
 
 
 def clear_after_writers(final: PathLike) -> list[str]:
@@ -820,8 +838,27 @@ def _written_atomically(output: AtomicOutput) -> Iterator[Path]:
         output.rollback()
         if full:
             raise output.disk_full_error(exc) from exc
+        if past_file_size_limit(exc):
+            raise ResourceError(f"{output.final}: {file_size_limit_reason()} while writing it; nothing was "
+                                "written: raise the limit") from exc
         raise
     output.commit()
+
+
+def past_file_size_limit(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write stopped by this process's file size limit (``ulimit -f``): EFBIG, or torch's
+    zip writer's short write ("unexpected pos", no errno) under a finite limit (export and checkpoints
+    were tracebacks)."""
+    if isinstance(exc, OSError):
+        return exc.errno == errno.EFBIG
+    return (isinstance(exc, RuntimeError) and "unexpected pos" in str(exc)
+            and resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY)
+
+
+def file_size_limit_reason() -> str:
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    shown = "unlimited" if limit == resource.RLIM_INFINITY else f"{limit:,} bytes"
+    return f"a file reached this process's file size limit ({shown}; ulimit -f)"
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from . import __version__
+from ._atomic import file_size_limit_reason
 from ._resources import one_malloc_arena, quiet_openmp
 from .commands.flags import json_flag, verbose_flag
 from .errors import GraphStreamError
@@ -169,6 +170,21 @@ def _signals_unwind() -> Iterator[None]:
 
 
 @contextmanager
+def _signals_held(held: list[int]) -> Iterator[None]:
+    """SIGINT and SIGTERM noted in ``held`` rather than acted on (handlers restored after); inside it
+    :func:`_signals_unwind` still makes them raise while the command runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
 def _stdout_kept_for_json(json_mode: bool) -> Iterator[None]:
     """With ``--json``, file descriptor 1 points at stderr while the command runs, so that stdout holds
     the one JSON object alone: C libraries print there whatever our code does (METIS's "***Cannot
@@ -219,6 +235,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = " ".join(filter(None, ("graphstream", _selected(argv))))
         print(f"{name}: interrupted (SIGINT) while starting; nothing was written", file=sys.stderr)
         return 130
+    # A signal once the command is done (its output committed, its result being printed) is held until
+    # the end: with the default action back, it killed the process without a word, a finished run then
+    # reading as a failed one.
+    held: list[int] = []
+    with _signals_held(held):
+        code = _run_and_report(args)
+    if held and code == 0:
+        name = signal.Signals(held[0]).name
+        print(f"graphstream {args.command}: {name} received once the command had finished; its output is "
+              "complete", file=sys.stderr)
+        return 128 + held[0]
+    return code
+
+
+def _run_and_report(args) -> int:
     try:
         with _signals_unwind(), _stdout_kept_for_json(getattr(args, "json", False)):
             result = args.run(args)
@@ -233,10 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stdout_closed()
     except OSError as exc:
         # Outputs are written atomically, so nothing valid-looking was left behind.
+        output = getattr(args, "out", None) or getattr(args, "out_dir", None)
+        where = f" ({exc.filename})" if exc.filename else (f" (writing {output})" if output else "")
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             reason = f"disk full ({exc}); nothing was written, free space and run again"
-        else:   # a file size limit, a read-only file system, a short write (numpy's has no errno), ...
-            reason = f"I/O error: {exc}; nothing was written"
+        elif exc.errno == errno.EFBIG:   # it said "[Errno 27] File too large" without a path or the limit
+            reason = f"{file_size_limit_reason()}{where}; nothing was written: raise the limit"
+        else:   # a read-only file system, a short write (numpy's has no errno), ...
+            reason = f"I/O error: {exc}{'' if exc.filename else where}; nothing was written"
         print(f"graphstream {args.command}: error: {' '.join(reason.split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

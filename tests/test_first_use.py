@@ -202,3 +202,21 @@ def test_the_paths_a_command_reports_are_absolute(store, tmp_path):
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout)
         assert (out["path"], out["graph"]) == (str(tmp_path / "d"), str(tmp_path / "d" / "graph.zarr"))
+
+
+def test_a_signal_once_the_command_finished_is_said_not_silent(store):
+    """SIGTERM while the result was printed (the output already committed) killed the process without a word
+    (status -15): a supervisor took a finished run for a failed one."""
+    script = ("import os, signal, sys\n"
+              "from graphstream import cli\n"
+              "real = cli._print_human\n"
+              "def printing(result, args):\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    real(result, args)\n"
+              "cli._print_human = printing\n"
+              f"sys.exit(cli.main(['info', {str(store)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "GRAPHSTREAM_PROGRESS": "0"})
+    assert proc.returncode == 143, (proc.returncode, proc.stderr)
+    assert "graphstream info: SIGTERM received once the command had finished; its output is complete" in proc.stderr
+    assert "num_edges" in proc.stdout   # the result was printed whole

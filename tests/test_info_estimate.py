@@ -220,6 +220,13 @@ def test_generate_scale_40_refused_at_once(tmp_path, capsys):
     assert code == 2 and time.perf_counter() - start < 10
     assert "needs about" in err and "TB" in err and "free" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.iterdir())
+    monkeypatch_chdir = pytest.MonkeyPatch()   # a relative output is named absolute (ingest's was, generate's not)
+    try:
+        monkeypatch_chdir.chdir(tmp_path)
+        code, _, err = _cli(capsys, "generate", "rmat", "big.zarr", "--scale", "40")
+        assert code == 2 and err.split("error: ")[1].startswith(f"{tmp_path}/big.zarr: "), err
+    finally:
+        monkeypatch_chdir.undo()
 
 
 Usage = namedtuple("Usage", "total used free")

@@ -736,11 +736,12 @@ def test_an_overwrite_whose_old_output_cannot_be_removed_succeeds(tmp_path, monk
             raise PermissionError(13, "Permission denied", str(path))
         real(path)
     monkeypatch.setattr(_atomic, "remove_path", read_only)
-    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "1")
+    # warnings, said with progress off too (a service's or CI's run never saw them: the copy held its space)
+    monkeypatch.setenv("GRAPHSTREAM_PROGRESS", "0")
     capsys.readouterr()
     assert main(["generate", "rmat", str(out), "--scale", "6", "--seed", "1", "--overwrite", "--json"]) == 0
     err = capsys.readouterr().err
-    assert "replaced; the previous output" in err and "remove it by hand" in err
+    assert "graphstream: warning: " in err and "replaced; the previous output" in err and "remove it by hand" in err
     assert json.loads((out / "zarr.json").read_text())["attributes"]["generator"]["seed"] == 1
     # the next run on it is not blocked by the leftover it cannot remove either
     assert main(["generate", "rmat", str(out), "--scale", "6", "--seed", "3", "--overwrite", "--json"]) == 0
@@ -879,3 +880,37 @@ def test_a_file_output_named_as_a_folder_is_refused(tmp_path, capsys, monkeypatc
     assert rc == 2 and f"'{tmp_path}/newr/': ends with '/', a folder's name; this output is a file" in err, err
     assert not (tmp_path / "newr").exists()
     shutil.rmtree(tmp_path / "parts")
+
+
+def test_a_file_size_limit_is_named_and_leaves_nothing(tmp_path):
+    """Under `ulimit -f`: export was a torch traceback (RuntimeError "unexpected pos", exit 1), the others
+    "I/O error: [Errno 27] File too large" without a path, and train left a lone PATH.best that refused the
+    next run."""
+    import resource
+
+    import numpy as np
+
+    from graphstream.store.nodedata import write_manifest
+    data = tmp_path / "data"
+    data.mkdir()
+    assert main(["generate", "rmat", str(data / "graph.zarr"), "--scale", "8", "--undirected"]) == 0
+    rng = np.random.default_rng(0)
+    np.save(data / "features.npy", rng.random((256, 64), dtype=np.float32))
+    np.save(data / "labels.npy", rng.integers(0, 3, 256))
+    np.save(data / "train_mask.npy", rng.random(256) < 0.5)
+    write_manifest(data)
+    parts = tmp_path / "parts"
+    assert main(["partition", str(data / "graph.zarr"), "-k", "2", "--algo", "hash", "--out", str(parts),
+                 "--nodes", str(data)]) == 0
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))
+
+    for args, out in ((("export", parts, "--to", "pyg", tmp_path / "pyg"), tmp_path / "pyg"),
+                      (("generate", "rmat", tmp_path / "g.zarr", "--scale", "12"), tmp_path / "g.zarr"),
+                      (("train", parts, "--epochs", "2", "--hidden", "256", "--threads", "1", "--checkpoint",
+                        tmp_path / "ck"), tmp_path / "ck")):
+        proc = run_cli(*args, preexec_fn=limited)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "file size limit (40,000 bytes; ulimit -f)" in proc.stderr and str(out) in proc.stderr, proc.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "parts"], args

@@ -633,3 +633,33 @@ def test_finished_jobs_logs_are_removed_after_their_keeping_time(tmp_path):
     assert gone.status_code == 410 and "--keep-logs-days" in gone.json()["detail"]
     assert api.get(f"/api/jobs/{recent}/log", headers=auth).text == "lines\n"
     assert api.get(f"/api/jobs/{old}", headers=auth).json()["state"] == "succeeded"
+
+
+def test_a_job_database_that_cannot_be_written_is_named(tmp_path, monkeypatch):
+    """A full disk or a read-only jobs.sqlite: `serve` and `serve token create` were 21-line tracebacks
+    ("sqlite3.OperationalError: database or disk is full"), no path."""
+    import sqlite3
+
+    from graphstream.cli import main
+    from graphstream.errors import GraphStreamError
+    from graphstream.serve.jobs import JobStore
+
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db)
+    real = sqlite3.connect
+
+    def full(*args, **kwargs):
+        conn = real(*args, **kwargs)
+
+        class Full:   # every statement fails as on a full disk
+            def __getattr__(self, name):
+                if name in ("execute", "executescript"):
+                    def fail(*a, **k):
+                        raise sqlite3.OperationalError("database or disk is full")
+                    return fail
+                return getattr(conn, name)
+        return Full()
+    monkeypatch.setattr(sqlite3, "connect", full)
+    with pytest.raises(GraphStreamError, match=f"{db}: the job database cannot be written .*disk is full"):
+        JobStore(db)
+    assert main(["serve", "token", "create", "bob", "--db", str(db)]) == 2

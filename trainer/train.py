@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -731,7 +733,8 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         single = replace(single, num_classes=parts.num_classes, manifest=parts.manifest, whole=True)
         # plain training: one model, no average to stay near
         central = replace(config, sync_every=1, proximal=0.0, drift_correction=False)
-        res = launch(train_worker, 1, (single, central), threads_per_worker=threads)[0]
+        with _no_lone_best(config):
+            res = launch(train_worker, 1, (single, central), threads_per_worker=threads)[0]
         # the averaged run's keys too (docs/trainer.md: both report the same keys): one model, one sync an epoch
         out = dict(res.summary, mode="centralized", num_parts=len(parts), workers=1, sync_every=1,
                    worker_train_seconds=[res.train_seconds])
@@ -742,14 +745,30 @@ def run_training(source, config: TrainConfig, *, workers: int = 1, centralized: 
         raise ParameterError(f"--workers {workers}: only {torch.cuda.device_count()} CUDA devices")
     backend = "nccl" if device.type == "cuda" else "gloo"
     payload = parts if not isinstance(source, (str, os.PathLike)) else str(source)
-    results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads,
-                     master_addr=master_addr, result_types=(WorkerResult,),
-                     outputs=(config.checkpoint, f"{config.checkpoint}.best") if config.checkpoint else ())
+    with _no_lone_best(config):
+        results = launch(train_worker, workers, (payload, config), backend=backend, threads_per_worker=threads,
+                         master_addr=master_addr, result_types=(WorkerResult,),
+                         outputs=(config.checkpoint, f"{config.checkpoint}.best") if config.checkpoint else ())
     if results[0] is None:   # a non-zero torchrun rank: worker 0 reports
         return {"rank": next(r.rank for r in results if r is not None), "workers": workers}
     out = dict(results[0].summary, mode="averaged", sync_every=config.sync_every)
     out["worker_train_seconds"] = [r.train_seconds for r in results if r is not None]
     return _finish(out, results[0], config, results)
+
+
+@contextmanager
+def _no_lone_best(config: TrainConfig) -> Iterator[None]:
+    """A run that fails leaves no PATH.best of its own without PATH: the next run was refused ("PATH.best:
+    output exists ... or --resume"), and --resume then started from scratch, there being no PATH to
+    continue (a checkpoint write stopped by a full disk or a file size limit after the best weights')."""
+    best = Path(f"{config.checkpoint}.best") if config.checkpoint else None
+    lone_before = best is not None and (best.exists() or Path(config.checkpoint).exists())
+    try:
+        yield
+    except BaseException:
+        if best is not None and not lone_before and best.exists() and not Path(config.checkpoint).exists():
+            best.unlink(missing_ok=True)
+        raise
 
 
 def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | None = None) -> dict:

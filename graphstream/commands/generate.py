@@ -46,10 +46,10 @@ def run(args) -> dict:
     from ..estimate import check_free_disk, store_bytes
     from ..ingest.rmat import generate_rmat  # numba compiles on first use: keep `--help` fast
     preflight(args)
+    cluster = cluster_config(args, "out")   # the path absolute from here on, in every message
     # refuse before writing what the disk cannot hold (scale 40: ~140 TB)
     check_free_disk(args.out, store_bytes(args.edge_factor * 2**args.scale, num_nodes=2**args.scale),
                     f"generate rmat --scale {args.scale}")
-    cluster = cluster_config(args, "out")
     watch = Stopwatch()
     with claim_outputs({"OUT": args.out}, {}, args.overwrite), open_client(cluster) as client:
         store = generate_rmat(args.out, scale=args.scale, edge_factor=args.edge_factor, seed=args.seed,

@@ -84,7 +84,12 @@ def _paths(args) -> tuple[Path, Path]:
 
 def run(args) -> dict | None:
     if getattr(args, "token_command", None) is not None:
-        return _token(args)
+        import sqlite3
+        try:
+            return _token(args)
+        except sqlite3.Error as exc:   # a full disk or a read-only database: one line naming it
+            raise GraphStreamError(f"{_token_store_path(args)}: the job database cannot be written ({exc}); free "
+                                   "space, or make it and its folder writable") from exc
     return _serve(args)
 
 

@@ -140,9 +140,20 @@ class JobStore:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._local = threading.local()
-        self._db().executescript(_SCHEMA)   # (executescript commits on its own)
+        with self.errors_named():
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._db().executescript(_SCHEMA)   # (executescript commits on its own)
+
+    @contextmanager
+    def errors_named(self) -> Iterator[None]:
+        """SQLite's and the file system's errors as one line naming the database (a full disk or a read-only
+        database was a traceback: "sqlite3.OperationalError: database or disk is full", no path)."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise GraphStreamError(f"{self.path}: the job database cannot be written ({exc}); free space, or "
+                                   "make it and its folder writable") from exc
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
