@@ -185,7 +185,7 @@ def check_file_output_name(path: PathLike) -> None:
     a file newr and reported "newr/"."""
     if str(path).endswith("/"):
         raise ParameterError(f"{str(path)!r}: ends with '/', a folder's name; this output is a file: give "
-                             f"a file's name ({str(path).rstrip('/') or '/out'}, say)")
+                             "a file's name")
 
 
 # What each kind of folder graphstream writes holds at its top, by the file that marks it: graph and
@@ -271,8 +271,10 @@ def _a_node_data_folder(path: Path, names: set[str]) -> bool:
 
 
 def _node_data_file(name: str) -> bool:
-    """A file graphstream dataset writes: a user's own other.npy beside them is not (--overwrite removed it)."""
-    return name in ("features.npy", "labels.npy", "node_data.json") or name.endswith("_mask.npy")
+    """A file graphstream dataset writes: a user's own other.npy or extra_mask.npy beside them is not
+    (--overwrite removed it)."""
+    return name in ("features.npy", "labels.npy", "node_data.json", "train_mask.npy", "val_mask.npy",
+                    "test_mask.npy")
 
 
 def _json_field(file: Path, keys: tuple[str, ...], unreadable=None):
@@ -506,7 +508,7 @@ def _siblings(final: Path, kind: str) -> list[Path]:
         return []
 
 
-def recover_leftovers(final: PathLike) -> list[str]:
+def recover_leftovers(final: PathLike, *, warn_kept: bool = True) -> list[str]:
     """Clear what killed runs left beside ``final``; call it holding :func:`output_lock`.
 
     An ``.NAME.old-*`` while NAME is missing is the old output of a swap cut between its
@@ -526,7 +528,8 @@ def recover_leftovers(final: PathLike) -> list[str]:
             done.append(f"removed {p} (left by an interrupted run)")
         except OSError as exc:   # read-only contents, say: reported, never a reason to refuse this run
             kept = f"could not remove {p} (left by an earlier run): {exc.strerror or exc}; remove it by hand"
-            _warn(kept)   # space held for good: said whatever GRAPHSTREAM_PROGRESS says
+            if warn_kept:   # space held for good: said whatever GRAPHSTREAM_PROGRESS says
+                _warn(kept)
             done.append(kept)
             continue
     for line in done:
@@ -885,7 +888,7 @@ def claim_outputs(outputs: Mapping[str, PathLike | None], inputs: Mapping[str, P
             final = Path(out)
             _check_parent(final)
             stack.enter_context(output_lock(final))
-            recover_leftovers(final)
+            recover_leftovers(final, warn_kept=False)   # the writer's own AtomicOutput says what it cannot remove
             check_output(final, overwrite, file=key in files)
         yield
 

@@ -169,14 +169,26 @@ def _signals_unwind() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+class _LateSignal(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_late(signum, frame) -> None:
+    raise _LateSignal(signum)
+
+
 @contextmanager
-def _signals_held(held: list[int]) -> Iterator[None]:
-    """SIGINT and SIGTERM noted in ``held`` rather than acted on (handlers restored after); inside it
-    :func:`_signals_unwind` still makes them raise while the command runs."""
+def _signals_late() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`_LateSignal` (handlers restored after); inside it
+    :func:`_signals_unwind` makes them raise as a stop of the command while it runs. With the default
+    action back once the command was done, a signal while its result was printed killed the process
+    without a word, a finished run then reading as a failed one."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, _raise_late) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
@@ -235,18 +247,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = " ".join(filter(None, ("graphstream", _selected(argv))))
         print(f"{name}: interrupted (SIGINT) while starting; nothing was written", file=sys.stderr)
         return 130
-    # A signal once the command is done (its output committed, its result being printed) is held until
-    # the end: with the default action back, it killed the process without a word, a finished run then
-    # reading as a failed one.
-    held: list[int] = []
-    with _signals_held(held):
-        code = _run_and_report(args)
-    if held and code == 0:
-        name = signal.Signals(held[0]).name
-        print(f"graphstream {args.command}: {name} received once the command had finished; its output is "
-              "complete", file=sys.stderr)
-        return 128 + held[0]
-    return code
+    try:
+        with _signals_late():
+            return _run_and_report(args)
+    except _LateSignal as late:   # the result's printing stopped (a stalled reader must not hold it off)
+        name = signal.Signals(late.signum).name
+        print(f"graphstream {args.command}: {name} received once the command had finished: its output is "
+              "complete, the result printed may be cut short", file=sys.stderr)
+        return 128 + late.signum
 
 
 def _run_and_report(args) -> int:

@@ -206,7 +206,8 @@ def test_the_paths_a_command_reports_are_absolute(store, tmp_path):
 
 def test_a_signal_once_the_command_finished_is_said_not_silent(store):
     """SIGTERM while the result was printed (the output already committed) killed the process without a word
-    (status -15): a supervisor took a finished run for a failed one."""
+    (status -15): a supervisor took a finished run for a failed one. It still stops the printing at once (a
+    stalled reader must not hold it off)."""
     script = ("import os, signal, sys\n"
               "from graphstream import cli\n"
               "real = cli._print_human\n"
@@ -218,5 +219,5 @@ def test_a_signal_once_the_command_finished_is_said_not_silent(store):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env={**os.environ, "GRAPHSTREAM_PROGRESS": "0"})
     assert proc.returncode == 143, (proc.returncode, proc.stderr)
-    assert "graphstream info: SIGTERM received once the command had finished; its output is complete" in proc.stderr
-    assert "num_edges" in proc.stdout   # the result was printed whole
+    assert ("graphstream info: SIGTERM received once the command had finished: its output is complete, the "
+            "result printed may be cut short") in proc.stderr, proc.stderr

@@ -795,9 +795,10 @@ def test_overwrite_replaces_a_dataset_folder_with_its_manifest(node_folder):
     from graphstream._atomic import replaceable
 
     assert replaceable(node_folder)
-    np.save(node_folder / "other.npy", np.zeros(3))   # a user's array beside them: removed with the folder
-    assert not replaceable(node_folder)
-    (node_folder / "other.npy").unlink()
+    for name in ("other.npy", "extra_mask.npy"):   # a user's array beside them: removed with the folder
+        np.save(node_folder / name, np.zeros(3))
+        assert not replaceable(node_folder), name
+        (node_folder / name).unlink()
     (node_folder / "notes.txt").write_text("mine")
     assert not replaceable(node_folder)
 
@@ -817,6 +818,8 @@ def test_a_file_added_or_replaced_by_hand_is_refused_with_the_way_out(node_folde
     np.save(node_folder / "features.npy", np.ones((50, 8), dtype=np.float32))   # the user's own, same size
     with pytest.raises(CorruptDataError, match="fails its checksum.*remove node_data.json"):
         open_node_data(node_folder, 50, checksums=True)
+    with pytest.raises(CorruptDataError, match="fails its checksum.*remove node_data.json"):
+        verify(node_folder)
     (node_folder / "node_data.json").unlink()
     assert open_node_data(node_folder, 50, checksums=True).digests is None
 

@@ -212,6 +212,8 @@ def test_results_are_relative_to_the_root(tmp_path):
     assert out["result"] == {"o": others, "twice": "a"}
     out = _outcome(tmp_path, spec, "failed", error=f"bad {root}+old/y; no room on {root}")
     assert out["error"] == f"bad {root}+old/y; no room on the service root"
+    out = _outcome(tmp_path, spec, "failed", error=f"/mnt{root}/a and nfs:{root}/b are elsewhere")
+    assert out["error"] == f"/mnt{root}/a and nfs:{root}/b are elsewhere"
     out = _outcome(tmp_path, spec, "failed", error=f"only 1 GB free on {root}; {root}/g.zarr: bad")
     assert out["error"] == "only 1 GB free on the service root; g.zarr: bad"
 
@@ -663,3 +665,19 @@ def test_a_job_database_that_cannot_be_written_is_named(tmp_path, monkeypatch):
     with pytest.raises(GraphStreamError, match=f"{db}: the job database cannot be written .*disk is full"):
         JobStore(db)
     assert main(["serve", "token", "create", "bob", "--db", str(db)]) == 2
+
+
+def test_a_read_only_job_database_is_refused_at_start(tmp_path, monkeypatch):
+    """A read-only jobs.sqlite (its schema there already, so opening it wrote nothing) started the server;
+    its first job was a 500 with a traceback."""
+    import sqlite3
+
+    from graphstream.errors import GraphStreamError
+    from graphstream.serve.jobs import JobStore
+
+    db = tmp_path / "jobs.sqlite"
+    JobStore(db)
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda path, **kw: real(f"file:{path}?mode=ro", uri=True, **kw))
+    with pytest.raises(GraphStreamError, match="the job database cannot be written .*readonly"):
+        JobStore(db)

@@ -761,14 +761,31 @@ def _no_lone_best(config: TrainConfig) -> Iterator[None]:
     """A run that fails leaves no PATH.best of its own without PATH: the next run was refused ("PATH.best:
     output exists ... or --resume"), and --resume then started from scratch, there being no PATH to
     continue (a checkpoint write stopped by a full disk or a file size limit after the best weights')."""
-    best = Path(f"{config.checkpoint}.best") if config.checkpoint else None
-    lone_before = best is not None and (best.exists() or Path(config.checkpoint).exists())
+    if not config.checkpoint or config.resume:   # a resumed run's best weights are the same run's
+        yield
+        return
+    path, best = Path(config.checkpoint), Path(f"{config.checkpoint}.best")
+    before = (_written(path), _written(best))
     try:
         yield
     except BaseException:
-        if best is not None and not lone_before and best.exists() and not Path(config.checkpoint).exists():
+        # this run wrote PATH.best and not PATH: the pair would not be one run's (an --overwrite's new best
+        # weights beside the old run's checkpoint, or a lone PATH.best)
+        if _written(best) not in (None, before[1]) and _written(path) == before[0]:
             best.unlink(missing_ok=True)
+            if before[1] is not None:
+                warn(f"{best}: the best weights of the run before were replaced by this run's before it failed; "
+                     f"removed, as they do not go with {path}")
         raise
+
+
+def _written(path: Path) -> tuple[int, int] | None:
+    """Which write a file is (its inode and modification time), None when there is none."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def _finish(out: dict, res: WorkerResult, config: TrainConfig, results: list | None = None) -> dict:

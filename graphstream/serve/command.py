@@ -194,11 +194,14 @@ def _serve_lock(path: Path, what: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):   # no locks on this file system
+            print(f"graphstream serve: warning: {path}: this file system takes no locks; a second server on "
+                  f"this {what.split()[0]} would not be refused: run one only", file=sys.stderr, flush=True)
             return fd
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         os.close(fd)
+        other = what.split()[0]   # --root or --db: the way out is another of the same
         raise GraphStreamError(f"{what}: another graphstream serve runs there ({holder}); stop it first, or "
-                               "give this one another --root") from None
+                               f"give this one another {other}") from None
     return fd
 
 

@@ -143,7 +143,11 @@ class JobStore:
         self._local = threading.local()
         with self.errors_named():
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._db().executescript(_SCHEMA)   # (executescript commits on its own)
+            db = self._db()
+            db.executescript(_SCHEMA)   # (executescript commits on its own)
+            # a write, whatever the schema needed: a read-only database started, and its first job was a 500
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            db.execute(f"PRAGMA user_version = {int(version)}")
 
     @contextmanager
     def errors_named(self) -> Iterator[None]:

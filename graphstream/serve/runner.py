@@ -389,8 +389,10 @@ def _outcome(job_dir: Path, spec: dict[str, Any], state: str, *, result: Any = N
     # paths in the argv are absolute; callers know them relative to the root
     root = spec["root"].rstrip("/")
     if error is not None:
-        error = re.sub(re.escape(root) + r"(?=$|[\s,;:)\]'\"]|\.(?:\s|$))", "the service root",
-                       re.sub(re.escape(root) + "/+", "", error))
+        # the root only where it starts a path ("/mnt/srv/data/a" is not under "/srv/data")
+        start = r"(?<![\w./:-])" + re.escape(root)
+        error = re.sub(start + r"(?=$|[\s,;:)\]'\"]|\.(?:\s|$))", "the service root",
+                       re.sub(start + "/+", "", error))
     outcome = {"state": state, "result": doc_without_root(result, root), "error": error, "attempt": spec["attempt"]}
     _write_json(job_dir / RESULT, outcome)
     return outcome

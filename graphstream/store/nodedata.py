@@ -137,7 +137,7 @@ class NodeData:
         if self.digests is None:
             return 0
         for name, digest in self.digests.items():
-            with _replaced_hint():
+            with replaced_hint():
                 check_file(Path(self.path) / name, digest, f"{self.path}/{MANIFEST}")
         return sum(d.size for d in self.digests.values())
 
@@ -200,7 +200,7 @@ def read_manifest(folder: Path) -> dict[str, FileDigest] | None:
     check_seal(doc, where)
     digests = {name: FileDigest.from_json(obj, where) for name, obj in doc["files"].items()}
     for name, digest in digests.items():
-        with _replaced_hint():
+        with replaced_hint():
             check_file_size(folder / name, digest, where)
     return digests
 
@@ -210,7 +210,7 @@ _WAY_OUT = (f"if the folder's files are yours to change, remove {MANIFEST} (the 
 
 
 @contextmanager
-def _replaced_hint() -> Iterator[None]:
+def replaced_hint() -> Iterator[None]:
     """A file that fails its recorded size or checksum: damaged, or replaced by its user on purpose; the
     message says the way out of the second."""
     try:
