@@ -220,8 +220,8 @@ def replaced_hint() -> Iterator[None]:
 
 
 def write_manifest(folder: str | os.PathLike) -> None:
-    """node_data.json for the recognised node data files of ``folder`` (and its graph store's name), sealed:
-    written last, by the writer of the folder (inside its atomic output)."""
+    """node_data.json for the recognised node data files of ``folder``, sealed: written last, by the writer
+    of the folder (inside its atomic output)."""
     folder = Path(folder)
     names = [n for n in sorted(os.listdir(folder)) if n in (f"{FEATURES}.npy", f"{LABELS}.npy")
              or n.endswith(f"{MASK_SUFFIX}.npy")]
