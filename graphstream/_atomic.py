@@ -116,10 +116,10 @@ def check_output(path: PathLike, overwrite: bool, *, alternative: str = "",
     if (path.exists() or path.is_symlink()) and not overwrite:
         other = f", or {alternative}" if alternative else ""
         raise OutputExistsError(f"{path}: output exists (pass --overwrite to replace it{other})")
-    if overwrite and file and path.is_dir() and not path.is_symlink():
-        raise OutputExistsError(f"{path}: is a folder, and this output is a file; --overwrite does not replace "
-                                "a folder with a file: remove it yourself, or choose another name")
     if overwrite and not replaceable(path, file=file):
+        if file and path.is_dir():
+            raise OutputExistsError(f"{path}: is a folder, and this output is a file; --overwrite does not "
+                                    "replace a folder with a file: remove it yourself, or choose another name")
         what = ("is a file, not a graphstream output" if path.is_file() else
                 f"folder is not a graphstream output ({_listing(path)})")
         raise OutputExistsError(f"{path}: --overwrite replaces what graphstream wrote, and this {what}; remove "
@@ -421,7 +421,7 @@ def _lock_without_flock(path: Path, final: Path) -> int:
             path.unlink(missing_ok=True)     # stale: its process is gone
             return _lock_without_flock(path, final)
         raise OutputLockedError(f"{final}: output is in use by {holder} (lock file {path}); "
-                                "wait for that run to end or choose another output") from None
+                                "wait for that run to end or choose another output", holder) from None
     return fd
 
 
@@ -435,7 +435,7 @@ def _acquire(final: Path) -> int:
             holder = _holder_text(fd)
             os.close(fd)
             raise OutputLockedError(f"{final}: output is in use by {holder} (lock file {path}); "
-                                    "wait for that run to end or choose another output") from None
+                                    "wait for that run to end or choose another output", holder) from None
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
@@ -517,24 +517,24 @@ def recover_leftovers(final: PathLike, *, warn_kept: bool = True) -> list[str]:
     """
     final = Path(final)
     done = []
+
+    def note(line: str) -> None:
+        done.append(line)
+        _say(line)
     olds = _siblings(final, "old")
     if olds and not (final.exists() or final.is_symlink()):
         os.replace(olds[-1], final)
-        done.append(f"restored {final} from {olds[-1].name} (a swap was interrupted)")
+        note(f"restored {final} from {olds[-1].name} (a swap was interrupted)")
         olds = olds[:-1]
     for p in olds + _siblings(final, "tmp") + _siblings(final, "scratch"):
         try:
             remove_path(p)
-            done.append(f"removed {p} (left by an interrupted run)")
+            note(f"removed {p} (left by an interrupted run)")
         except OSError as exc:   # read-only contents, say: reported, never a reason to refuse this run
             kept = f"could not remove {p} (left by an earlier run): {exc.strerror or exc}; remove it by hand"
             if warn_kept:   # space held for good: said whatever GRAPHSTREAM_PROGRESS says
                 _warn(kept)
             done.append(kept)
-            continue
-    for line in done:
-        if not line.startswith("could not remove"):
-            _say(line)
     return done
 
 

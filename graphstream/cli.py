@@ -156,17 +156,20 @@ def _on_signal(signum: int, frame) -> None:
 
 
 @contextmanager
-def _signals_unwind() -> Iterator[None]:
-    """SIGINT and SIGTERM raise in the main thread for the command's duration (handlers restored after)."""
+def _signals_to(handler) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` in the main thread while the block runs (handlers restored
+    after): :func:`_on_signal` for the command's duration, which unwinds it; :func:`_raise_late` around
+    it and its report. With the default action back once the command was done, a signal while its result
+    was printed killed the process without a word, a finished run then reading as a failed one."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s, before in previous.items():
+            signal.signal(s, before)
 
 
 class _LateSignal(Exception):
@@ -177,23 +180,6 @@ class _LateSignal(Exception):
 
 def _raise_late(signum, frame) -> None:
     raise _LateSignal(signum)
-
-
-@contextmanager
-def _signals_late() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`_LateSignal` (handlers restored after); inside it
-    :func:`_signals_unwind` makes them raise as a stop of the command while it runs. With the default
-    action back once the command was done, a signal while its result was printed killed the process
-    without a word, a finished run then reading as a failed one."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, _raise_late) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @contextmanager
@@ -248,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: interrupted (SIGINT) while starting; nothing was written", file=sys.stderr)
         return 130
     try:
-        with _signals_late():
+        with _signals_to(_raise_late):
             return _run_and_report(args)
     except _LateSignal as late:   # the result's printing stopped (a stalled reader must not hold it off)
         name = signal.Signals(late.signum).name
@@ -259,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_and_report(args) -> int:
     try:
-        with _signals_unwind(), _stdout_kept_for_json(getattr(args, "json", False)):
+        with _signals_to(_on_signal), _stdout_kept_for_json(getattr(args, "json", False)):
             result = args.run(args)
     except (GraphStreamError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         # One line whatever the message holds (a library's multi-line text must not break the contract).

@@ -34,7 +34,11 @@ class OutputExistsError(GraphStreamError):
 
 class OutputLockedError(GraphStreamError):
     """Another run (another process, or another thread of this one) is writing the same output or work
-    folder: its lock file is held."""
+    folder: its lock file is held (``holder``: who holds it, as its lock file says, where known)."""
+
+    def __init__(self, message: str, holder: str | None = None):
+        super().__init__(message)
+        self.holder = holder
 
 
 class ParameterError(GraphStreamError, ValueError):

@@ -15,15 +15,15 @@ ROOT/.graphstream/jobs.sqlite, as for ``serve``.
 from __future__ import annotations
 
 import argparse
-import errno
-import fcntl
 import math
-import os
 import socket
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from ..errors import GraphStreamError, ParameterError
+from .._atomic import output_lock
+from ..errors import GraphStreamError, OutputLockedError, ParameterError
 from .jobargs import SERVICE_DIR
 
 DEFAULT_PORT = 8765
@@ -85,11 +85,12 @@ def _paths(args) -> tuple[Path, Path]:
 def run(args) -> dict | None:
     if getattr(args, "token_command", None) is not None:
         import sqlite3
+
+        from .jobs import unwritable
         try:
             return _token(args)
         except sqlite3.Error as exc:   # a full disk or a read-only database: one line naming it
-            raise GraphStreamError(f"{_token_store_path(args)}: the job database cannot be written ({exc}); free "
-                                   "space, or make it and its folder writable") from exc
+            raise unwritable(_token_store_path(args), exc) from exc
     return _serve(args)
 
 
@@ -132,11 +133,7 @@ def _token(args) -> dict | None:
 
 
 def _serve(args) -> None:
-    import uvicorn
-
-    from ..cluster import ClusterConfig, open_client
-    from .app import ServiceConfig, create_app
-    from .dispatcher import Dispatcher
+    from ..cluster import ClusterConfig
     from .jobs import JobStore
 
     root, db = _paths(args)
@@ -152,15 +149,24 @@ def _serve(args) -> None:
     if cluster.in_process:   # jobs never run in the web process: a local cluster of one worker by default
         cluster = ClusterConfig(workers=1, threads_per_worker=cluster.threads_per_worker)
     store = JobStore(db)
-    # the root's and the job database's, whichever way each was given (a server on the default database
-    # and another given it by --db from another root)
-    held = [_serve_lock(root / SERVICE_DIR / "serve.lock", f"--root {root}"),
-            _serve_lock(db.with_name(f".{db.name}.serve.lock"), f"--db {db}")]
+    with ExitStack() as held:
+        # the root's and the job database's, whichever way each was given (a server on the default database
+        # and another given it by --db from another root)
+        held.enter_context(_served(root / SERVICE_DIR / "serve", f"--root {root}"))
+        held.enter_context(_served(db, f"--db {db}"))
+        _run_server(args, root, store, cluster)
+    return None
+
+
+def _run_server(args, root: Path, store, cluster) -> None:
+    import uvicorn
+
+    from ..cluster import open_client
+    from .app import ServiceConfig, create_app
+    from .dispatcher import Dispatcher
+
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
-    for fd in held:   # who holds it, for the next one refused
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, port {port}\n".encode(), 0)
     with open_client(cluster) as client:
         scheduler = client.scheduler.address
         config = ServiceConfig(root=root, max_running=args.max_running, max_attempts=args.max_attempts,
@@ -180,29 +186,24 @@ def _serve(args) -> None:
             server.run(sockets=[sock])
         finally:
             dispatcher.stop()
-    return None
 
 
-def _serve_lock(path: Path, what: str) -> int:
-    """A descriptor holding ``path``'s flock for the server's life (the kernel drops it when the process
-    ends): a second server on the same root or job database is refused. Two had run side by side, each
-    dispatching from one queue (more jobs at once than either's --max-running), one's log pruning
-    removing the other's logs."""
+@contextmanager
+def _served(path: Path, what: str) -> Iterator[None]:
+    """``path``'s lock (graphstream._atomic.output_lock, as every output's: a file system without flock
+    goes by the holder's pid) for the server's life: a second server on the same root or job database is
+    refused. Two had run side by side, each dispatching from one queue (more jobs at once than either's
+    --max-running), one's log pruning removing the other's logs."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):   # no locks on this file system
-            print(f"graphstream serve: warning: {path}: this file system takes no locks; a second server on "
-                  f"this {what.split()[0]} would not be refused: run one only", file=sys.stderr, flush=True)
-            return fd
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
+    held = ExitStack()
+    try:   # the taking only: the server's own errors pass through as they are
+        held.enter_context(output_lock(path))
+    except OutputLockedError as exc:
         other = what.split()[0]   # --root or --db: the way out is another of the same
-        raise GraphStreamError(f"{what}: another graphstream serve runs there ({holder}); stop it first, or "
-                               f"give this one another {other}") from None
-    return fd
+        raise GraphStreamError(f"{what}: another graphstream serve runs there ({exc.holder or 'this process'}); "
+                               f"stop it first, or give this one another {other}") from None
+    with held:
+        yield
 
 
 def _bind(host: str, port: int) -> socket.socket:

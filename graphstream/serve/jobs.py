@@ -135,6 +135,12 @@ def _sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def unwritable(path: Path, exc: BaseException) -> GraphStreamError:
+    """The one line for a job database that cannot be written (a full disk, a read-only file)."""
+    return GraphStreamError(f"{path}: the job database cannot be written ({exc}); free space, or make it and "
+                            "its folder writable")
+
+
 class JobStore:
     """The SQLite file at ``path`` (created with its folder on first use)."""
 
@@ -156,8 +162,7 @@ class JobStore:
         try:
             yield
         except (sqlite3.Error, OSError) as exc:
-            raise GraphStreamError(f"{self.path}: the job database cannot be written ({exc}); free space, or "
-                                   "make it and its folder writable") from exc
+            raise unwritable(self.path, exc) from exc
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
