@@ -790,6 +790,18 @@ def test_a_damaged_node_data_manifest_is_refused(node_folder, tmp_path):
         verify(node_folder)
 
 
+def test_a_node_data_manifest_never_sends_a_reader_out_of_its_folder(node_folder, tmp_path):
+    """node_data.json's file names were read as paths: a sealed manifest naming "../secret.npy" or an
+    absolute path had that file read and checksummed, as the dataset manifest's file names never are."""
+    (tmp_path / "secret.npy").write_bytes(b"x" * 10)
+    doc = json.loads((node_folder / "node_data.json").read_text())
+    for name in ("../secret.npy", str(tmp_path / "secret.npy")):
+        files = {**doc["files"], name: file_digest(tmp_path / "secret.npy").to_json()}
+        (node_folder / "node_data.json").write_text(json.dumps(seal({**doc, "files": files})))
+        with pytest.raises(CorruptDataError, match="is not a file of this folder"):
+            verify(node_folder)
+
+
 def test_overwrite_replaces_a_dataset_folder_with_its_manifest(node_folder):
     """node_data.json is one of the folder's own entries: --overwrite may replace the folder."""
     from graphstream._atomic import replaceable

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -264,6 +265,12 @@ class FileDigest:
                 or obj["size"] < 0 or not isinstance(obj.get("crc32c"), str) or len(obj["crc32c"]) != 8):
             raise StoreError(f"{where}: malformed file digest {obj!r} (expected size >= 0 and an 8-digit crc32c)")
         return cls(obj["size"], obj["crc32c"])
+
+
+def is_file_name(name: Any) -> bool:
+    """A manifest's file name is one entry of its folder: a reader given the folder is never sent elsewhere
+    ("../x", "/etc/passwd")."""
+    return isinstance(name, str) and name == posixpath.basename(name) and name not in ("", ".", "..")
 
 
 def file_digest(path: str | os.PathLike) -> FileDigest:

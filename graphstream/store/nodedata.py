@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorruptDataError, NodeDataError, path_argument
-from .integrity import FileDigest, check_file, check_file_size, check_seal, file_digest, seal
+from .integrity import FileDigest, check_file, check_file_size, check_seal, file_digest, is_file_name, seal
 
 MANIFEST = "node_data.json"
 MANIFEST_FORMAT = "graphstream.node_data"
@@ -198,6 +198,9 @@ def read_manifest(folder: Path) -> dict[str, FileDigest] | None:
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("files"), dict):
         raise CorruptDataError(f"{where}: not a graphstream node data manifest (format {MANIFEST_FORMAT!r}, files)")
     check_seal(doc, where)
+    outside = [name for name in doc["files"] if not is_file_name(name)]
+    if outside:   # checked and reported as its own: never a file elsewhere
+        raise CorruptDataError(f"{where}: file name {outside[0]!r} is not a file of this folder")
     digests = {name: FileDigest.from_json(obj, where) for name, obj in doc["files"].items()}
     for name, digest in digests.items():
         with replaced_hint():

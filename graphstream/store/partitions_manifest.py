@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PartitionsError
-from .integrity import SEAL_KEY, FileDigest, check_seal_when_due, file_digest, seal
+from .integrity import SEAL_KEY, FileDigest, check_seal_when_due, file_digest, is_file_name, seal
 from .nodedata import read_npy_header
 
 FORMAT = "graphstream.partitions"
@@ -88,9 +88,7 @@ class PartEntry:
                                   "integers >= 0)")
         files = obj.get("files")
         if files is not None:
-            if not isinstance(files, dict) or not all(
-                    isinstance(name, str) and name == posixpath.basename(name) and name not in ("", ".", "..")
-                    for name in files):
+            if not isinstance(files, dict) or not all(is_file_name(name) for name in files):
                 raise PartitionsError(f"{where}: malformed files list {files!r} (file name -> size and crc32c)")
             files = {name: FileDigest.from_json(d, f"{where}: {name}") for name, d in files.items()}
         return cls(rel, obj["num_inner"], obj["num_halo"], obj["num_edges"], obj["num_train"],
