@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,9 +252,19 @@ def _verify_graph(path: str, report: VerifyReport) -> None:
     _check_chunk_order(intact, store.attrs, path, report)
 
 
-def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = None) -> None:
-    from .snapshots import RAGGED_COLUMNS, open_snapshots
+def _verify_snapshots(path: str, report: VerifyReport) -> None:
+    from .snapshots import open_snapshots
     store = open_snapshots(path)
+    intact = _check_snapshot_columns(store, path, report, store.num_nodes)
+    if not report.problems:   # rebuilding from damaged columns would only repeat what is listed
+        _while_applicable(lambda: deque(_rebuilt_snapshots(store, path, report), maxlen=0), report)
+    _check_chunk_order(intact, store.attrs, path, report)
+
+
+def _check_snapshot_columns(store: SnapshotStore, path: str, report: VerifyReport,
+                            node_limit: int) -> dict[str, CheckedArray]:
+    """Every column read against its checksums and its ids against ``node_limit``; the intact columns."""
+    from .snapshots import RAGGED_COLUMNS
     report.version, report.checksums = store.manifest.version, store.checksums
     report.items["snapshots"] = store.num_snapshots   # a dynamic partition's parts: the same snapshots each
     ids = {"kf_src", "kf_dst", "add_src", "add_dst"} | ({"inner"} if store.has_node_lists else set())
@@ -261,33 +272,36 @@ def _verify_snapshots(path: str, report: VerifyReport, node_limit: int | None = 
         lengths = {c: store._checked(f"{prefix}_{c}").shape[0] for c in cols}
         if len(set(lengths.values())) > 1:
             report.problem(f"{path}: columns of {prefix!r} differ in length {lengths}")
-    limit = store.num_nodes if node_limit is None else node_limit
     intact: dict[str, CheckedArray] = {}
     for name in sorted(store._zarr_arrays):
         array = store._checked(name, check_ids=False)   # every bad id a problem of the report
         before = len(report.problems)
         for a, values in _blocks(array, report):
             if name in ids:
-                _check_ids(f"{path}: {name}", a, values, limit, report)
+                _check_ids(f"{path}: {name}", a, values, node_limit, report)
             elif name.endswith("_count") and len(values) and values.min() < 1:
                 report.problem(f"{path}: {name} holds a count < 1 (first at {a + int(np.argmin(values))})")
         if len(report.problems) == before:
             intact[name] = array
-    if not report.problems:   # rebuilding from damaged columns would only repeat what is listed
-        try:
-            _check_rebuilt_snapshots(store, path, report)
-        except StoreReplacedError:
-            raise
-        except GraphStreamError as exc:   # a delta that cannot be applied: listed, and the order still checked
-            report.problem(str(exc))
-    _check_chunk_order(intact, store.attrs, path, report)
+    return intact
 
 
-def _check_rebuilt_snapshots(store: SnapshotStore, path: str, report: VerifyReport) -> None:
+def _while_applicable(check: Callable[[], object], report: VerifyReport) -> None:
+    """Runs a check that rebuilds snapshots; a delta that cannot be applied is listed as a problem."""
+    try:
+        check()
+    except StoreReplacedError:
+        raise
+    except GraphStreamError as exc:   # listed, and the chunk order still checked
+        report.problem(str(exc))
+
+
+def _rebuilt_snapshots(store: SnapshotStore, path: str, report: VerifyReport) -> Iterator[np.ndarray]:
+    """Each snapshot rebuilt and its counts checked, its keys yielded in order; stops at a problem."""
     from .snapshots import count_active
-    # Each snapshot rebuilt, its counts checked; at a keyframe also the delta chain that leads to it
-    # (a reader starting at an earlier keyframe gets the chain's snapshot, one starting there the
-    # keyframe's: with valid checksums the two could still disagree).
+    # At a keyframe also the delta chain that leads to it is checked (a reader starting at an earlier
+    # keyframe gets the chain's snapshot, one starting there the keyframe's: with valid checksums the two
+    # could still disagree).
     prev_keys, prev_counts = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     mark = np.zeros(store.num_nodes, dtype=np.bool_)   # count_active's scratch, as the writer counted
     for t in range(store.num_snapshots):
@@ -321,32 +335,39 @@ def _check_rebuilt_snapshots(store: SnapshotStore, path: str, report: VerifyRepo
         if len(report.problems) >= MAX_PROBLEMS:
             return
         prev_keys, prev_counts = keys, counts
+        yield keys
 
 
 def _verify_dynamic_partitions(path: str, report: VerifyReport) -> None:
     from .dynamic_partitions import open_dynamic_partitions
     parts = open_dynamic_partitions(path)
     report.items["parts"] = parts.num_parts
-    for p in range(parts.num_parts):
-        part_path = str(Path(path) / parts.info.part_paths[p])
-        part = parts.part(p)
-        _verify_snapshots(part_path, report, node_limit=part.num_local_nodes)
+    intact = []
+    for part in parts:
+        intact.append(_check_snapshot_columns(part, part.path, report, part.num_local_nodes))
         global_ids = part.global_ids
-        _check_ids(f"{part_path}: global_ids", 0, global_ids, parts.num_nodes, report)
+        _check_ids(f"{part.path}: global_ids", 0, global_ids, parts.num_nodes, report)
         if len(global_ids) > 1 and not bool(np.all(global_ids[1:] > global_ids[:-1])):
-            report.problem(f"{part_path}: global_ids are not sorted and distinct")
-    if not report.problems:   # each store sound on its own: now whether together they own each instance once
-        _check_dynamic_ownership(path, parts, report)
+            report.problem(f"{part.path}: global_ids are not sorted and distinct")
+    if not report.problems:   # each store's columns sound: its snapshots rebuilt, the parts' side by side
+        _while_applicable(lambda: _check_dynamic_ownership(path, parts, report), report)
+    for part, arrays in zip(parts, intact, strict=True):
+        _check_chunk_order(arrays, part.attrs, part.path, report)
 
 
 def _check_dynamic_ownership(path: str, parts: DynamicPartitions, report: VerifyReport) -> None:
-    """At every snapshot, each active node (an endpoint of an edge of some part's snapshot: every edge is
-    in the parts of both its endpoints' owners) is owned by exactly one part."""
+    """Every part's snapshots rebuilt once (their counts checked) and, at every snapshot, each active node
+    (an endpoint of an edge of some part's snapshot: every edge is in the parts of both its endpoints'
+    owners) owned by exactly one part."""
+    rebuilt = [_rebuilt_snapshots(part, part.path, report) for part in parts]
     for t in range(parts.num_snapshots):
         owned, active = [], []
-        for part in parts:
+        for part, snapshots in zip(parts, rebuilt, strict=True):
+            keys = next(snapshots, None)
+            if keys is None:   # a problem in that part's rebuild: listed, and the parts no longer compared
+                return
             ids = part.global_ids
-            src, dst = part.snapshot(t)
+            src, dst = decode_keys(keys, part.num_nodes, part.id_dtype)
             owned.append(ids[part.owned(t)])
             active.append(ids[np.union1d(src, dst)])
         owned_all = np.sort(np.concatenate(owned))
