@@ -394,6 +394,9 @@ def small_store(tmp_path):
     (4, "dbh", {"balance": 2.0}, "balance does not apply to dbh"),
     (4, "hash", {"balance": 1.05}, "balance does not apply to hash"),
     (4, "coarse-refine", {"edge_balance": float("inf")}, "invalid edge_balance=inf"),
+    # a fraction of a sweep ran as a TypeError in range() deep in the run; a string as a comparison's
+    (4, "coarse-refine", {"lp_passes": 2.5}, r"invalid lp_passes=2.5: expected a whole number >= 0"),
+    (4, "coarse-refine", {"cluster_cap_factor": "200"}, r"invalid cluster_cap_factor='200': expected a finite"),
 ])
 def test_bad_parameters(small_store, k, algo, params, msg):
     with pytest.raises(ParameterError, match=msg):

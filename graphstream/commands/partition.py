@@ -184,12 +184,13 @@ def _check_flags_apply(args) -> None:
         if name in given and name in PARAMS.get(args.algo, {}) and not PARAMS[args.algo][name].check(given[name]):
             raise ParameterError(f"{flag} {given[name]}: expected {PARAMS[args.algo][name].expect} "
                                  f"(--algo {args.algo})")
-    if args.algo == "coarse-refine":   # its parameters are checked by CoarseRefineParams, by their own names
-        if args.edge_balance is not None and not (args.edge_balance == 0 or 1 <= args.edge_balance < float("inf")):
-            raise ParameterError(f"--edge-balance {args.edge_balance}: expected 0 (no cap on the entries) or a "
-                                 "finite number >= 1")
-        if args.passes is not None and args.passes < 0:
-            raise ParameterError(f"--passes {args.passes}: expected a whole number >= 0 (refinement sweeps)")
+    if args.algo == "coarse-refine":   # its ranges, said by the flag's name
+        from ..partition.coarse_refine import PARAM_RANGES
+        for flag, name, param in (("--edge-balance", "edge_balance", "edge_balance"),
+                                  ("--passes", "passes", "refine_passes")):
+            ok, expect = PARAM_RANGES[param]
+            if name in given and not ok(given[name]):
+                raise ParameterError(f"{flag} {given[name]}: expected {expect} (--algo coarse-refine)")
 
 
 def run(args) -> dict:

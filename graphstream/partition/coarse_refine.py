@@ -62,6 +62,8 @@ one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import threading
 from collections import deque
@@ -70,7 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
@@ -204,34 +206,43 @@ class CoarseRefineParams:
     batch_size: int | None = None
 
     def __post_init__(self) -> None:
-        checks = {
-            "lp_passes": self.lp_passes >= 0,
-            "lp_rounds": self.lp_rounds >= 1,
-            "lp_hub_factor": self.lp_hub_factor >= 0,
-            "refine_rounds": self.refine_rounds >= 1,
-            "cluster_cap_factor": self.cluster_cap_factor > 0,
-            "max_coarse_edges": self.max_coarse_edges >= 1,
-            "refine_passes": self.refine_passes >= 0,
-            "loose_passes": self.loose_passes >= 0,
-            "loose_balance": self.loose_balance >= 1.0,
-            "settle_passes": self.settle_passes >= 0,
-            "shed_degree_factor": self.shed_degree_factor >= 0,
-            "max_candidates": self.max_candidates >= 1,
-            "edge_balance": self.edge_balance == 0.0 or 1.0 <= self.edge_balance < float("inf"),
-            "coarse_trials": self.coarse_trials >= 1,
-            "cluster_passes": self.cluster_passes >= 0,
-            "block_entries": self.block_entries >= 1,
-            "bucket_entries": self.bucket_entries >= 1,
-            "batch_size": self.batch_size is None or self.batch_size >= 1,
-            "coarse_weights": self.coarse_weights in ("edges", "halo"),
-            "coarse_metis": self.coarse_metis in ("kway", "recursive", "kway-vol"),
-            "coarse_solver": self.coarse_solver in SOLVERS,
-            "node_order": self.node_order in ("hubs-first", "id"),
-            "unlinked_clusters": self.unlinked_clusters in ("packed", "solved"),
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ParameterError(f"coarse-refine: invalid {name}={getattr(self, name)!r}")
+        for name, (ok, expect) in PARAM_RANGES.items():
+            value = getattr(self, name)
+            if not ok(value):
+                raise ParameterError(f"coarse-refine: invalid {name}={value!r}: expected {expect}")
+
+
+def _whole(least: int) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= least,
+            f"a whole number >= {least}")
+
+
+def _real(ok: Callable[[float], bool], expect: str) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and ok(v), expect)
+
+
+def _one_of(*choices: str) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v in choices, "one of " + ", ".join(choices))
+
+
+# Each parameter's range, stated once: CoarseRefineParams checks it, the CLI's flags say it in their terms.
+PARAM_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "lp_passes": _whole(0), "lp_rounds": _whole(1), "refine_rounds": _whole(1), "max_coarse_edges": _whole(1),
+    "refine_passes": _whole(0), "loose_passes": _whole(0), "settle_passes": _whole(0),
+    "max_candidates": _whole(1), "coarse_trials": _whole(1), "cluster_passes": _whole(0),
+    "block_entries": _whole(1), "bucket_entries": _whole(1),
+    "batch_size": (lambda v: v is None or _whole(1)[0](v), "a whole number >= 1"),
+    "lp_hub_factor": _real(lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    "cluster_cap_factor": _real(lambda v: 0 < v < math.inf, "a finite number > 0"),
+    "loose_balance": _real(lambda v: 1 <= v < math.inf, "a finite number >= 1"),
+    "shed_degree_factor": _real(lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    "edge_balance": _real(lambda v: v == 0 or 1 <= v < math.inf, "0 (no cap on the entries) or a finite number >= 1"),
+    "coarse_weights": _one_of("edges", "halo"),
+    "coarse_metis": _one_of("kway", "recursive", "kway-vol"),
+    "coarse_solver": _one_of(*SOLVERS),
+    "node_order": _one_of("hubs-first", "id"),
+    "unlinked_clusters": _one_of("packed", "solved"),
+}
 
 
 # Named sets of parameters (``preset``); a parameter given beside a preset overrides the preset's.
