@@ -348,11 +348,35 @@ def test_negative_or_fractional_labels_are_named():
     g = tiny_graph()
     g.labels = g.labels.copy()
     g.labels[7] = -2
-    with pytest.raises(NodeDataError, match=r"label -2 of node \d+ \(local 7\): .* belongs in no mask"):
+    with pytest.raises(NodeDataError, match=r"label -2 of node \d+ \(local 7\) in \w+_mask: .* belongs in no mask"):
         check_parts([g])
     g.labels = g.labels.astype(np.float64)
     with pytest.raises(NodeDataError, match="dtype float64"):
         check_parts([g])
+
+
+@pytest.mark.parametrize("centralized, mini_batch", [(False, False), (True, False), (False, True)])
+def test_unlabelled_nodes_outside_every_mask_train_as_labelled_ones(centralized, mini_batch):
+    """A graph whose unlabelled majority is -1 (ogbn-papers100M's kind) was refused ("labels must be class ids
+    >= 0"), whatever the masks: a node in no mask is neither trained on nor scored, so its label is not read.
+    The run is the one its real labels would give; a -1 inside a mask is still refused, naming the mask."""
+    g = tiny_graph()
+    out_of_masks = np.arange(len(g.labels)) % 3 == 0
+    masks = {m: getattr(g, m) & ~out_of_masks for m in ("train_mask", "val_mask", "test_mask")}
+    labelled = dataclasses.replace(g, **masks)
+    unlabelled = dataclasses.replace(labelled, labels=np.where(out_of_masks, -1, g.labels))
+    owner = np.arange(len(g.labels)) % 2
+    config = TrainConfig(hidden=4, epochs=3, mini_batch=mini_batch, batch_size=8)
+    runs = [run_training(check_parts(split_graph(graph, owner)), config, centralized=centralized, threads=1)
+            for graph in (labelled, unlabelled)]
+    assert runs[0]["losses"] == runs[1]["losses"]
+    assert runs[0]["history"] == runs[1]["history"]
+    scores = [{key: value for key, value in run.items() if key.endswith(("accuracy", "macro_f1"))} for run in runs]
+    assert scores[0] == scores[1] and len(scores[0]) >= 8
+    inside = dataclasses.replace(unlabelled, labels=np.where(np.arange(len(g.labels)) == 1, -1, unlabelled.labels))
+    where = next(m for m in ("train_mask", "val_mask", "test_mask") if masks[m][1])
+    with pytest.raises(NodeDataError, match=f"label -1 of node 1 \\(local 0\\) in {where}: a node in a mask needs"):
+        check_parts(split_graph(inside, owner))
 
 
 def test_a_label_far_above_the_classes_is_named():

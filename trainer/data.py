@@ -79,7 +79,7 @@ class PartSet:
             return None
         return (f"{self.path}: labels span 0..{self.num_classes - 1} but only {present} of those classes occur; "
                 f"the model has {self.num_classes} outputs (a sentinel label? a node without a class belongs in no "
-                "mask, with any id of a real class)")
+                "mask, with label -1)")
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -107,6 +107,9 @@ class PartSet:
             labels = np.asarray(part.labels[:int(part.num_inner)])[inner_mask(part, "train_mask")]
             counts += np.bincount(labels.astype(np.int64), minlength=self.num_classes)[:self.num_classes]
         return counts
+
+
+MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 def inner_mask(part, name: str) -> np.ndarray:
@@ -165,15 +168,20 @@ def _check_csr(part) -> None:
                          f"{len(part.indices)} (the number of indices)")
 
 
-def _check_labels(labels: np.ndarray, global_ids: np.ndarray, where: str) -> int:
-    """Inner labels are class ids: integers >= 0 (cross-entropy indexes with them). Returns the largest."""
+def _check_labels(labels: np.ndarray, global_ids: np.ndarray, part, where: str) -> int:
+    """Inner labels are class ids: integers, >= 0 on every node in a mask (cross-entropy and the metrics index
+    with them); a node in no mask may be unlabelled (-1, as ogbn-papers100M's unlabelled majority is stored).
+    Returns the largest."""
     if not np.issubdtype(labels.dtype, np.integer):
         raise NodeDataError(f"{where}: labels have dtype {labels.dtype}, expected integer class ids 0..C-1")
     if int(labels.min()) < 0:
-        at = int(np.argmax(labels < 0))
-        raise NodeDataError(f"{where}: label {int(labels[at])} of node {int(global_ids[at])} (local {at}): labels "
-                            "must be class ids >= 0 (a node without a class, -1 say, belongs in no mask, with any "
-                            "id of a real class in labels.npy)")
+        for name in MASKS:
+            unlabelled = (labels < 0) & inner_mask(part, name)
+            if unlabelled.any():
+                at = int(np.argmax(unlabelled))
+                raise NodeDataError(f"{where}: label {int(labels[at])} of node {int(global_ids[at])} (local {at}) in "
+                                    f"{name}: a node in a mask needs a class id >= 0 (an unlabelled node, -1 say, "
+                                    "belongs in no mask)")
     return int(labels.max())
 
 
@@ -211,8 +219,8 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
         if len(labels) < k:
             raise NodeDataError(f"{where}: labels have {len(labels)} rows, expected at least {k}")
         if k:
-            max_label = max(max_label, _check_labels(labels[:k], gids[:k], where))
-            present = np.union1d(present, np.unique(labels[:k]).astype(np.int64))
+            max_label = max(max_label, _check_labels(labels[:k], gids[:k], part, where))
+            present = np.union1d(present, np.unique(labels[:k][labels[:k] >= 0]).astype(np.int64))
             max_gid = max(max_gid, int(gids[:k].max()))
         inner_total += k
     if num_nodes is None:
@@ -239,8 +247,8 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
                             f"(labels must be 0..{num_classes - 1})")
     if num_classes > num_nodes:   # a model of that many outputs: a sentinel, not a class (10^6 was OOM-killed)
         raise NodeDataError(f"{path}: label {max_label} found among {num_nodes} nodes: more classes than nodes "
-                            "(labels are class ids 0..C-1; a node without a class belongs in no mask, with any "
-                            "id of a real class)")
+                            "(labels are class ids 0..C-1; a node without a class belongs in no mask, with "
+                            "label -1)")
     return PartSet(list(parts), num_nodes, int(num_features), int(num_classes), path, manifest,
                    classes_present=len(present))
 
@@ -263,7 +271,7 @@ def assemble_whole_graph(parts: PartSet) -> ArrayPart:
     indices = np.empty(int(indptr[-1]), np.int64)
     feats = np.empty((n, parts.num_features), np.float32)
     labels = np.zeros(n, np.int64)
-    masks = {m: np.zeros(n, bool) for m in ("train_mask", "val_mask", "test_mask")}
+    masks = {m: np.zeros(n, bool) for m in MASKS}
     for part in parts.parts:
         k = int(part.num_inner)
         gids = np.asarray(part.global_ids).astype(np.int64)
@@ -405,7 +413,7 @@ def load_part(part, device: torch.device) -> DeviceGraph:
     indices = np.asarray(part.indices).astype(np.int64)
     block = full_block(indptr, indices, aggregation_degree(part), device)
     masks = {m: np.flatnonzero(inner_mask(part, m)).astype(np.int64)
-             for m in ("train_mask", "val_mask", "test_mask")}
+             for m in MASKS}
     x = features_to_device(part.features, device, where=f"{_where(part)}/features.npy")
     y = to_device(np.asarray(part.labels).astype(np.int64), device)
     graph = DeviceGraph(x, y, block, to_device(masks["train_mask"], device), to_device(masks["val_mask"], device),
