@@ -518,18 +518,26 @@ def check_visible(client: Client, *paths: str | os.PathLike) -> None:
         seen = client.run(_missing_paths, targets, on_error="return")
     except Exception as exc:
         raise (_lost_scheduler(client, exc) or exc) from exc
-    for worker, missing in sorted(seen.items()):
-        if missing and not isinstance(missing, BaseException):
-            path = Path(missing[0])
-            # a scratch or temporary folder this command made (graphstream-parts-*, .g.zarr.scratch-*, .X.tmp-*)
-            made = path.name.startswith("graphstream-") or "scratch-" in path.name or ".tmp-" in path.name
-            # the output's temporary sibling lies beside the output, whatever --work-dir says
-            where = ("write the output to a folder every worker sees" if ".tmp-" in path.name
-                     else "give --work-dir a folder every worker sees, and an output in one: its temporary "
-                          "copy lies beside it")
-            shown = f"{path.parent} (where this command made {path.name}; {where})" if made else str(path)
-            raise ClusterError(f"worker {worker} cannot see {shown}: every path must be visible to every "
-                               "worker (a shared file system, or an fsspec URL); see docs/distributed.md")
+    blind = {worker: missing for worker, missing in sorted(seen.items())
+             if missing and not isinstance(missing, BaseException)}
+    if blind:   # every path a worker misses named at once (one at a time took a run per path to find them)
+        worker, missing = next(iter(blind.items()))
+        others = f" (and {len(blind) - 1} other worker(s))" if len(blind) > 1 else ""
+        raise ClusterError(f"worker {worker}{others} cannot see {'; '.join(_unseen(Path(p)) for p in missing)}: "
+                           "every path must be visible to every worker (a shared file system, or an fsspec URL); "
+                           "see docs/distributed.md")
+
+
+def _unseen(path: Path) -> str:
+    """A path a worker cannot see, as the user can act on it: a scratch or temporary folder this command
+    made (graphstream-parts-*, .g.zarr.scratch-*, .X.tmp-*) by the folder it was made in."""
+    if not (path.name.startswith("graphstream-") or "scratch-" in path.name or ".tmp-" in path.name):
+        return str(path)
+    # the output's temporary sibling lies beside the output, whatever --work-dir says
+    where = ("write the output to a folder every worker sees" if ".tmp-" in path.name
+             else "give --work-dir a folder every worker sees, and an output in one: its temporary "
+                  "copy lies beside it")
+    return f"{path.parent} (where this command made {path.name}; {where})"
 
 
 @contextmanager

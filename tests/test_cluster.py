@@ -164,6 +164,13 @@ def test_a_path_a_worker_cannot_see_is_named(dask_client, tmp_path):
     check_visible(dask_client, tmp_path)
     with pytest.raises(ClusterError, match="cannot see .*nowhere"):
         check_visible(dask_client, tmp_path / "nowhere")
+    # every missing path at once (it named the first; the next run named the second)
+    with pytest.raises(ClusterError) as caught:
+        check_visible(dask_client, tmp_path / "a", tmp_path, tmp_path / "b")
+    message = str(caught.value)
+    assert f"{tmp_path / 'a'}; {tmp_path / 'b'}: every path" in message, message
+    workers = len(dask_client.scheduler_info()["workers"])
+    assert (f"(and {workers - 1} other worker(s))" in message) == (workers > 1), message
 
 
 def test_local_workers_keep_glibc_s_dynamic_mmap_threshold(dask_client):
