@@ -160,6 +160,12 @@ METRICS_EDGES_PER_S = 22.0e6
 BUILD_EDGES_PER_S = 6.16e6
 # Feature split: bound by the disk's write rate, 0.27 GB/s (docs/format.md).
 FEATURE_SPLIT_BYTES_PER_S = 0.27e9
+# The first run after an install compiles the step's numba kernels and caches them (the package's
+# __pycache__, or NUMBA_CACHE_DIR): extra seconds, whatever the graph's size. Each measured with an empty
+# NUMBA_CACHE_DIR on R-MAT scale 12, k = 4, the first run's seconds less the second's, on a 2-core Intel
+# Xeon VM, 2026-12-01 (docs/estimate.md); "build" is `partition --out`'s more than coarse-refine's alone.
+FIRST_RUN_COMPILE_SECONDS = {"generate": 1, "ingest": 10, "coarse-refine": 73, "spring": 9, "2ps-l": 9,
+                             "hdrf": 5, "dbh": 6, "hash": 2, "build": 10}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,12 +192,14 @@ class GraphSize:
 
 @dataclass(frozen=True, slots=True)
 class StepEstimate:
-    """One step: bytes it leaves on disk, scratch disk it needs while it runs, peak RSS, wall seconds."""
+    """One step: bytes it leaves on disk, scratch disk it needs while it runs, peak RSS, wall seconds, and
+    the seconds its first run after an install adds (its kernels compiled, then cached)."""
     step: str
     disk_bytes: int
     scratch_bytes: int
     peak_rss_bytes: int
     seconds: float
+    first_run_extra_seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -301,8 +309,10 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     store = size.store_bytes if size.store_bytes is not None else store_bytes(
         e, num_nodes=n, with_time=size.with_time, with_weight=size.with_weight)
     steps = [
-        StepEstimate("generate", store, 0, GENERATE_RSS, e / GENERATE_EDGES_PER_S),
-        StepEstimate("ingest", store, 0, INGEST_RSS, e / INGEST_EDGES_PER_S.get(ingest_format, 12.4e6)),
+        StepEstimate("generate", store, 0, GENERATE_RSS, e / GENERATE_EDGES_PER_S,
+                     FIRST_RUN_COMPILE_SECONDS["generate"]),
+        StepEstimate("ingest", store, 0, INGEST_RSS, e / INGEST_EDGES_PER_S.get(ingest_format, 12.4e6),
+                     FIRST_RUN_COMPILE_SECONDS["ingest"]),
     ]
     id_width = 8 if size.wide_ids else 4
     buffers = min(workers * BUILD_BUFFERS_PER_WORKER, 2 * SPILL_BYTES_PER_PAIR * size.entries)
@@ -322,11 +332,13 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
         fixed = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS + hub_table_bytes(k)
                  + cluster_table_bytes(n, k) if algo == "coarse-refine" else 0)
         partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + fixed),
-                                 e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S)
+                                 e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S,
+                                 FIRST_RUN_COMPILE_SECONDS[algo])
         build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),
                              (SPILL_BYTES_PER_PAIR + BUCKET_BYTES_PER_ENTRY) * (2 if size.wide_ids else 1)
                              * size.entries,
-                             int(BASE_RSS + build_per_node * n + buffers), e / BUILD_EDGES_PER_S)
+                             int(BASE_RSS + build_per_node * n + buffers), e / BUILD_EDGES_PER_S,
+                             FIRST_RUN_COMPILE_SECONDS["build"])
         partitions[algo] = {"replication_factor": r, "partition": partition.to_dict(), "build": build.to_dict()}
         if size.features:
             written = feature_bytes(size, r)

@@ -204,6 +204,12 @@ def test_estimate_human_output_and_errors(capsys):
     code, out, _ = _cli(capsys, "estimate", "--nodes", 1000, "--edges", 16000, "--features", 4)
     assert code == 0
     assert "partition coarse-refine:" in out and "feature split hash:" in out and "peak memory" in out
+    # a first run compiles the kernels: a minute on a small graph that then takes a second (said apart)
+    line = next(ln for ln in out.splitlines() if "partition coarse-refine:" in ln)
+    assert line.endswith("s on the first run: kernels compiled)"), line
+    code, out, _ = _cli(capsys, "estimate", "--nodes", 1000, "--edges", 16000, "--json")
+    step = json.loads(out)["partitioners"]["coarse-refine"]["partition"]
+    assert step["first_run_extra_seconds"] > 30 > step["seconds"]
     for argv in (["estimate"], ["estimate", "--nodes", 10], ["estimate", "--nodes", 10, "--edges", 5, "-k", 0],
                  ["estimate", "--nodes", 10, "--edges", 5, "--feature-dtype", "nonsense"],
                  # figures for what partition refuses, or a dtype a node data folder cannot hold: exit 0 before

@@ -72,8 +72,10 @@ def _line(step: dict) -> str:
     from .._report import format_bytes, format_seconds
     disk = format_bytes(step["disk_bytes"])
     scratch = f" (+{format_bytes(step['scratch_bytes'])} scratch)" if step["scratch_bytes"] else ""
+    first = (f" (+{format_seconds(step['first_run_extra_seconds'])} on the first run: kernels compiled)"
+             if step["first_run_extra_seconds"] else "")
     return (f"disk {disk}{scratch}, peak memory {format_bytes(step['peak_rss_bytes'])}, "
-            f"~{format_seconds(step['seconds'])}")
+            f"~{format_seconds(step['seconds'])}{first}")
 
 
 def run(args) -> dict:
