@@ -121,6 +121,7 @@ def test_generate_then_partition(service):
     with server.client(tokens["alice"]) as alice:
         gen = submit(alice, "generate", {"generator": "rmat", "out": "g.zarr", "scale": 10, "edge_factor": 8})
         assert gen["state"] == "queued" and gen["owner"] == "alice"
+        assert gen["progress"] == 0.0   # service.md's 0..1 (it was null until a first progress bar)
         gen = wait(alice, gen["id"])
         assert gen["state"] == "succeeded", gen
         assert gen["result"]["num_edges"] == 8 * 2**10 and gen["progress"] == 1.0

@@ -82,6 +82,28 @@ def test_export_target_is_a_name_not_a_path(root, tmp_path):
         "graphstream export: error: unknown export target 'tf': expected one of dgl, pyg"
 
 
+def test_positionals_take_their_names_in_the_help_usage(root):
+    """service.md: positionals "by the names in the command's --help usage"; ingest's SRC and info's PATH
+    were 422 "unknown args" (only the dests, source and store, were taken)."""
+    (root / "e.txt").write_text("0 1\n")
+    for name in ("SRC", "src", "source"):
+        [step] = job_steps("ingest", {name: "e.txt", "out": "e.zarr"}, root)
+        assert str(root / "e.txt") in step.argv
+    for name in ("PATH", "path", "store"):
+        [step] = job_steps("info", {name: "g.zarr"}, root)
+        assert str(root / "g.zarr") in step.argv
+    assert "name the same argument" in refused(root, "ingest", {"SRC": "e.txt", "source": "e.txt", "out": "x"},
+                                               422)
+
+
+def test_a_missing_positional_is_named(root):
+    """Without its first positional the others moved into its place: export without parts said
+    "required: out", dataset's out_dir was taken as its name ("invalid choice: 'c1'")."""
+    assert refused(root, "export", {"out": "gx", "to": "pyg"}, 422) == \
+        "graphstream export: missing 'parts' (a positional argument)"
+    assert "missing 'name'" in refused(root, "dataset", {"out_dir": "c1", "root": "."}, 422)
+
+
 # -- outputs, scratch folders and inputs ----------------------------------------------------------
 
 def test_work_dir_is_confined_like_an_output(root):

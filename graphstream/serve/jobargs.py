@@ -2,7 +2,8 @@
 
 The mapping is read off the command's own argparse parser (the one
 ``graphstream KIND`` uses), so a new option is accepted the day it is added:
-positionals by their dest (``store``, ``out``), options by their long name
+positionals by their dest (``store``, ``out``) or their name in the ``--help`` usage (``SRC``,
+``src``), options by their long name
 with ``_`` for ``-`` (``edge_factor``; the dest is accepted too where it
 differs, e.g. ``k`` for ``--parts``), flags as booleans, repeatable options
 as lists. The argv is then parsed by that parser, so types, choices and
@@ -189,10 +190,12 @@ def _parsers(parser: argparse.ArgumentParser):
 
 
 def _keys(action: argparse.Action, parser: argparse.ArgumentParser) -> list[str]:
-    """The JSON names of an argument: a positional's dest; an option's long names with ``_`` for
-    ``-``, and its dest where no other argument shares it (``--sorted``/``--unsorted`` do)."""
+    """The JSON names of an argument: a positional's dest and its name in the ``--help`` usage (``SRC``
+    or ``src`` for ingest's ``source``); an option's long names with ``_`` for ``-``, and its dest where
+    no other argument shares it (``--sorted``/``--unsorted`` do)."""
     if not action.option_strings:
-        return [action.dest]
+        shown = action.metavar if isinstance(action.metavar, str) else action.dest
+        return list(dict.fromkeys([action.dest, shown, shown.lower()]))
     keys = [o[2:].replace("-", "_") for o in action.option_strings if o.startswith("--")]
     if sum(a.dest == action.dest for a in parser._actions) == 1 and action.dest not in keys:
         keys.append(action.dest)
@@ -215,6 +218,11 @@ def _argv(parser: argparse.ArgumentParser, args: dict[str, Any]) -> tuple[list[s
         if len(given) > 1:
             raise JobArgsError(f"{parser.prog}: {given} name the same argument; give one")
         if not given:
+            # a required positional left out: said by its names (the ones after it moved into its place,
+            # and argparse named another one as missing, or took a value for the wrong argument)
+            if not action.option_strings and action.nargs not in ("?", "*") \
+                    and not isinstance(action, argparse._SubParsersAction):
+                raise JobArgsError(f"{parser.prog}: missing {' or '.join(map(repr, keys))} (a positional argument)")
             continue
         key = given[0]
         value = args.pop(key)

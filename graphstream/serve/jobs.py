@@ -113,11 +113,19 @@ class Job:
             return None
         return (self.finished_at or time.time()) - self.started_at
 
+    @property
+    def api_progress(self) -> float:
+        """The current stage's fraction, 0..1 as service.md promises: 0 before a stage's first bar (or
+        while queued), 1 once the job succeeded (it was null where no bar had been seen)."""
+        if self.progress is not None:
+            return self.progress
+        return 1.0 if self.state == "succeeded" else 0.0
+
     def to_api(self) -> dict[str, Any]:
         """The job as the API shows it (times in ISO 8601 UTC)."""
         return {
             "id": self.id, "kind": self.kind, "args": self.args, "state": self.state, "stage": self.stage,
-            "progress": self.progress, "attempts": self.attempts, "max_attempts": self.max_attempts,
+            "progress": self.api_progress, "attempts": self.attempts, "max_attempts": self.max_attempts,
             "cancel_requested": self.cancel_requested, "owner": self.owner,
             "idempotency_key": self.idempotency_key, "created_at": _iso(self.created_at),
             "started_at": _iso(self.started_at), "finished_at": _iso(self.finished_at),
