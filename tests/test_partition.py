@@ -64,9 +64,32 @@ def test_replication_factor_by_hand(tmp_path, directed):
     # part 0 none (0 has no in-edge, 1's source 0 is inner); part 1 node 1 (feeds 2): (2 + 4) / 5.
     assert m["replication_factor"] == pytest.approx(6 / 5 if directed else 7 / 5)
     assert m["node_balance"] == pytest.approx(3 / 2.5)
-    # edges with an owned endpoint: part 0 {01, 12}, part 1 {12, 23}
-    assert m["part_edges"] == [2, 2] and m["edge_balance"] == 1.0
+    # the CSR entries the builder writes: undirected, part 0 rows 0:[1] 1:[0,2] halo 2:[1], part 1 rows
+    # 2:[1,3] 3:[2] halo 1:[2]; directed, the in-edges of the inner nodes: part 0 {01}, part 1 {12, 23}
+    assert m["part_edges"] == ([1, 2] if directed else [4, 4])
+    assert m["edge_balance"] == pytest.approx(2 / 1.5 if directed else 1.0)
     assert m["part_halo"] == ([0, 1] if directed else [1, 1])
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("algo", ["coarse-refine", "dbh"])
+def test_the_plan_s_part_edges_are_the_built_parts_num_edges(tmp_path, directed, algo):
+    """`partition --json` and the built manifest disagreed: on a directed store the plan counted the
+    edges with an owned endpoint where a part holds its inner nodes' in-edges (edge_balance 1.264 against
+    1.309), and undirected it counted each edge once where a part holds two entries (half the figure)."""
+    from graphstream.assemble import build_partitions
+    rng = np.random.default_rng(3)
+    n, m = 400, 3000
+    src, dst = rng.integers(0, n - 20, m), rng.integers(0, n - 20, m)
+    dst[:50] = src[:50]                                  # self-loops
+    src[100:200], dst[100:200] = src[300:400], dst[300:400]   # duplicates
+    store = write_store(tmp_path / "g.zarr", src, dst, n, chunk=500, directed=directed)
+    plan = partition(store, 4, algo, seed=0)
+    build_partitions(store, plan, tmp_path / "parts")
+    manifest = json.loads((tmp_path / "parts" / "manifest.json").read_text())
+    assert plan.metrics["part_edges"] == [p["num_edges"] for p in manifest["parts"]]
+    assert plan.metrics["part_edges"] == manifest["metrics"]["part_edges"]
+    assert plan.metrics["edge_balance"] == pytest.approx(manifest["metrics"]["edge_balance"])
 
 
 def test_metrics_in_groups_equal_one_pass(tmp_path, monkeypatch):
@@ -108,9 +131,13 @@ def test_metrics_lanes_equal_one_lane(directed):
         marked.append((bits, counts.sum(axis=0)))
     for bits, counts in marked[1:]:
         assert np.array_equal(bits, marked[0][0]) and np.array_equal(counts, marked[0][1])
-    expect = np.zeros(k, dtype=np.int64)   # edges with an owned endpoint, once a part
-    np.add.at(expect, owner[src], 1)
-    np.add.at(expect, owner[dst], owner[dst] != owner[src])
+    expect = np.zeros(k, dtype=np.int64)   # the builder's CSR entries
+    if directed:   # the in-edges of a part's inner nodes
+        np.add.at(expect, owner[dst], 1)
+    else:   # two entries in each part holding an edge (inner row, other end's row); a self-loop one
+        loop = src == dst
+        np.add.at(expect, owner[src], np.where(loop, 1, 2))
+        np.add.at(expect, owner[dst], np.where(loop | (owner[dst] == owner[src]), 0, 2))
     assert np.array_equal(marked[0][1], expect)
 
 

@@ -88,10 +88,9 @@ def largest_part_bytes(size: DataSize, parts: list[dict]) -> tuple[int, int]:
 
 
 def largest_planned_part_bytes(size: DataSize, metrics: dict) -> int:
-    """An upper bound of the largest part's bytes from a plan's counts (before the build): its nodes, inner
-    and halo, and its entries at most twice its edges with an owned endpoint (undirected: the inner rows
-    and the halo rows' mirror of the cut ones; directed: the inner rows' in-edges, at most once)."""
-    entries = [(1 if size.directed else 2) * e for e in metrics["part_edges"]]
+    """The largest part's bytes from a plan's counts (before the build): its nodes, inner and halo, and its
+    CSR entries (``part_edges``: the builder's ``num_edges``, with one hop)."""
+    entries = metrics["part_edges"]
     nodes = [i + h for i, h in zip(metrics["part_inner"], metrics["part_halo"], strict=True)]
     return max(size.part_bytes(n, e) for n, e in zip(nodes, entries, strict=True))
 

@@ -11,8 +11,11 @@
   marks, for each edge (u, v), "u is needed by owner[v]" and, undirected only,
   "v is needed by owner[u]" in a k-bit set per node.
 - ``node_balance``: max inner count / mean.
-- ``edge_balance``: max part edge count / mean, a part's edges being those
-  with at least one owned endpoint (what the builder stores for it).
+- ``edge_balance``: max part edge count / mean, a part's edge count being the
+  entries of its CSR as the builder writes it (its manifest's ``num_edges``):
+  undirected, every edge with an owned endpoint twice (the inner row and the
+  other end's row, inner or halo) and a self-loop once; directed, the
+  in-edges of its owned nodes.
 - ``vertex_cut_rf`` (edge partitioners): sum over parts of distinct endpoints
   of its edges / number of non-isolated nodes.
 
@@ -58,7 +61,9 @@ if TYPE_CHECKING:
 def _mark_halo_lane(src, dst, owner, bits, p_lo, p_hi, edge_count, directed, a, b):
     """Bits for parts [p_lo, p_hi) of the nodes in [a, b): u needed by owner[v]; v needed by owner[u]
     unless ``directed`` (a directed part holds the in-edges of its inner nodes only, as the builder
-    writes it); ``edge_count`` += the edges whose source is in [a, b), once a part they belong to."""
+    writes it); ``edge_count`` += the CSR entries of the edges whose source is in [a, b) in the parts
+    holding them (undirected: two in each part holding a non-loop edge, one for a self-loop; directed: one
+    in the part of the edge's target, whose row lists its source)."""
     n_edges = src.shape[0]
     for i in range(n_edges):
         j = i + PREFETCH_DISTANCE
@@ -78,11 +83,15 @@ def _mark_halo_lane(src, dst, owner, bits, p_lo, p_hi, edge_count, directed, a, 
             if p_lo <= pv < p_hi:
                 set_byte_bit(bits, u, pv - p_lo)
             if p_lo == 0:
-                # the edge belongs to owner[u]'s part and to owner[v]'s (once if equal)
                 pu = owner[u]
-                edge_count[pu] += 1
-                if pv != pu:
+                if directed:
                     edge_count[pv] += 1
+                elif u == v:
+                    edge_count[pu] += 1
+                else:   # u's row and v's in owner[u]'s part, and in owner[v]'s (once if equal)
+                    edge_count[pu] += 2
+                    if pv != pu:
+                        edge_count[pv] += 2
         if not directed and a <= v < b:
             pu = owner[u]
             if p_lo <= pu < p_hi:
@@ -147,9 +156,8 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
                              work_dir: str | os.PathLike | None = None) -> dict:
     """``replication_factor``, ``node_balance``, ``edge_balance`` of ``owner`` (by streaming).
 
-    Also returns ``part_inner``, ``part_halo`` (lists of k ints: the builder's
-    ``num_inner`` and ``num_halo`` of every part), ``part_edges`` (edges with
-    an owned endpoint) and ``metrics_passes``.
+    Also returns ``part_inner``, ``part_halo``, ``part_edges`` (lists of k ints: the builder's
+    ``num_inner``, ``num_halo`` and ``num_edges`` of every part, with one hop) and ``metrics_passes``.
 
     ``client``: run the passes as tasks on its dask cluster, their shards in a
     scratch folder inside ``work_dir`` (a folder every worker sees; default:
@@ -177,7 +185,7 @@ def vertex_partition_metrics(store: GraphStore, owner: np.ndarray, k: int,
 
 
 def _figures(inner: np.ndarray, present: np.ndarray, edge_count: np.ndarray, passes: int) -> dict:
-    """The metrics from the per-part counts: owned nodes, |inner ∪ halo|, edges with an owned endpoint."""
+    """The metrics from the per-part counts: owned nodes, |inner ∪ halo|, CSR entries."""
     n = int(inner.sum())
     return {
         "replication_factor": int(present.sum()) / n if n else 0.0,
@@ -196,8 +204,9 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
     indexed by the stream's node ids), from one read of the stream.
 
     A node's list holds every stored edge's other end, a self-loop twice and duplicates as stored, so
-    a part's edges (those with an owned endpoint) are its nodes' entries that leave it plus half those
-    that stay: the store's count exactly. R-MAT s21, k = 32: 0.35-0.38 s against 1.50-1.59 s for the
+    a part's CSR entries are, undirected, twice its nodes' entries that leave it plus those that stay,
+    less one a self-loop (the builder writes it once); directed, its nodes' in-entries (their lists past
+    the out-neighbours): the builder's counts exactly. R-MAT s21, k = 32: 0.35-0.38 s against 1.50-1.59 s for the
     store's pass (docs/partition-experiments.md, "The closing figures from the vertex stream"). Directed, a
     part holds the in-edges of its inner nodes, so a node is in the halo of its out-neighbours' parts:
     those come first in its list (``VertexStream.out_degree``), and only they mark its parts.
@@ -216,13 +225,14 @@ def vertex_stream_metrics(vs: VertexStream, owner: np.ndarray, k: int,
             owner_path = str(save_shard(Path(work) / "owner.npy", owner))
             per_task = -(-vs.num_entries // task_count(client))
             ranges = vs.block_bounds(max(per_task, 1))   # any cut gives the same counts
-            counts = np.zeros((3, k), dtype=np.int64)
+            counts = np.zeros((5, k), dtype=np.int64)
             for part in run_tasks(client, "metrics: vertex stream", stream_counts_range, ranges, unit="node",
                                   size=lambda t: t[1] - t[0], vs_dir=str(vs.path), owner_path=owner_path, k=k,
                                   block_entries=block_entries):
                 counts += part
-    present, staying, leaving = counts
-    return _figures(inner, present, leaving + staying // 2, 0)   # no store pass
+    present, staying, leaving, loops, inward = counts
+    entries = inward if vs.out_degree(mmap=True) is not None else 2 * leaving + staying - loops // 2
+    return _figures(inner, present, entries, 0)   # no store pass
 
 
 def stream_counts_range(a: int, b: int, *, vs_dir: str, owner_path: str, k: int, block_entries: int
@@ -234,13 +244,14 @@ def stream_counts_range(a: int, b: int, *, vs_dir: str, owner_path: str, k: int,
 
 def _stream_counts(vs: VertexStream, owner: np.ndarray, k: int, a: int, b: int, block_entries: int
                    ) -> np.ndarray:
-    """(3, k) int64 for the nodes ``[a, b)``: per part, the nodes it holds (inner or halo), the entries
-    that stay in it (both ends its own), and those that leave it."""
+    """(5, k) int64 for the nodes ``[a, b)``: per part, the nodes it holds (inner or halo), its nodes'
+    entries that stay in it (both ends its own), those that leave it, its self-loops' entries (two a
+    loop) and its nodes' entries past their out-neighbours (a directed stream's in-neighbours)."""
     marking = vs.out_degree(mmap=True)
     if marking is None:
         marking = np.empty(0, dtype=np.int32)   # every entry marks
     lanes = numba.get_num_threads()
-    counts = np.zeros((3, lanes, k), dtype=np.int64)   # a row a thread
+    counts = np.zeros((5, lanes, k), dtype=np.int64)   # a row a thread
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, 1)):   # as vs.blocks, within [a, b)
         _count_parts_block(blk.first, blk.offsets, blk.neighbours, owner, marking, *counts)
     return counts.sum(axis=1)
@@ -250,11 +261,12 @@ _SEGMENT = 1024   # nodes a thread takes at a time (interleaved: the hubs, first
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _count_parts_block(first, offs, nbrs, owner, marking, present, staying, leaving):
+def _count_parts_block(first, offs, nbrs, owner, marking, present, staying, leaving, loops, inward):
     """For the block's nodes: ``present[t, p]`` += the nodes with p in {owner[v]} ∪ {owner[u] : u ~ v}
     (the first ``marking[v]`` entries of v's list only, unless ``marking`` is empty);
-    ``staying`` / ``leaving[t, owner[v]]`` += v's entries in its own part / in another; row t the
-    thread's (segments t, t + threads, ...)."""
+    ``staying`` / ``leaving[t, owner[v]]`` += v's entries in its own part / in another, ``loops`` its
+    entries v, ``inward`` its entries past the first ``marking[v]``; row t the thread's (segments t,
+    t + threads, ...)."""
     lanes, k = present.shape
     nloc = offs.shape[0] - 1
     nseg = (nloc + _SEGMENT - 1) // _SEGMENT
@@ -269,17 +281,21 @@ def _count_parts_block(first, offs, nbrs, owner, marking, present, staying, leav
                 stamp[a] = tag
                 present[t, a] += 1
                 same = 0
+                looped = 0
                 marks = offs[i + 1] if marking.shape[0] == 0 else offs[i] + marking[first + i]
                 for j in range(offs[i], offs[i + 1]):
                     if j + PREFETCH_DISTANCE < ahead:
                         prefetch_row(owner, nbrs[j + PREFETCH_DISTANCE])
                     p = owner[nbrs[j]]
                     same += p == a
+                    looped += nbrs[j] == tag - 1
                     if j < marks and stamp[p] != tag:
                         stamp[p] = tag
                         present[t, p] += 1
                 staying[t, a] += same
                 leaving[t, a] += offs[i + 1] - offs[i] - same
+                loops[t, a] += looped
+                inward[t, a] += offs[i + 1] - marks
 
 
 def _counts_on_cluster(client: Client, store: GraphStore, owner: np.ndarray, k: int,
