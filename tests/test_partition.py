@@ -464,6 +464,7 @@ def test_cli_json_metrics(small_store, capsys):
                     "peak_rss_bytes", "algorithm", "k", "num_nodes", "num_edges"):
             assert key in out, (algo, key)
         assert out["algorithm"] == algo and out["k"] == 4
+        assert out["num_parts"] == 4   # the manifest's and the snapshot partitioners' name for it too
         assert ("vertex_cut_rf" in out) == (algo in EDGE_ALGOS)
 
 

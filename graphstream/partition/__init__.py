@@ -235,7 +235,8 @@ def finish_plan(plan: PartitionPlan, store: GraphStore, k: int, algo: str, secon
     m.setdefault("seconds", seconds)
     m.setdefault("passes", None)
     m["peak_rss_bytes"] = peak_rss_bytes()
-    m.update({"algorithm": algo, "k": k, "num_nodes": store.num_nodes, "num_edges": store.num_edges})
+    # num_parts: the name the manifest, the dynamic partitioners and report use; k: this command's flag
+    m.update({"algorithm": algo, "k": k, "num_parts": k, "num_nodes": store.num_nodes, "num_edges": store.num_edges})
     return plan
 
 
