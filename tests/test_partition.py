@@ -417,7 +417,6 @@ def small_store(tmp_path):
     (4, "hdrf", {"lam": float("inf")}, "lam must be a finite number"),   # every edge went to part 0
     (4, "spring", {"tau": float("inf")}, "tau must be a finite number"),
     (4, "hdrf", {"balance": 1.2}, "balance does not apply to hdrf"),
-    (4, "spring", {"balance": 1.0}, "balance does not apply to spring"),
     (4, "dbh", {"balance": 2.0}, "balance does not apply to dbh"),
     (4, "hash", {"balance": 1.05}, "balance does not apply to hash"),
     (4, "coarse-refine", {"edge_balance": float("inf")}, "invalid edge_balance=inf"),
@@ -428,6 +427,18 @@ def small_store(tmp_path):
 def test_bad_parameters(small_store, k, algo, params, msg):
     with pytest.raises(ParameterError, match=msg):
         partition(small_store, k, algo, **params)
+
+
+def test_spring_s_balance_is_its_merge_cap(small_store, capsys):
+    """DESIGN.md's `partition ... --algo spring ... [--balance 1.05]` was refused ("balance does not apply to
+    spring"): it is SPRING's beta (specs/partitioners.md), which the CLI could not set at all."""
+    for beta in (1.05, 1.5):
+        assert partition(small_store, 4, "spring", balance=beta).params["beta"] == beta
+        np.testing.assert_array_equal(partition(small_store, 4, "spring", balance=beta).owner,
+                                      partition(small_store, 4, "spring", beta=beta).owner)
+    assert run_cli("partition", small_store.path, "-k", 4, "--algo", "spring", "--balance", 1.5, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["params"]["beta"] == 1.5
+    assert partition(small_store, 4, "spring", balance=1.5, beta=1.2).params["beta"] == 1.2   # beta itself wins
 
 
 @pytest.mark.parametrize("algo", ["coarse-refine", "2ps-l"])

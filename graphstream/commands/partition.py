@@ -41,9 +41,9 @@ def configure(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     p.add_argument("--balance", type=float, default=None,
                    help="largest part allowed, as a multiple of the mean part size (default 1.05): "
-                        "coarse-refine's nodes, 2ps-l's edges, pgc's workload (1 + spatial degree an "
-                        "instance); spring, hdrf, dbh, hash and the snapshot and sequence baselines balance by "
-                        "their own rules and refuse it")
+                        "coarse-refine's nodes, 2ps-l's edges, spring's cluster merge cap (beta, nodes), pgc's "
+                        "workload (1 + spatial degree an instance); hdrf, dbh, hash and the snapshot and "
+                        "sequence baselines balance by their own rules and refuse it")
     p.add_argument("--edge-balance", type=float, default=None, metavar="F",
                    help="coarse-refine only: also cap each part's edges (the sum of its nodes' degrees) at F "
                         "times the mean, F >= 1 (default: nodes only; on power-law graphs the nodes alone "

@@ -74,8 +74,9 @@ def _pos_int(x) -> bool:
 
 
 DEFAULT_BALANCE = 1.05
-#: the algorithms that take ``balance`` (coarse-refine: nodes a part; 2ps-l: edges a part)
-BALANCED = ("coarse-refine", "2ps-l")
+#: the algorithms that take ``balance`` (coarse-refine: nodes a part; 2ps-l: edges a part; spring: its
+#: clusters' merge cap, beta, in nodes a part)
+BALANCED = ("coarse-refine", "2ps-l", "spring")
 
 #: the one table of algorithm parameters (defaults live in each module's config)
 PARAMS: dict[str, dict[str, Param]] = {
@@ -171,9 +172,10 @@ def partition(store: GraphStore | str | os.PathLike, k: int, algo: str = DEFAULT
         k: number of parts, 1 <= k <= MAX_PARTS (and <= num_nodes).
         algo: one of :data:`ALGORITHMS`.
         seed: seeds every random choice (hashes, tie breaks); same seed, same plan.
-        balance: capacity factor over the mean part size: coarse-refine's nodes, 2ps-l's edges
-            (default 1.05; a value of k or more caps nothing, and is recorded as k). The others balance
-            by rules of their own (SPRING's volume cap, HDRF's balance term, DBH's and hash's hashes)
+        balance: capacity factor over the mean part size: coarse-refine's nodes, 2ps-l's edges, SPRING's
+            merge cap (its ``beta``, nodes) (default 1.05; a value of k or more caps nothing, and is
+            recorded as k). The others balance by rules of their own (HDRF's balance term, DBH's and
+            hash's hashes)
             and refuse one.
         work_dir: where edge partitioners write ``part[e]`` (the plan's ``edge_parts_path``) and
             coarse-refine its vertex stream. Default: a scratch folder removed before this returns,

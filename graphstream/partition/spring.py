@@ -205,9 +205,10 @@ def pack_clusters(final: np.ndarray, size: np.ndarray, k: int) -> np.ndarray:
 
 def run(store: GraphStore, k: int, *, seed: int = 0, balance: float = 1.05, work_dir=None,
         batch_size: int | None = None, degree: np.ndarray | None = None, **params) -> PartitionPlan:
-    """SPRING is deterministic: ``seed`` is accepted for the common interface and unused. ``degree``: the
-    total degrees if already counted (on a cluster, by tasks over edge chunks)."""
-    cfg = SpringConfig(**params)
+    """SPRING is deterministic: ``seed`` is accepted for the common interface and unused. ``balance`` is its
+    merge cap ``beta`` (specs/partitioners.md), unless ``beta`` is given. ``degree``: the total degrees if
+    already counted (on a cluster, by tasks over edge chunks)."""
+    cfg = SpringConfig(**{"beta": balance, **params})
     watch = Stopwatch(on_lap=phase_logger("spring"))  # one progress line per phase
     n = store.num_nodes
     tau = cfg.resolve_tau(store.num_edges, k)
