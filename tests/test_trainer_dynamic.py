@@ -92,6 +92,9 @@ def test_delta_transfer_rebuilds_full_snapshots(college):
     assert full.stats.bytes == int(store.edge_counts.sum()) * 8           # int32 pairs
     assert delta.stats.bytes * 2.5 < full.stats.bytes                     # edge life 4: ~3x fewer bytes
     assert delta.stats.full_snapshots >= 1                                 # the sequence starts full
+    # both ways counted, whichever way the snapshots went (specs/trainer.md: "report both")
+    for feeder in (full, delta):
+        assert (feeder.stats.bytes_full, feeder.stats.bytes_delta) == (full.stats.bytes, delta.stats.bytes)
 
 
 @pytest.mark.parametrize("model", ["tgcn", "evolvegcn"])
@@ -102,6 +105,9 @@ def test_losses_identical_with_full_or_delta_transfer(college, model):
     assert full["losses"] == delta["losses"] and len(full["losses"]) == 4
     assert full["test_auc"] == delta["test_auc"]
     assert delta["transfer_bytes"] < full["transfer_bytes"]
+    for run in (full, delta):   # one run reports what the other way would have moved
+        assert (run["transfer_bytes_full"], run["transfer_bytes_delta"]) == \
+            (full["transfer_bytes"], delta["transfer_bytes"])
 
 
 def test_the_persistence_baseline_is_scored_on_the_same_pairs(college):

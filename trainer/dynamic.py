@@ -316,6 +316,8 @@ def run_dynamic_training(source, config: DynamicConfig, *, workers: int = 1, cen
         "train_seconds": res0.train_seconds, "sync_seconds": res0.sync_seconds,
         # transfer figures: every worker's under gloo spawn, this worker's alone under torchrun
         "transfer_bytes": transfer.bytes, "transfer_seconds": transfer.seconds,
+        # the same snapshots' bytes shipped whole and as deltas, whichever --transfer moved them
+        "transfer_bytes_full": transfer.bytes_full, "transfer_bytes_delta": transfer.bytes_delta,
         "transfer_host_seconds": transfer.host_seconds, "snapshots_shipped": transfer.snapshots,
         "full_snapshots_shipped": transfer.full_snapshots, "device": config.device,
         "losses": run_losses(res0.part_losses),   # every part's, not worker 0's alone

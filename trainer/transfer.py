@@ -27,12 +27,16 @@ TRANSFERS = ("full", "delta")
 @dataclass
 class TransferStats:
     """Bytes shipped host -> device and seconds spent (copy + rebuild on the device;
-    ``host_seconds``: preparing and pinning the host buffers, counted apart)."""
+    ``host_seconds``: preparing and pinning the host buffers, counted apart). ``bytes_full`` and
+    ``bytes_delta``: what the same snapshots cost shipped whole, and as deltas (the first of a pass whole,
+    any delta larger than its snapshot whole), whichever way they went (specs/trainer.md: both reported)."""
     bytes: int = 0
     seconds: float = 0.0
     host_seconds: float = 0.0
     snapshots: int = 0
     full_snapshots: int = 0
+    bytes_full: int = 0
+    bytes_delta: int = 0
 
     def add(self, other: TransferStats) -> None:
         """Count ``other``'s figures in too (another pass, another worker)."""
@@ -110,13 +114,20 @@ class SnapshotFeeder:
         self.stats.full_snapshots += 1
         return out
 
+    def _full_bytes(self, t: int) -> int:
+        return int(self.store.edge_counts[t]) * 2 * np.dtype(self.id_dtype).itemsize
+
+    def _delta_bytes(self, d, prev_edges: int) -> int:
+        pos_dtype = np.int32 if prev_edges < 2**31 else np.int64
+        return (len(d.added_keys) * 2 * np.dtype(self.id_dtype).itemsize
+                + len(d.removed_pos) * np.dtype(pos_dtype).itemsize)
+
     def _delta(self, t: int, prev: Tensor) -> Tensor:
         h0 = time.perf_counter()
         d = self.store.key_delta(t)
-        full_bytes = int(self.store.edge_counts[t]) * 2 * np.dtype(self.id_dtype).itemsize
+        full_bytes = self._full_bytes(t)
         pos_dtype = np.int32 if prev.numel() < 2**31 else np.int64
-        delta_bytes = (len(d.added_keys) * 2 * np.dtype(self.id_dtype).itemsize
-                       + len(d.removed_pos) * np.dtype(pos_dtype).itemsize)
+        delta_bytes = self._delta_bytes(d, prev.numel())
         if delta_bytes >= full_bytes:       # fall back: the delta would cost more than the snapshot
             self.stats.host_seconds += time.perf_counter() - h0
             return self._full(t)
@@ -135,7 +146,16 @@ class SnapshotFeeder:
     def __iter__(self):
         keys = None
         for t in range(int(self.store.num_snapshots)):
+            self.stats.bytes_full += self._full_bytes(t)
+            if self.mode == "full" and keys is not None:   # what its delta would cost: sizes, no rebuild
+                self.stats.bytes_delta += min(self._delta_bytes(self.store.key_delta(t), keys.numel()),
+                                              self._full_bytes(t))
+            elif self.mode == "full":
+                self.stats.bytes_delta += self._full_bytes(t)   # a pass starts from a whole snapshot
+            before = self.stats.bytes
             keys = self._full(t) if (self.mode == "full" or keys is None) else self._delta(t, keys)
+            if self.mode == "delta":
+                self.stats.bytes_delta += self.stats.bytes - before
             self.stats.snapshots += 1
             yield t, keys
 
