@@ -101,19 +101,68 @@ PARTITION_BYTES_PER_NODE = 32
 
 
 def available_memory_bytes() -> int:
-    """Memory this process could still allocate: psutil's ``available``, capped by a cgroup v2 limit."""
+    """Memory this process could still allocate: psutil's ``available``, capped by the room left under its
+    cgroup's memory limit (v2 or v1, its own cgroup's or an ancestor's) and under its address-space limit
+    (``ulimit -v``). Reading the cgroup v2 root's file alone missed every limit here: a container on a
+    cgroup v1 host, ``systemd-run -p MemoryMax=`` (a nested v2 cgroup), ``prlimit --as``."""
     import psutil
     avail = int(psutil.virtual_memory().available)
     try:
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
-            current = int(f.read().strip())
-        if limit != "max":
-            avail = min(avail, max(int(limit) - current, 0))
-    except (OSError, ValueError):
-        pass
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            room = cgroup_memory_room(f.read(), "/sys/fs/cgroup")
+    except OSError:
+        room = None
+    if room is not None:
+        avail = min(avail, room)
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            with open("/proc/self/statm", encoding="ascii") as f:
+                mapped = int(f.read().split()[0]) * resource.getpagesize()
+        except (OSError, ValueError, IndexError):
+            mapped = 0
+        avail = min(avail, max(soft - mapped, 0))
     return avail
+
+
+# a cgroup v1 limit this high is none ("unlimited" is 2**63 less a page)
+_NO_CGROUP_LIMIT = 2**60
+
+
+def cgroup_memory_room(proc_cgroup: str, root: str) -> int | None:
+    """Bytes left under the tightest memory limit of the cgroups in ``proc_cgroup`` (the text of
+    /proc/self/cgroup) and their ancestors, read below ``root`` (/sys/fs/cgroup); None where none is set."""
+    room = None
+    for line in proc_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":   # the v2 hierarchy ("0::/path")
+            base, files = root, ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            base, files = os.path.join(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        folder = path.strip("/")
+        while True:   # a limit may sit on any ancestor (a container's on the pod's, a scope's on its slice)
+            limit = _read_bytes(os.path.join(base, folder, files[0]))
+            if limit is not None and limit < _NO_CGROUP_LIMIT:
+                used = _read_bytes(os.path.join(base, folder, files[1])) or 0
+                room = max(limit - used, 0) if room is None else min(room, max(limit - used, 0))
+            if not folder:
+                break
+            folder = os.path.dirname(folder)
+    return room
+
+
+def _read_bytes(path: str) -> int | None:
+    """An integer file of a cgroup ("max": None, as a missing or unreadable file)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def machine_cores() -> int:

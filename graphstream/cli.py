@@ -256,10 +256,23 @@ def _run_and_report(args) -> int:
         return 2
     except BrokenPipeError:   # stdout's reader left (| head): what was written stands, and there is no one to tell
         return _stdout_closed()
+    except MemoryError as exc:   # numpy's "Unable to allocate 1.00 GiB for an array ..." says how much
+        print(f"graphstream {args.command}: error: {_out_of_memory(exc)}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        if "can't start new thread" not in str(exc):
+            raise
+        print(f"graphstream {args.command}: error: cannot start a thread: out of memory, or a limit on threads "
+              "(ulimit -u, a cgroup's pids.max); nothing was written: free memory, raise the limit, or give fewer "
+              "threads (NUMBA_NUM_THREADS)", file=sys.stderr)
+        return 2
     except OSError as exc:
         # Outputs are written atomically, so nothing valid-looking was left behind.
         output = getattr(args, "out", None) or getattr(args, "out_dir", None)
         where = f" ({exc.filename})" if exc.filename else (f" (writing {output})" if output else "")
+        if exc.errno == errno.ENOMEM:   # it said "I/O error: [Errno 12] Cannot allocate memory"
+            print(f"graphstream {args.command}: error: {_out_of_memory(exc)}", file=sys.stderr)
+            return 2
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             reason = f"disk full ({exc}); nothing was written, free space and run again"
         elif exc.errno == errno.EFBIG:   # it said "[Errno 27] File too large" without a path or the limit
@@ -289,6 +302,20 @@ def _run_and_report(args) -> int:
             _stdout_closed()
             return 2
     return 0
+
+
+def _out_of_memory(exc: BaseException) -> str:
+    """One line for a command that ran out of memory (its outputs are atomic: none was left half-written)."""
+    from ._report import format_bytes
+    from ._resources import available_memory_bytes
+    detail = " ".join(str(exc).split())
+    try:   # what is left now, under the machine's, a cgroup's or ulimit -v's limit
+        left = f"{format_bytes(available_memory_bytes())} left to this process"
+    except Exception:   # noqa: BLE001 - the report of an out-of-memory error must not fail in turn
+        left = "no more memory for this process"
+    return (f"out of memory{f' ({detail})' if detail else ''}: {left} (the machine's, a cgroup's or ulimit -v's "
+            "limit); nothing was written. `graphstream estimate` gives each step's peak: free memory, raise the "
+            "limit, or give fewer threads (NUMBA_NUM_THREADS)")
 
 
 def _stdout_closed() -> int:

@@ -58,9 +58,11 @@ SPILL_BYTES_PER_PAIR = 8
 # (row, column) local ids, while its spill file is still there (graphstream/assemble/csr.py). Upper end:
 # one part holding every entry (R-MAT's hubs put 58-62% of them in one part at k = 16).
 BUCKET_BYTES_PER_ENTRY = 8
-# coarse-refine's work dir: the vertex stream's neighbour lists, 2 x edges ids
-# (docs/partition-quality.md, "Disk: 2 x edges ids in the work dir").
-VERTEX_STREAM_IDS_PER_EDGE = 2
+# coarse-refine's work dir at its peak: the vertex stream's neighbour lists (2 ids an edge, both directions,
+# directed stores too) beside the external sort's spill files ((node, neighbour) pairs: 4 ids an edge),
+# removed when the sort ends (graphstream/partition/vertex_stream.py). It was 2 ids an entry, a third of
+# the measured peak on a directed store: R-MAT s22, k = 32, 1.61-1.66 GB against 537 MB estimated.
+VERTEX_STREAM_IDS_PER_EDGE = 6
 # Edge partitioners keep part[e] on disk, LZ4: 1.0 byte per edge (docs/partitioners.md,
 # "What changed for speed").
 EDGE_PARTS_BYTES_PER_EDGE = 1.0
@@ -86,9 +88,10 @@ BASE_RSS = 270 * MB
 # generate: 0.23 GB at scale 24, 0.25 GB at scale 26 whatever the size (docs/format.md,
 # "Measured at scale"; docs/store.md: 202-225 MiB).
 GENERATE_RSS = 250 * MB
-# ingest: text blocks and edge chunks, ~0.35 GB whatever the size (README, "ingest"), plus
-# 24-40 bytes per distinct id with --relabel (docs/ingest.md, relabelling).
-INGEST_RSS = 350 * MB
+# ingest: text blocks (parsed by a thread a core) and edge chunks, whatever the size: 456-503 MB for R-MAT
+# s21 as SNAP text on 2 cores (docs/ingest.md); 421-460 MB at s20 (2026-12-01); plus 24-40 bytes per
+# distinct id with --relabel (docs/ingest.md, relabelling). It was 350 MB, under every measured peak.
+INGEST_RSS = 500 * MB
 RELABEL_BYTES_PER_NODE = 40
 # Partitioners: bytes per node above BASE_RSS, from the peak RSS of R-MAT scale 24 (16.7M nodes,
 # docs/partitioners.md, "Scale 24" tables: spring 0.94 GB, 2ps-l 1.02, hdrf/dbh/hash (edge) 0.99,
@@ -297,10 +300,12 @@ def feature_bytes(size: GraphSize, rf: float) -> int:
 
 
 def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] = ALGORITHMS,
-                   rf: float | None = None, ingest_format: str = "text", build_workers: int | None = None) -> dict:
+                   rf: float | None = None, ingest_format: str = "text", build_workers: int | None = None,
+                   relabel: bool = False) -> dict:
     """Disk, peak memory and time of each step for a graph of ``size`` split into ``k`` parts.
 
     ``build_workers``: the build's threads (default: what the builder would choose on this machine).
+    ``relabel``: ingest with ``--relabel`` (its id map in memory).
     Build times are those measured with 2 workers on 2 cores: an upper bound with more.
     """
     n, e = size.num_nodes, size.num_edges
@@ -311,7 +316,9 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     steps = [
         StepEstimate("generate", store, 0, GENERATE_RSS, e / GENERATE_EDGES_PER_S,
                      FIRST_RUN_COMPILE_SECONDS["generate"]),
-        StepEstimate("ingest", store, 0, INGEST_RSS, e / INGEST_EDGES_PER_S.get(ingest_format, 12.4e6),
+        # --relabel: the id map of every distinct id (as many as nodes) in memory while it reads
+        StepEstimate("ingest", store, 0, INGEST_RSS + (RELABEL_BYTES_PER_NODE * n if relabel else 0),
+                     e / INGEST_EDGES_PER_S.get(ingest_format, 12.4e6),
                      FIRST_RUN_COMPILE_SECONDS["ingest"]),
     ]
     id_width = 8 if size.wide_ids else 4
@@ -326,7 +333,7 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
         r = rf if rf is not None else assumed_rf(algo, k)
         # coarse-refine: its counters, and the vertex stream's node order (one id a node, hubs first)
         per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) + id_width if algo == "coarse-refine" else 0)
-        scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * size.entries if algo == "coarse-refine"
+        scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * e if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
         # coarse-refine: its trial children, its hub table and step 4's cluster x part table
         fixed = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS + hub_table_bytes(k)

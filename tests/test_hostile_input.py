@@ -11,6 +11,8 @@ line whose id columns are words is a header.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -178,6 +180,38 @@ def test_info_and_partition_refuse_huge_node_count(tmp_path, memory_8gib, capsys
 
 def test_available_memory_is_positive():
     assert 0 < resources.available_memory_bytes()
+
+
+def _cgroup_file(root, *parts, text):
+    path = root.joinpath(*parts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_memory_limits_v1_v2_and_their_ancestors_are_read(tmp_path):
+    """Only /sys/fs/cgroup/memory.max (the v2 root) was read: a 250 MiB cgroup on a v1 host reported the
+    machine's 22 GB, and the refusal that node state does not fit never came (the kernel killed the run)."""
+    v1 = "12:memory:/kubepods/pod1/c1\n11:cpu,cpuacct:/kubepods/pod1/c1\n"
+    _cgroup_file(tmp_path, "memory", "kubepods", "pod1", "c1", "memory.limit_in_bytes", text="9223372036854771712\n")
+    _cgroup_file(tmp_path, "memory", "kubepods", "pod1", "memory.limit_in_bytes", text=f"{250 << 20}\n")
+    _cgroup_file(tmp_path, "memory", "kubepods", "pod1", "memory.usage_in_bytes", text=f"{50 << 20}\n")
+    assert resources.cgroup_memory_room(v1, str(tmp_path)) == 200 << 20   # the pod's, an ancestor's
+    v2 = "0::/system.slice/run-u7.scope\n"   # systemd-run -p MemoryMax=: a nested v2 cgroup
+    _cgroup_file(tmp_path, "system.slice", "run-u7.scope", "memory.max", text=f"{300 << 20}\n")
+    _cgroup_file(tmp_path, "system.slice", "run-u7.scope", "memory.current", text=f"{100 << 20}\n")
+    _cgroup_file(tmp_path, "system.slice", "memory.max", text="max\n")
+    assert resources.cgroup_memory_room(v2, str(tmp_path)) == 200 << 20
+    _cgroup_file(tmp_path, "memory.max", text=f"{150 << 20}\n")   # the root's (inside a container) tighter
+    assert resources.cgroup_memory_room(v2, str(tmp_path)) == 150 << 20
+    assert resources.cgroup_memory_room("0::/\n", str(tmp_path / "none")) is None
+
+
+def test_an_address_space_limit_caps_the_available_memory():
+    """`ulimit -v` (prlimit --as) was not seen either: the sizing took the machine's memory."""
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, resource.RLIM_INFINITY)); "
+            "from graphstream import _resources; print(_resources.available_memory_bytes())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert 0 < int(out) < 3 << 30
 
 
 # ---------------------------------------------------------------------------
@@ -495,3 +529,33 @@ def test_num_nodes_is_named_as_its_flag(tmp_path, capsys):
     (tmp_path / "e.txt").write_text("0 1\n")
     code, err = cli("ingest", tmp_path / "e.txt", tmp_path / "g.zarr", "--num-nodes", "-1", capsys=capsys)
     assert code == 2 and "--num-nodes must be >= 0, got -1" in err
+
+
+@pytest.mark.parametrize("error", [MemoryError("Unable to allocate 1.00 GiB for an array with shape (134217728,)"),
+                                   RuntimeError("can't start new thread"), OSError(12, "Cannot allocate memory")])
+def test_running_out_of_memory_is_one_line_exit_2(capsys, monkeypatch, error):
+    """A MemoryError (numcodecs, numpy's _ArrayMemoryError), a thread that could not start, and ENOMEM were
+    tracebacks with exit 1, and ENOMEM an "I/O error" (prlimit --as and a cgroup's limit, several commands)."""
+    import graphstream.commands.info as info
+
+    def run(args):
+        raise error
+    monkeypatch.setattr(info, "run", run)
+    code, err = cli("info", "whatever.zarr", capsys=capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    line = err.strip()
+    if isinstance(error, RuntimeError):
+        assert "cannot start a thread" in line and "ulimit -u" in line
+    else:
+        assert line.startswith("graphstream info: error: out of memory") and "nothing was written" in line
+        assert "I/O error" not in line and ("1.00 GiB" in line) == isinstance(error, MemoryError)
+
+
+def test_other_runtime_errors_are_not_taken_for_memory(capsys, monkeypatch):
+    import graphstream.commands.info as info
+
+    def run(args):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(info, "run", run)
+    with pytest.raises(RuntimeError, match="a bug"):
+        cli("info", "whatever.zarr", capsys=capsys)

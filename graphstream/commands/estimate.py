@@ -27,6 +27,8 @@ def configure(p) -> None:
     p.add_argument("--nodes", type=int, default=None, metavar="N", help="node count of a graph not yet ingested")
     p.add_argument("--edges", type=int, default=None, metavar="M", help="edge count of a graph not yet ingested")
     p.add_argument("--undirected", action="store_true", help="with --nodes/--edges: the graph is undirected")
+    p.add_argument("--relabel", action="store_true",
+                   help="ingest with --relabel: its map of the input's ids in memory (40 bytes an id)")
     p.add_argument("--features", type=int, default=0, metavar="F", help="node features per node (default 0)")
     p.add_argument("--feature-dtype", default="float32", metavar="DTYPE",
                    help="dtype of the features: float32 (default) or float16, what a node data folder holds")
@@ -87,7 +89,7 @@ def run(args) -> dict:
     size = graph_size(args)
     algos = tuple(dict.fromkeys(args.algo)) if args.algo else ALGORITHMS
     path = args.store and path_argument(args.store, "path")   # absolute, as every path reported
-    result = {"path": path, **estimate_steps(size, k=args.k, algorithms=algos, rf=args.rf)}
+    result = {"path": path, **estimate_steps(size, k=args.k, algorithms=algos, rf=args.rf, relabel=args.relabel)}
     summary = {name: _line(step) for name, step in result["steps"].items()}
     for algo, steps in result["partitioners"].items():
         summary[f"partition {algo}"] = _line(steps["partition"])

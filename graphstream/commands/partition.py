@@ -65,8 +65,9 @@ def configure(p) -> None:
     p.add_argument("--hash-mode", dest="hash_mode", choices=("vertex", "edge"), default=None,
                    help="hash only: vertex (owner = hash(v), default) or edge (part = hash(u, v))")
     p.add_argument("--work-dir", default=None, metavar="DIR",
-                   help="scratch folder: coarse-refine's vertex stream (2 x edges ids), and the part[e] file of "
-                        "the edge partitioners (2ps-l, hdrf, dbh, hash --hash-mode edge), kept there "
+                   help="scratch folder: coarse-refine's vertex stream (2 x edges ids; 6 x while it is "
+                        "sorted), and the part[e] file of the edge partitioners (2ps-l, hdrf, dbh, "
+                        "hash --hash-mode edge), kept there "
                         "(default: a temporary folder, removed at the end); a vertex stream kept there from "
                         "the same store's data is reused, so a graph partitioned at several K is sorted once")
     p.add_argument("--out", default=None, metavar="DIR",

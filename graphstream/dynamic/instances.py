@@ -18,6 +18,7 @@ from numba import njit
 from .._atomic import allocated_memmap
 from .._atomic import scratch_dir as scratch_folder
 from .._report import progress
+from .._resources import available_memory_bytes
 from ..errors import ParameterError
 from ..store.delta import decode_keys
 from ..store.snapshots import SnapshotStore
@@ -30,9 +31,8 @@ class InstanceArrays:
     bytes, otherwise memory-mapped files in a private temporary folder."""
 
     def __init__(self, expected_bytes: int, budget: int | None, scratch_dir: str | None):
-        if budget is None:
-            import psutil
-            budget = psutil.virtual_memory().available // 4
+        if budget is None:   # a quarter of what this process may still allocate (its cgroup's limit too)
+            budget = available_memory_bytes() // 4
         self.mapped = expected_bytes > budget
         self._stack = ExitStack()
         self._dir = None
