@@ -167,10 +167,12 @@ def test_hubs_keep_their_label_after_the_first_sweep(graphs, tmp_path):
     assert (free[hubs] != first[hubs]).any()
 
 
-def _lp_reference(first, offs, nbrs, label, full, seed, seg, max_degree):
+def _lp_reference(first, offs, nbrs, label, full, seed, seg, max_degree, sample=0):
     """lp_propose's rule, written plainly: the label most frequent among a node's neighbours (not itself)
     whose cluster has room, if more frequent than its own; among the most frequent, the smallest
-    seeded hash; the earlier nodes of its segment seen with their proposals."""
+    seeded hash; the earlier nodes of its segment seen with their proposals. With ``sample``, a list
+    longer than it is read every step-th entry (step = ceil(degree / sample), from a seeded offset),
+    and the gain counted in whole-list units (times step)."""
     nloc = len(offs) - 1
     prop = np.empty(nloc, dtype=np.int64)
     gain = np.empty(nloc, dtype=np.int64)
@@ -179,8 +181,11 @@ def _lp_reference(first, offs, nbrs, label, full, seed, seg, max_degree):
         glo = first + i // seg * seg
         cur = int(label[u])
         counts: dict[int, int] = {}
-        if not (max_degree and offs[i + 1] - offs[i] > max_degree):
-            for v in nbrs[offs[i]:offs[i + 1]]:
+        degree = int(offs[i + 1] - offs[i])
+        step = -(-degree // sample) if sample and degree > sample else 1
+        phase = int(py_hash_node(u, seed)) % step
+        if not (max_degree and degree > max_degree):
+            for v in nbrs[offs[i] + phase:offs[i + 1]:step]:
                 if v != u:
                     lab = int(prop[v - first]) if glo <= v < u else int(label[v])
                     counts[lab] = counts.get(lab, 0) + 1
@@ -189,7 +194,7 @@ def _lp_reference(first, offs, nbrs, label, full, seed, seg, max_degree):
         top = max(room.values(), default=0)
         if top > cur_c:
             best = min((lab for lab, c in room.items() if c == top), key=lambda lab: py_hash_node(lab ^ seed, 0))
-            prop[i], gain[i] = best, top - cur_c
+            prop[i], gain[i] = best, (top - cur_c) * step
         else:
             prop[i], gain[i] = cur, 0
     return prop, gain
@@ -197,8 +202,8 @@ def _lp_reference(first, offs, nbrs, label, full, seed, seg, max_degree):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31), n=st.integers(2, 300), labels=st.integers(1, 40),
-       mean_degree=st.integers(1, 12), max_degree=st.sampled_from([0, 6]))
-def test_label_propagation_proposals_follow_the_rule(seed, n, labels, mean_degree, max_degree):
+       mean_degree=st.integers(1, 12), max_degree=st.sampled_from([0, 6]), sample=st.sampled_from([0, 1, 3, 5]))
+def test_label_propagation_proposals_follow_the_rule(seed, n, labels, mean_degree, max_degree, sample):
     """Random multigraphs (self-loops, repeated neighbours) over few labels, so that counts tie often, and
     full clusters; the block starts past node 0 and holds several segments."""
     rng = np.random.default_rng(seed)
@@ -219,8 +224,8 @@ def test_label_propagation_proposals_follow_the_rule(seed, n, labels, mean_degre
     lp_seed = int(rng.integers(0, 1000))
     prop = np.empty(nloc, dtype=np.int32)
     gain = np.empty(nloc, dtype=np.int32)
-    K.lp_propose(first, offs, nbrs, label, full, lp_seed, seg, prop, gain, max_degree)
-    want_prop, want_gain = _lp_reference(first, offs, nbrs, label, full_labels, lp_seed, seg, max_degree)
+    K.lp_propose(first, offs, nbrs, label, full, lp_seed, seg, prop, gain, max_degree, sample)
+    want_prop, want_gain = _lp_reference(first, offs, nbrs, label, full_labels, lp_seed, seg, max_degree, sample)
     np.testing.assert_array_equal(prop, want_prop)
     np.testing.assert_array_equal(gain, want_gain)
 

@@ -78,7 +78,7 @@ def mark_full(size, cap, full):
 
 
 @njit(cache=True, parallel=True)
-def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain, max_degree=0):
+def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain, max_degree=0, sample=0):
     """Label-propagation proposals for the block's nodes: ``prop[i]``, ``gain[i]`` for node first + i.
 
     A node takes the label most frequent among its neighbours, among labels
@@ -91,7 +91,9 @@ def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain, max_degree
     nodes go in order and see the proposals of the segment's earlier nodes
     (Gauss-Seidel: two neighbours do not swap labels); other nodes' labels
     are those of the round's start. Nodes of degree above ``max_degree`` (0: no bound) keep their label
-    without reading their list.
+    without reading their list. A list longer than ``sample`` (0: none is) is read every step-th entry,
+    step = ceil(degree / sample), from an offset seeded by the node, and its gain counted times step
+    (whole-list units, as the other nodes' gains that the accept order compares it with).
     """
     nloc = offs.shape[0] - 1
     for s in prange((nloc + seg - 1) // seg):
@@ -119,13 +121,18 @@ def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain, max_degree
             # not the segment's whole table: a segment of hubs holds degrees of 30 to 10^5, and the
             # light nodes' probes then stay in a few cache lines (the choice below goes by first
             # appearance in the list, not by slot, so it is the same)
+            d = offs[i + 1] - offs[i]
+            step = 1
+            if sample and d > sample:
+                step = (d + sample - 1) // sample
             mask = 1
-            while mask + 1 < 2 * (offs[i + 1] - offs[i]):
+            while mask + 1 < 2 * ((d + step - 1) // step):
                 mask = 2 * mask + 1
             nt = 0
-            for j in range(offs[i], offs[i + 1]):
-                if j + PREFETCH_DISTANCE < ahead:
-                    prefetch_row(label, nbrs[j + PREFETCH_DISTANCE])
+            start = offs[i] + (np.int64(hash_node(u, seed) % np.uint64(step)) if step > 1 else 0)
+            for j in range(start, offs[i + 1], step):
+                if j + PREFETCH_DISTANCE * step < ahead:
+                    prefetch_row(label, nbrs[j + PREFETCH_DISTANCE * step])
                 v = nbrs[j]
                 if v == u:
                     continue
@@ -172,7 +179,7 @@ def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain, max_degree
                 keys[used[t]] = -1
                 vals[used[t]] = 0
             prop[i] = best
-            gain[i] = best_c - cur_c
+            gain[i] = (best_c - cur_c) * step
 
 
 @njit(cache=True)

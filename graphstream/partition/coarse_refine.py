@@ -12,7 +12,8 @@ reported apart as ``undirected_halo_rf``):
    to the store's ids at the end;
 2. size-capped label propagation over that stream (``lp_passes`` sweeps of
    ``lp_rounds`` synchronous rounds, :mod:`.coarse_rounds`; cluster size cap
-   ``n / (cluster_cap_factor * k)``): O(num_nodes) labels and sizes;
+   ``n / (cluster_cap_factor * k)``; a hub's label from a sample of its list,
+   ``lp_sample``): O(num_nodes) labels and sizes;
 3. the coarse graph: clusters as nodes (weight = size), inter-cluster edges
    summed, aggregated by streaming in sorted runs and kept to at most
    ``max_coarse_edges`` edges (past that, the lightest are dropped: the
@@ -58,7 +59,7 @@ or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bi
 (at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
 bytes each, one table whose rows the threads split, at most ``MAX_CLUSTER_PART_ENTRIES``; past it, about 32
 bytes a cluster to number the heaviest first: the order, the ranks, the loads and a trial's parts renumbered),
-one vertex-stream block and one edge chunk. Disk: 2 x edges ids.
+one vertex-stream block and one edge chunk. Disk: 2 x edges ids (6 x while the stream is sorted).
 """
 from __future__ import annotations
 
@@ -121,6 +122,14 @@ class CoarseRefineParams:
         gave -0.92% RF on average (-4.65% to +2.08%) with label propagation ~2x faster (the later sweeps
         skip 61% of the entries at s21); on web-NotreDame it costs 0.1-0.6% (k = 4..32, three seeds, at 16
         and at 64), which is the margin by which the default is below METIS there.
+    lp_sample: a node's proposal reads about this many entries of its list at most: a longer list is read
+        every ceil(degree / lp_sample)-th entry from a seeded offset, its gain counted in whole-list units
+        (0: every entry). The hubs' lists are most of the entries (R-MAT s21: half of them past the first
+        256 of a list) and their labels are decided long before the list ends. 256 against 0 (2026-12-01,
+        docs/partition-experiments.md, "Label propagation reads a sample of a hub's list"): label
+        propagation 40-45% faster at R-MAT s21; RF over R-MAT s20/s21 and web-NotreDame, two seeds, -0.65%
+        on average (-4.9% to +5.3%); the shared graphs at k = 4..32 within -1.1% and +0.3% (Cora and
+        Citeseer, whose degrees stay under it, the same partitions), all still below METIS.
     cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2); on small
         graphs (num_nodes < factor * k * 2) the cap is 1 and the coarse graph is the graph.
     max_coarse_edges: bound on the coarse graph's edges (step 3).
@@ -184,6 +193,7 @@ class CoarseRefineParams:
     lp_passes: int = 5
     lp_rounds: int = 8
     lp_hub_factor: float = 0.0
+    lp_sample: int = 256
     cluster_cap_factor: float = 200.0
     max_coarse_edges: int = 1 << 18
     refine_passes: int = 2
@@ -227,7 +237,8 @@ def _one_of(*choices: str) -> tuple[Callable[[Any], bool], str]:
 
 # Each parameter's range, stated once: CoarseRefineParams checks it, the CLI's flags say it in their terms.
 PARAM_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "lp_passes": _whole(0), "lp_rounds": _whole(1), "refine_rounds": _whole(1), "max_coarse_edges": _whole(1),
+    "lp_passes": _whole(0), "lp_rounds": _whole(1), "lp_sample": _whole(0), "refine_rounds": _whole(1),
+    "max_coarse_edges": _whole(1),
     "refine_passes": _whole(0), "loose_passes": _whole(0), "settle_passes": _whole(0),
     "max_candidates": _whole(1), "coarse_trials": _whole(1), "cluster_passes": _whole(0),
     "block_entries": _whole(1), "bucket_entries": _whole(1),
@@ -314,7 +325,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # 2. size-capped label propagation
         cap_cluster = max(1, int(n // (cfg.cluster_cap_factor * k)))
         hub_degree = int(np.ceil(cfg.lp_hub_factor * vs.offsets[-1] / n)) if cfg.lp_hub_factor else 0
-        label, lp_sweeps = label_propagation(rounds, cap_cluster, cfg.lp_passes, cfg.lp_rounds, seed, hub_degree)
+        label, lp_sweeps = label_propagation(rounds, cap_cluster, cfg.lp_passes, cfg.lp_rounds, seed, hub_degree,
+                                             cfg.lp_sample)
         watch.lap("label_propagation")
 
         # 3. coarse graph (bounded)

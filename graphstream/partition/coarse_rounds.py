@@ -168,15 +168,16 @@ class Rounds:
     # -- label propagation ----------------------------------------------------------------------
 
     def lp_proposals(self, a: int, b: int, label: np.ndarray, full: np.ndarray, seed: int, sweep: int,
-                     max_degree: int = 0) -> np.ndarray:
+                     max_degree: int = 0, sample: int = 0) -> np.ndarray:
         """The proposals (:func:`lp_proposal_dtype`) of the nodes of ``[a, b)`` that propose a new label, in
         node order; nodes of degree above ``max_degree`` propose nothing (0: no bound)."""
         dtype = lp_proposal_dtype(self.vs.num_nodes)
         if self.client is None:
-            return _concatenate(_lp_range(self.vs, a, b, label, full, seed, self.block_entries, max_degree), dtype)
+            return _concatenate(_lp_range(self.vs, a, b, label, full, seed, self.block_entries, max_degree, sample),
+                                dtype)
         shard = str(self.work / f"lp-{sweep}-{a}")
         paths = self._run("coarse-refine: label propagation", _lp_task, [(a, b)], label_path=label.filename,
-                          full_path=full.filename, seed=seed, max_degree=max_degree, shard=shard)
+                          full_path=full.filename, seed=seed, max_degree=max_degree, sample=sample, shard=shard)
         return _concatenate(list(_shards(paths)), dtype)
 
     # -- refinement -----------------------------------------------------------------------------
@@ -248,14 +249,15 @@ class Rounds:
 
 # -- the two algorithms ------------------------------------------------------------------------
 
-def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, seed: int, hub_degree: int = 0
-                      ) -> tuple[np.ndarray, int]:
+def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, seed: int, hub_degree: int = 0,
+                      sample: int = 0) -> tuple[np.ndarray, int]:
     """Labels after up to ``sweeps`` size-capped sweeps (stops early when nothing moves); sweeps run.
 
     After the first sweep the nodes of degree above ``hub_degree`` (0: none) keep their label: the hubs
     hold most of the entries (R-MAT s21: the nodes above 16 x the mean degree, 1.3% of them, 61% of the
     entries), so the later sweeps scan the light nodes' lists only (docs/partition-experiments.md, "Hubs
-    that keep their label, and one loose sweep")."""
+    that keep their label, and one loose sweep"). ``sample``: a proposal reads about that many entries of a
+    longer list (``CoarseRefineParams.lp_sample``; 0: every entry)."""
     vs = rounds.vs
     n = vs.num_nodes
     label = rounds.state("lp_label", np.arange(n, dtype=np.int32))
@@ -268,7 +270,7 @@ def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, se
     for sweep in track(range(sweeps), sweeps, "coarse-refine: label propagation", unit="sweep"):
         moved = 0
         for a, b in bounds:
-            p = rounds.lp_proposals(a, b, label, full, seed, sweep, hub_degree if sweep else 0)
+            p = rounds.lp_proposals(a, b, label, full, seed, sweep, hub_degree if sweep else 0, sample)
             t = time.perf_counter()
             order = np.argsort(-p["gain"], kind="stable")   # gain, then node id (they come in node order)
             moved += K.lp_accept(p["node"][order], p["label"][order], label, size, cap, full)
@@ -537,14 +539,15 @@ def _apply_moves(vs: VertexStream, node: np.ndarray, moved_from: np.ndarray, mov
 
 # -- one range's proposals (here, or in a task) -----------------------------------------------------
 
-def _lp_range(vs, a, b, label, full, seed, block_entries, max_degree=0) -> list[np.ndarray]:
+def _lp_range(vs, a, b, label, full, seed, block_entries, max_degree=0, sample=0) -> list[np.ndarray]:
     """The proposals of ``[a, b)``, a block at a time (:func:`lp_proposal_dtype`)."""
     dtype = lp_proposal_dtype(vs.num_nodes)
     out = []
     for blk in vs.ranges(vs.aligned_bounds(a, b, block_entries, SEGMENT)):
         prop = np.empty(len(blk), dtype=np.int32)
         gain = np.empty(len(blk), dtype=np.int32)
-        K.lp_propose(blk.first, blk.offsets, blk.neighbours, label, full, seed, SEGMENT, prop, gain, max_degree)
+        K.lp_propose(blk.first, blk.offsets, blk.neighbours, label, full, seed, SEGMENT, prop, gain, max_degree,
+                     sample)
         i = np.flatnonzero(prop != label[blk.first:blk.stop])
         p = np.empty(len(i), dtype)
         p["node"], p["label"], p["gain"] = i + blk.first, prop[i], gain[i]
@@ -592,11 +595,11 @@ def _refine_range(vs, a, b, load, counters, caps, rebalance, max_candidates, max
 # -- dask tasks (module-level: picklable) ----------------------------------------------------------
 
 def _lp_task(a: int, b: int, *, vs_dir: str, block_entries: int, label_path: str, full_path: str, seed: int,
-             max_degree: int, shard: str) -> str:
+             max_degree: int, sample: int, shard: str) -> str:
     from ..cluster import save_shard
     vs = open_vertex_stream(vs_dir, mmap=True)
     out = _lp_range(vs, a, b, np.load(label_path, mmap_mode="r"), np.load(full_path, mmap_mode="r"), seed,
-                    block_entries, max_degree)
+                    block_entries, max_degree, sample)
     return str(save_shard(f"{shard}-{a}.npy", out or [np.empty(0, lp_proposal_dtype(vs.num_nodes))]))
 
 
