@@ -218,6 +218,15 @@ def test_cli_partition_on_snapshot_store(college, tmp_path, capsys):
         assert cli_main(["partition", str(college), "-k", "2", *extra]) == 2, extra
         assert f"{extra[0]}: for graph stores only" in capsys.readouterr().err
     assert not (tmp_path / "hh").exists()
+    # the in-memory budget of the instance arrays: the CLI could not set it (a 550 MiB cgroup killed the run
+    # that PGCConfig(memory_budget=...) finished); the same parts memory-mapped as in memory
+    assert cli_main(["partition", str(college), "-k", "2", "--memory-budget", "0", "--json"]) == 0
+    mapped = json.loads(capsys.readouterr().out)
+    assert mapped["labels_memory_mapped"] is True and res["labels_memory_mapped"] is False
+    for key in ("cut_weight", "cut_spatial_edges", "cut_temporal_edges", "balance_lambda", "num_chunks"):
+        assert mapped[key] == res[key], key
+    assert cli_main(["partition", str(college), "-k", "2", "--memory-budget", "-1"]) == 2
+    assert "memory_budget" in capsys.readouterr().err
     # the time-cut baselines balance by their own rule: --balance 1.0 and 3.0 gave the same parts
     for algo in ("snapshot", "sequence"):
         assert cli_main(["partition", str(college), "-k", "2", "--algo", algo, "--balance", "1.0"]) == 2

@@ -84,6 +84,10 @@ def configure(p) -> None:
                    help="with --gpu-memory and no -k: choose K so that each part fits in a third of one GPU's "
                         "memory (K >= Q; one hop of halo; coarse-refine then caps the parts' edges too)")
     p.add_argument("--gpu-memory", type=int, default=None, metavar="BYTES", help="memory of one GPU, in bytes")
+    p.add_argument("--memory-budget", type=int, default=None, metavar="BYTES",
+                   help="snapshot stores only: bytes of the per-instance arrays kept in memory; past it they are "
+                        "memory-mapped files in --work-dir (default: a quarter of the memory this process may "
+                        "still use, its cgroup's limit counted)")
     add_cluster(p)
     p.set_defaults(run=run)
 
@@ -144,14 +148,17 @@ def preflight(args, pending: dict[str, str] | None = None) -> None:
         graph_only += ["--halo-hops"] if getattr(args, "halo_hops", 1) != 1 else []
         if graph_only:
             raise ParameterError(f"{', '.join(graph_only)}: for graph stores only; a snapshot store is "
-                                 "partitioned with -k, --algo, --seed, --balance, --work-dir and --out "
-                                 "(docs/dynamic.md)")
+                                 "partitioned with -k, --algo, --seed, --balance, --memory-budget, --work-dir and "
+                                 "--out (docs/dynamic.md)")
     if snapshots and args.algo in ("snapshot", "sequence") and args.balance is not None:
         raise ParameterError(f"--balance: --algo {args.algo} balances by its own rule and takes no --balance "
                              "(pgc does)")
     if snapshots and args.algo not in SNAPSHOT_ALGORITHMS:
         raise ParameterError(f"--algo {args.algo!r} does not apply to snapshot stores; "
                              f"use one of {', '.join(SNAPSHOT_ALGORITHMS)}")
+    if not snapshots and getattr(args, "memory_budget", None) is not None:
+        raise ParameterError("--memory-budget: for snapshot stores only (a graph store's partitioners keep "
+                             "O(num_nodes) state; see graphstream estimate)")
     if not snapshots and args.algo in SNAPSHOT_ALGORITHMS:
         raise StoreError(f"{args.store}: --algo {args.algo} needs a snapshot store (graphstream snapshots)")
     if not snapshots and args.algo not in ALGORITHMS:
@@ -330,7 +337,8 @@ def _snapshot_store(args, client) -> dict:
 
     dyn = _import("graphstream.dynamic.partition", "partitioning snapshot stores")
     balance = DEFAULT_BALANCE if args.balance is None else args.balance
-    config = dyn.PGCConfig(num_parts=args.k, seed=args.seed, balance=balance, scratch_dir=args.work_dir)
+    config = dyn.PGCConfig(num_parts=args.k, seed=args.seed, balance=balance, scratch_dir=args.work_dir,
+                           memory_budget=args.memory_budget)
     kwargs = {"algo": args.algo, "out": args.out, "overwrite": args.overwrite}
     if client is not None and "client" in inspect.signature(dyn.partition_snapshot_store).parameters:
         kwargs["client"] = client
