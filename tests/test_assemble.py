@@ -892,7 +892,9 @@ def test_route_threads_fit_the_open_files_limit(tmp_path, monkeypatch):
     build_partitions(store, _plan(owner, k), reference, config=BuildConfig(workers=1))
 
     limit = [2 * k + spill_mod.OTHER_FILES + 3]
-    monkeypatch.setattr(resource, "getrlimit", lambda what: (limit[0], 2 * k + spill_mod.OTHER_FILES + 3))
+    real_getrlimit = resource.getrlimit   # the open files' limit only (the memory left reads ulimit -v)
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (limit[0], 2 * k + spill_mod.OTHER_FILES + 3)
+                        if what == resource.RLIMIT_NOFILE else real_getrlimit(what))
     monkeypatch.setattr(resource, "setrlimit", lambda what, pair: limit.__setitem__(0, pair[0]))
     monkeypatch.setattr(_resources, "usable_cores", lambda: 4)
     ranges = []
