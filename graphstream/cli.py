@@ -273,6 +273,11 @@ def _run_and_report(args) -> int:
         if exc.errno == errno.ENOMEM:   # it said "I/O error: [Errno 12] Cannot allocate memory"
             print(f"graphstream {args.command}: error: {_out_of_memory(exc)}", file=sys.stderr)
             return 2
+        if exc.errno is None and "load shared object" in str(exc):   # llvmlite's mapping refused (ulimit -v)
+            print(f"graphstream {args.command}: error: could not load a library ({' '.join(str(exc).split())}): "
+                  "out of memory under a limit (ulimit -v, a cgroup), or a broken install; nothing was written",
+                  file=sys.stderr)
+            return 2
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             reason = f"disk full ({exc}); nothing was written, free space and run again"
         elif exc.errno == errno.EFBIG:   # it said "[Errno 27] File too large" without a path or the limit

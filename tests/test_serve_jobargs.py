@@ -102,6 +102,9 @@ def test_a_missing_positional_is_named(root):
     assert refused(root, "export", {"out": "gx", "to": "pyg"}, 422) == \
         "graphstream export: missing 'parts' (a positional argument)"
     assert "missing 'name'" in refused(root, "dataset", {"out_dir": "c1", "root": "."}, 422)
+    # generate's sub-command too (its arguments were "unknown args ['out', 'scale']")
+    assert refused(root, "generate", {"out": "g2.zarr", "scale": 5}, 422) == \
+        "graphstream generate: missing 'generator' or 'GENERATOR' (a positional argument)"
 
 
 # -- outputs, scratch folders and inputs ----------------------------------------------------------

@@ -240,8 +240,8 @@ def _training_set(parts: Sequence[Any], *, path: str, manifest: dict | None, num
         num_classes = int(manifest["num_classes"])
     else:
         num_classes = max_label + 1
-    if num_classes <= 0:
-        raise NodeDataError(f"{path}: no labels found")
+    if num_classes <= 0:   # every inner label negative: no node has a class
+        raise NodeDataError(f"{path}: no labels found (every node's label is negative, i.e. unlabelled)")
     if max_label >= num_classes:
         raise NodeDataError(f"{path}: label {max_label} found, but the manifest says {num_classes} classes "
                             f"(labels must be 0..{num_classes - 1})")

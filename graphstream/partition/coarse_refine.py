@@ -128,7 +128,7 @@ class CoarseRefineParams:
         256 of a list) and their labels are decided long before the list ends. 256 against 0 (2026-12-01,
         docs/partition-experiments.md, "Label propagation reads a sample of a hub's list"): label
         propagation 40-45% faster at R-MAT s21; RF over R-MAT s20/s21 and web-NotreDame, two seeds, -0.65%
-        on average (-4.9% to +5.3%); the shared graphs at k = 4..32 within -1.1% and +0.3% (Cora and
+        on average (-4.9% to +5.3%); the shared graphs at k = 4..32, seed 0, within -1.1% and +0.3% (Cora and
         Citeseer, whose degrees stay under it, the same partitions), all still below METIS.
     cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2); on small
         graphs (num_nodes < factor * k * 2) the cap is 1 and the coarse graph is the graph.

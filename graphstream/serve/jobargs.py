@@ -220,8 +220,7 @@ def _argv(parser: argparse.ArgumentParser, args: dict[str, Any]) -> tuple[list[s
         if not given:
             # a required positional left out: said by its names (the ones after it moved into its place,
             # and argparse named another one as missing, or took a value for the wrong argument)
-            if not action.option_strings and action.nargs not in ("?", "*") \
-                    and not isinstance(action, argparse._SubParsersAction):
+            if not action.option_strings and action.nargs not in ("?", "*") and getattr(action, "required", True):
                 raise JobArgsError(f"{parser.prog}: missing {' or '.join(map(repr, keys))} (a positional argument)")
             continue
         key = given[0]
