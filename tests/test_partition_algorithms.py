@@ -290,9 +290,14 @@ def ref_metrics(src, dst, owner, n, k):
     for u, v in zip(src.tolist(), dst.tolist()):
         present[v].add(owner[u])
         present[u].add(owner[v])
-        edges[owner[u]] += 1
+        # a part's edges: the CSR entries the build writes (undirected: the inner row and the other end's
+        # row, inner or halo, for each edge with an owned endpoint; a self-loop one entry)
+        if u == v:
+            edges[owner[u]] += 1
+            continue
+        edges[owner[u]] += 2
         if owner[v] != owner[u]:
-            edges[owner[v]] += 1
+            edges[owner[v]] += 2
     inner = Counter(owner.tolist())
     e = [edges[p] for p in range(k)]
     i = [inner[p] for p in range(k)]
