@@ -87,7 +87,7 @@ class SnapshotFeeder:
 
     ``store`` is a :class:`graphstream.dynamic.SnapshotStore` (or a per-part
     ``DynamicPart``): ``num_snapshots``, ``num_nodes``, ``edge_counts``,
-    ``snapshot_keys(t)``, ``key_delta(t)``. Every pass starts from a full
+    ``snapshot_keys(t)``, ``key_delta(t)``, ``delta_sizes(t)``. Every pass starts from a full
     snapshot (a sequence always needs a keyframe first).
     """
 
@@ -117,17 +117,16 @@ class SnapshotFeeder:
     def _full_bytes(self, t: int) -> int:
         return int(self.store.edge_counts[t]) * 2 * np.dtype(self.id_dtype).itemsize
 
-    def _delta_bytes(self, d, prev_edges: int) -> int:
+    def _delta_bytes(self, added: int, removed: int, prev_edges: int) -> int:
         pos_dtype = np.int32 if prev_edges < 2**31 else np.int64
-        return (len(d.added_keys) * 2 * np.dtype(self.id_dtype).itemsize
-                + len(d.removed_pos) * np.dtype(pos_dtype).itemsize)
+        return added * 2 * np.dtype(self.id_dtype).itemsize + removed * np.dtype(pos_dtype).itemsize
 
     def _delta(self, t: int, prev: Tensor) -> Tensor:
         h0 = time.perf_counter()
         d = self.store.key_delta(t)
         full_bytes = self._full_bytes(t)
         pos_dtype = np.int32 if prev.numel() < 2**31 else np.int64
-        delta_bytes = self._delta_bytes(d, prev.numel())
+        delta_bytes = self._delta_bytes(len(d.added_keys), len(d.removed_pos), prev.numel())
         if delta_bytes >= full_bytes:       # fall back: the delta would cost more than the snapshot
             self.stats.host_seconds += time.perf_counter() - h0
             return self._full(t)
@@ -146,12 +145,11 @@ class SnapshotFeeder:
     def __iter__(self):
         keys = None
         for t in range(int(self.store.num_snapshots)):
-            self.stats.bytes_full += self._full_bytes(t)
-            if self.mode == "full" and keys is not None:   # what its delta would cost: sizes, no rebuild
-                self.stats.bytes_delta += min(self._delta_bytes(self.store.key_delta(t), keys.numel()),
-                                              self._full_bytes(t))
-            elif self.mode == "full":
-                self.stats.bytes_delta += self._full_bytes(t)   # a pass starts from a whole snapshot
+            full_bytes = self._full_bytes(t)
+            self.stats.bytes_full += full_bytes
+            if self.mode == "full":   # what the delta would cost, from its sizes (a pass starts whole)
+                self.stats.bytes_delta += full_bytes if keys is None else \
+                    min(self._delta_bytes(*self.store.delta_sizes(t), keys.numel()), full_bytes)
             before = self.stats.bytes
             keys = self._full(t) if (self.mode == "full" or keys is None) else self._delta(t, keys)
             if self.mode == "delta":

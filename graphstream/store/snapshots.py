@@ -495,6 +495,12 @@ class SnapshotStore:
         return off
 
     # -- raw keys -------------------------------------------------------------
+    def delta_sizes(self, t: int) -> tuple[int, int]:
+        """How many edges delta t adds and removes, from the offsets alone (no row is read)."""
+        t = self._check(t)
+        add, rem = self._offsets["add"], self._offsets["rem"]
+        return int(add[t + 1] - add[t]), int(rem[t + 1] - rem[t])
+
     def key_delta(self, t: int) -> KeyDelta:
         t = self._check(t)
         asrc, adst, acnt = self._rows("add", t, ("src", "dst", "count"))
