@@ -634,6 +634,58 @@ def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
     np.testing.assert_array_equal(size, np.bincount(tight_only, minlength=k))
 
 
+def test_loose_first_starts_the_loose_phase_from_the_partition_given(graphs, tmp_path):
+    """With ``loose_first`` no sweep under the hard cap runs before the loose phase: the objective it is
+    judged against is the start's own, and the partition returned is the loose phase's, its replicas
+    those reported."""
+    store = graphs["rmat"]
+    n, k = store.num_nodes, 8
+    cap = int(1.05 * n / k)
+    start = (np.arange(n) % k).astype(np.int32)   # balanced: no rebalancing before the loose phase
+    owner = start.copy()
+    schedule = coarse_rounds.RefineSchedule(4, loose_passes=1, loose_cap=3 * n // k, settle_passes=2,
+                                            loose_first=True)
+    vs, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, schedule)
+    assert size.max() <= cap
+    np.testing.assert_array_equal(size, np.bincount(owner, minlength=k))
+    assert result.objective_tight == pytest.approx(coarse_rounds.replicas(vs, start, k, 1 << 12) / n)
+    assert result.kept == "loose" and result.sweeps <= 3   # the loose sweep and the settling ones only
+    final = coarse_rounds.replicas(vs, owner, k, 1 << 12) / n
+    assert final == pytest.approx(result.objective) and final == pytest.approx(result.objective_loose)
+    assert final < result.objective_tight
+
+
+def test_loose_first_falls_back_to_the_sweeps_under_the_hard_cap(graphs, tmp_path, monkeypatch):
+    """When the loose phase run first loses, the sweeps under the hard cap run from the start instead: the
+    partition they give alone, whose replicas are reported."""
+    store = graphs["rmat"]
+    n, k = store.num_nodes, 8
+    cap = int(1.05 * n / k)
+    start = (np.arange(n) % k).astype(np.int32)
+    tight_only = start.copy()
+    _refine_here(store, tmp_path / "a", tight_only, k, cap, coarse_rounds.RefineSchedule(2))
+    assert (tight_only != start).any()
+    calls = []
+
+    def scatter_then_rebalance(self, load):   # the second call: after the loose sweep
+        calls.append(1)
+        if len(calls) == 2:   # balanced, blind to the graph (the start's parts of a shuffled id)
+            self.owner[:] = (np.random.default_rng(1).permutation(n) % k).astype(np.int32)
+            load[:] = K.part_loads(self.owner, self.vs.offsets, k)
+            self.counters[:, -1] = self.owner
+            self.counted = self.fresh = False
+
+    monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
+    owner = start.copy()
+    schedule = coarse_rounds.RefineSchedule(2, loose_passes=1, loose_cap=3 * n // k, settle_passes=0,
+                                            loose_first=True)
+    vs, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, schedule)
+    assert result.kept == "tight" and result.objective_loose > result.objective_tight
+    np.testing.assert_array_equal(owner, tight_only)
+    np.testing.assert_array_equal(size, np.bincount(tight_only, minlength=k))
+    assert result.objective == pytest.approx(coarse_rounds.replicas(vs, tight_only, k, 1 << 12) / n)
+
+
 def test_refine_accept_keeps_the_entries_cap():
     """A move that would take a part past the entries' cap is refused (a light node still fits); a forced
     move out of a part above the nodes' cap is taken even so, when no part has room for both."""

@@ -175,7 +175,10 @@ def _solve(solver: str, store, k: int, work: str, out: dict, tree: TreePeak):
             elif name == "kept-stream":
                 kept_stream = True
             elif name in coarse_refine.CoarseRefineParams.__dataclass_fields__ and value:
-                params[name] = json.loads(value)   # "coarse-refine:lp_passes=3:coarse_trials=1"
+                try:   # "coarse-refine:lp_passes=3:coarse_trials=1"
+                    params[name] = json.loads(value)
+                except json.JSONDecodeError:   # a word: "coarse-refine:refine_order=tight-first"
+                    params[name] = value
             else:
                 raise SystemExit(f"bench_partition_speed: unknown coarse-refine option {option!r}")
         with tempfile.TemporaryDirectory(dir=work) as tmp:

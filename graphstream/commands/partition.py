@@ -57,8 +57,9 @@ def configure(p) -> None:
                    help="spring only: cluster volume cap in edges (default 0.5 x edges / K)")
     p.add_argument("--passes", type=int, default=None,
                    help="2ps-l: streaming clustering passes (default 1); coarse-refine: refinement sweeps "
-                        "under the balance cap after the METIS step, before the loose phase (default 2; "
-                        "stops early when a sweep moves no node)")
+                        "under the balance cap, run on the METIS step's partition when the loose phase, "
+                        "which runs first, does not end with fewer replicas (default 2; stops early when "
+                        "a sweep moves no node)")
     p.add_argument("--lambda", dest="lam", type=float, default=None,
                    help="hdrf only: weight of the balance term (default 10; the paper's 1 puts ordered "
                         "streams into one part)")

@@ -28,21 +28,23 @@ reported apart as ``undirected_halo_rf``):
    edges to the bound: on R-MAT this pass is worth 6% of RF; past
    ``MAX_CLUSTER_PART_ENTRIES`` clusters x parts, the clusters with the most
    entries only); isolated nodes fill the least loaded parts;
-5. ``refine_passes`` re-streaming refinement sweeps of ``refine_rounds``
-   synchronous rounds under the hard cap ``balance * n / k`` owned nodes a
-   part: a node moves to the neighbouring part where (halo it adds) - (halo
-   it removes) is most negative, from per-node counts of neighbours per part
-   (2-bit saturating, packed in words) counted at the start of the first
-   sweep, brought up to date at the end of every round, and recounted at the
-   start of later sweeps for the nodes whose counts a move left unknown;
-   then a loose phase (as in Jet refinement): ``loose_passes`` sweeps under
-   ``loose_balance * n / k``, every part brought back under the hard cap by
-   the cheapest moves out of the parts above it in one global order, and
-   ``settle_passes`` sweeps under the hard cap; the balanced partition
-   before the loose phase is kept when it has fewer replicas. Under the
-   hard cap alone most improving moves are refused for want of room (R-MAT
-   s21, k = 32: 4.8M proposals that gain, 0.2M accepted); the loose phase
-   took that graph from 4.48 to 3.91. With ``edge_balance``, a part's
+5. refinement for the replication factor itself, by re-streaming sweeps of
+   ``refine_rounds`` synchronous rounds: a node moves to the neighbouring
+   part where (halo it adds) - (halo it removes) is most negative, from
+   per-node counts of neighbours per part (2-bit saturating, packed in
+   words) counted at the start of the first sweep, brought up to date at
+   the end of every round, and recounted at the start of later sweeps for
+   the nodes whose counts a move left unknown. Under the hard cap
+   ``balance * n / k`` owned nodes a part most improving moves are refused
+   for want of room (R-MAT s21, k = 32: 4.8M proposals that gain, 0.2M
+   accepted), so first a loose phase (as in Jet refinement):
+   ``loose_passes`` sweeps under ``loose_balance * n / k``, every part
+   brought back under the hard cap by the cheapest moves out of the parts
+   above it in one global order, and ``settle_passes`` sweeps under the
+   hard cap. When that ends with no fewer replicas than step 4's partition
+   (graphs whose parts are communities already can lose there), it is
+   dropped and ``refine_passes`` sweeps under the hard cap refine step 4's
+   partition instead (``refine_order``). With ``edge_balance``, a part's
    neighbour entries are capped too, in every sweep and in the rebalancing.
 
 Steps 2 and 5 run their rounds with numba threads here, or as dask tasks
@@ -154,11 +156,20 @@ class CoarseRefineParams:
     coarse_trials: different coarse partitions tried (solver seeds seed, seed+1, ..., an attempt
         whose partition repeats an earlier one skipped); the one whose projection has the
         lowest replication factor is refined (all of them judged in one stream pass) (step 4).
-    cluster_passes: passes moving whole clusters on the full graph after the solver (step 4).
-    refine_passes: refinement sweeps under the hard cap (step 5); a phase stops early when a
-        sweep moves nothing. 2 rather than 4: the loose phase after them moves far more nodes
-        (three seeds: R-MAT s20/s21 k = 8/32 -2.8% to +1.5% RF, -0.2% on average, in 20% less
-        refinement time; the shared graphs -0.03% to +0.49%).
+    cluster_passes: passes moving whole clusters on the full graph after the solver (step 4). 3 rather
+        than 4 (2026-12-01): the fourth moves about 1% of the clusters (R-MAT s21, k = 32: 4k of 384k);
+        over the graphs and seeds of ``refine_order`` below, +0.02% RF on average (-0.75% to +0.76%), the
+        shared graphs unchanged.
+    refine_passes: refinement sweeps under the hard cap (step 5): with ``refine_order`` "loose-first",
+        run only when the loose phase loses; a phase stops early when a sweep moves nothing.
+    refine_order: "loose-first" (the loose phase starts from step 4's partition, and the ``refine_passes``
+        sweeps under the hard cap run only when it does not end with fewer replicas than that partition,
+        from it) or "tight-first" (those sweeps first, the loose phase after them: the order before
+        2026-12-01). The loose phase ends about where it ends after them: over R-MAT s14/s20/s21 at k = 8
+        and 32, web-NotreDame and facebook at k = 4 and 32, Cora k = 4 / 16 and Citeseer k = 8 / 32, seeds
+        0-2 (42 runs), "loose-first" against "tight-first": +0.01% RF on average (-5.2% to +1.9%; facebook
+        k = 32 +0.5% to +1.2%, still 5-6% below METIS), refinement 25-35% faster on R-MAT s21
+        (docs/partition-experiments.md, "The loose phase first").
     loose_passes: then sweeps under the loose cap ``loose_balance`` x n / k (0: none), the
         parts brought back under the hard cap, and ``settle_passes`` sweeps under it; the
         balanced partition before the loose phase is kept when it has fewer replicas. 1 rather
@@ -201,11 +212,12 @@ class CoarseRefineParams:
     loose_balance: float = 1.5
     settle_passes: int = 2
     shed_degree_factor: float = 4.0
+    refine_order: str = "loose-first"
     refine_rounds: int = 8
     max_candidates: int = 8
     edge_balance: float = 0.0
     coarse_trials: int = 3
-    cluster_passes: int = 4
+    cluster_passes: int = 3
     coarse_weights: str = "halo"
     coarse_solver: str = "auto"
     coarse_metis: str = "kway"
@@ -252,6 +264,7 @@ PARAM_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "coarse_metis": _one_of("kway", "recursive", "kway-vol"),
     "coarse_solver": _one_of(*SOLVERS),
     "node_order": _one_of("hubs-first", "id"),
+    "refine_order": _one_of("loose-first", "tight-first"),
     "unlinked_clusters": _one_of("packed", "solved"),
 }
 
@@ -427,7 +440,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         rf_before = before["replication_factor"] if before else objective_before
         load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
-                                  cfg.settle_passes, int(np.ceil(cfg.shed_degree_factor * vs.offsets[-1] / n)))
+                                  cfg.settle_passes, int(np.ceil(cfg.shed_degree_factor * vs.offsets[-1] / n)),
+                                  loose_first=cfg.refine_order == "loose-first")
         refined = refine(rounds, owner, load, caps, schedule, cfg.refine_rounds, cfg.max_candidates)
         watch.lap("refine")
         accept_seconds = rounds.accept_seconds

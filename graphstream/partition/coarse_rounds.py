@@ -288,10 +288,14 @@ def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, se
 class RefineSchedule:
     """The refinement's sweeps (:func:`refine`).
 
-    passes: sweeps under the hard caps.
+    passes: sweeps under the hard caps: before the loose phase, or, with ``loose_first``, only when
+        the loose phase does not end with fewer replicas than the partition it started from (then
+        from that partition).
     loose_passes: then sweeps under ``loose_cap`` nodes a part (0: none; the entries' cap stays),
         after which the parts are brought back under the hard caps (:meth:`_Refinement.rebalance`)
         and ``settle_passes`` sweeps run under them again.
+    loose_first: the loose phase starts from the partition given, and the sweeps under the hard caps
+        are its fallback (see ``passes``).
     shed_max_degree: the rebalancing's sheds, under the nodes' cap alone, come from the nodes of degree at
         most this (0: every node; see :meth:`_Refinement.rebalance`).
     """
@@ -300,6 +304,7 @@ class RefineSchedule:
     loose_cap: int = 0
     settle_passes: int = 0
     shed_max_degree: int = 0
+    loose_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,16 +313,11 @@ class RefineResult:
     moves: int              # moves accepted, those of a discarded loose phase included
     rebalance_rounds: int   # global rebalancing rounds
     stream_passes: int      # vertex-stream passes (summaries, proposals, applied moves, objectives)
-    kept: str               # "loose": the partition after the loose phase; "tight": the one before it
+    kept: str               # "loose": the partition after the loose phase; "tight": the one under the hard caps
     objective_tight: float  # replicas / num_nodes before the loose phase (0.0 when not measured)
     objective_loose: float  # replicas / num_nodes after it (0.0 when none ran)
-
-    @property
-    def objective(self) -> float | None:
-        """replicas / num_nodes of the partition returned, when counted (a loose phase ran), else None."""
-        if self.objective_loose == 0.0:
-            return None
-        return self.objective_loose if self.kept == "loose" else self.objective_tight
+    objective: float | None = None   # replicas / num_nodes of the partition returned, when counted (a loose
+                                     # phase ran), else None
 
 
 # Global rebalancing rounds before every remaining shed goes to the least loaded part: each round moves the
@@ -351,13 +351,20 @@ def refine(rounds: Rounds, owner: np.ndarray, load: np.ndarray, caps: np.ndarray
     ``cap``. The loose phase can lose on graphs whose parts are communities
     already, so the balanced partition before it is kept when it has fewer
     replicas (counted from the counters, :meth:`_Refinement.objective`).
+
+    With ``schedule.loose_first`` the loose phase starts from ``owner`` itself, and the sweeps under the
+    hard caps run only when it loses, from ``owner`` again: on R-MAT they were a third of the
+    refinement's time and the loose phase ends where it would have ended after them (docs/partition-
+    experiments.md, "The loose phase first").
     """
     ref = _Refinement(rounds, owner, load.shape[1], caps, num_rounds, max_candidates, schedule.shed_max_degree)
-    ref.sweeps(load, caps, schedule.passes)
+    loose_first = schedule.loose_first and schedule.loose_passes > 0
+    if not loose_first:
+        ref.sweeps(load, caps, schedule.passes)
     ref.rebalance(load)   # a start above the caps (the projection's imbalance)
     if schedule.loose_passes == 0:
         owner[:] = ref.owner
-        return ref.result("tight", 0.0, 0.0)
+        return ref.result("tight", 0.0, 0.0, None)
     tight = ref.objective()
     kept_owner, kept_load = np.array(ref.owner), load.copy()
     # only the nodes' cap is let go: parts grown past the entries' cap would hold hubs that single
@@ -368,10 +375,15 @@ def refine(rounds: Rounds, owner: np.ndarray, load: np.ndarray, caps: np.ndarray
     loose = ref.objective()
     if loose < tight:
         owner[:] = ref.owner
-        return ref.result("loose", tight, loose)
-    owner[:] = kept_owner
+        return ref.result("loose", tight, loose, loose)
     load[:] = kept_load
-    return ref.result("tight", tight, loose)
+    ref.restart(kept_owner)
+    if loose_first and schedule.passes:
+        ref.sweeps(load, caps, schedule.passes)
+        owner[:] = ref.owner
+        return ref.result("tight", tight, loose, ref.objective())
+    owner[:] = kept_owner
+    return ref.result("tight", tight, loose, tight)
 
 
 class _Refinement:
@@ -502,6 +514,13 @@ class _Refinement:
             if moved == 0:
                 max_degree = 0
 
+    def restart(self, owner: np.ndarray) -> None:
+        """Back to ``owner`` (the caller restores the loads): every counter recounted by the next refresh."""
+        self.owner[:] = owner
+        self.counters[:, K.owner_word(self.counters)] = owner
+        self.stale[:] = 0
+        self.counted = self.fresh = False
+
     def objective(self) -> float:
         """Replicas / num_nodes of the current owner, from the counters brought up to date: the lists of
         the nodes whose counts a move left unknown are read, not the stream (R-MAT s21, k = 32: two
@@ -509,8 +528,8 @@ class _Refinement:
         self.refresh()
         return K.replicas_from_counters(self.counters) / self.vs.num_nodes
 
-    def result(self, kept: str, tight: float, loose: float) -> RefineResult:
-        return RefineResult(self.done, self.moves, self.rebalance_rounds, self.passes, kept, tight, loose)
+    def result(self, kept: str, tight: float, loose: float, objective: float | None) -> RefineResult:
+        return RefineResult(self.done, self.moves, self.rebalance_rounds, self.passes, kept, tight, loose, objective)
 
 
 def replicas(vs: VertexStream, owner: np.ndarray, k: int, block_entries: int) -> int | np.ndarray:
