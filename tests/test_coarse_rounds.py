@@ -644,7 +644,7 @@ def test_loose_first_starts_the_loose_phase_from_the_partition_given(graphs, tmp
     start = (np.arange(n) % k).astype(np.int32)   # balanced: no rebalancing before the loose phase
     owner = start.copy()
     schedule = coarse_rounds.RefineSchedule(4, loose_passes=1, loose_cap=3 * n // k, settle_passes=2,
-                                            loose_first=True)
+                                            order="loose-first")
     vs, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, schedule)
     assert size.max() <= cap
     np.testing.assert_array_equal(size, np.bincount(owner, minlength=k))
@@ -678,12 +678,54 @@ def test_loose_first_falls_back_to_the_sweeps_under_the_hard_cap(graphs, tmp_pat
     monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
     owner = start.copy()
     schedule = coarse_rounds.RefineSchedule(2, loose_passes=1, loose_cap=3 * n // k, settle_passes=0,
-                                            loose_first=True)
+                                            order="loose-first")
     vs, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, schedule)
     assert result.kept == "tight" and result.objective_loose > result.objective_tight
     np.testing.assert_array_equal(owner, tight_only)
     np.testing.assert_array_equal(size, np.bincount(tight_only, minlength=k))
     assert result.objective == pytest.approx(coarse_rounds.replicas(vs, tight_only, k, 1 << 12) / n)
+
+
+@pytest.mark.parametrize("name", ["rmat", "cora"])
+def test_boundary_entries_are_the_lists_of_nodes_with_a_neighbour_elsewhere(graphs, tmp_path, name):
+    """``boundary_entries`` from the counters equals a count over the lists: the entries of the nodes
+    with a neighbour (not themselves) in another part."""
+    store = graphs[name]
+    n, k = store.num_nodes, 4
+    owner = (np.random.default_rng(3).integers(0, k, n) if name == "rmat"
+             else coarse_refine.run(store, k, seed=0).owner).astype(np.int32)
+    vs = build_vertex_stream(store, tmp_path / "vs", hubs_first=False)
+    with coarse_rounds.Rounds.make(vs, 1 << 12, None) as rounds:
+        ref = coarse_rounds._Refinement(rounds, owner.copy(), k, np.array([n, K.NO_CAP]), 4, 8)
+        ref.refresh()
+        got = K.boundary_entries(ref.counters, vs.offsets)
+    lists = np.concatenate([blk.neighbours for blk in vs.blocks(1 << 30)])
+    node = np.repeat(np.arange(n), np.diff(vs.offsets))
+    crossing = (owner[lists] != owner[node]) & (lists != node)
+    boundary = np.zeros(n, dtype=bool)
+    boundary[node[crossing]] = True
+    assert got == int(np.diff(vs.offsets)[boundary].sum())
+    assert 0 < got < vs.offsets[-1]
+
+
+def test_auto_order_runs_the_loose_phase_first_where_nearly_every_list_crosses_a_part(graphs, tmp_path):
+    """order="auto": on a scattered start of R-MAT (every list crosses a part) the partition of
+    "loose-first"; on Cora's coarse partition (step 4's, unrefined: communities) that of "tight-first"."""
+    for name, k in (("rmat", 8), ("cora", 8)):
+        store = graphs[name]
+        n = store.num_nodes
+        cap = int(1.05 * n / k)
+        start = ((np.arange(n) % k) if name == "rmat"
+                 else coarse_refine.run(store, k, seed=0, refine_passes=0, loose_passes=0).owner).astype(np.int32)
+        owners = {}
+        for order in ("auto", "loose-first", "tight-first"):
+            owner = start.copy()
+            schedule = coarse_rounds.RefineSchedule(2, loose_passes=1, loose_cap=3 * n // k, settle_passes=2,
+                                                    order=order)
+            _refine_here(store, tmp_path / f"{name}-{order}", owner, k, cap, schedule)
+            owners[order] = owner
+        assert not np.array_equal(owners["loose-first"], owners["tight-first"])
+        np.testing.assert_array_equal(owners["auto"], owners["loose-first" if name == "rmat" else "tight-first"])
 
 
 def test_refine_accept_keeps_the_entries_cap():

@@ -636,6 +636,26 @@ def replicas_from_counters(counters):
     return total
 
 
+@njit(cache=True, parallel=True)
+def boundary_entries(counters, offsets):
+    """The neighbour entries of the nodes with a neighbour in a part other than their own (a nonzero
+    count there), from exact counters."""
+    words = owner_word(counters)
+    fpw = counters.itemsize * 4
+    total = 0
+    for y in prange(counters.shape[0]):
+        ow, osh = _field(np.int64(counters[y, words]), fpw)
+        for w in range(words):
+            x = np.uint64(counters[y, w])
+            held = (x | (x >> np.uint64(1))) & _ZERO_FIELDS
+            if w == ow:
+                held &= ~(np.uint64(1) << osh)
+            if held:
+                total += offsets[y + 1] - offsets[y]
+                break
+    return total
+
+
 # The parts' loads are the rows of ``load`` (2, k), each with its cap in ``caps``: the nodes a part owns,
 # and its neighbour entries (the sum of its nodes' degrees, which bounds the edges it stores: the edge
 # balance). An entries cap of NO_CAP leaves them free: every test below then reads as on nodes alone.

@@ -162,14 +162,17 @@ class CoarseRefineParams:
         shared graphs unchanged.
     refine_passes: refinement sweeps under the hard cap (step 5): with ``refine_order`` "loose-first",
         run only when the loose phase loses; a phase stops early when a sweep moves nothing.
-    refine_order: "loose-first" (the loose phase starts from step 4's partition, and the ``refine_passes``
-        sweeps under the hard cap run only when it does not end with fewer replicas than that partition,
-        from it) or "tight-first" (those sweeps first, the loose phase after them: the order before
-        2026-12-01). The loose phase ends about where it ends after them: over R-MAT s14/s20/s21 at k = 8
+    refine_order: "auto" (the default: "loose-first" where more than 95% of the neighbour entries are
+        those of nodes with a neighbour in another part after step 4, as on R-MAT, "tight-first" below,
+        as on the shared graphs: ``coarse_rounds.AUTO_BOUNDARY_ENTRIES``), "loose-first" (the loose phase
+        starts from step 4's partition, and the ``refine_passes`` sweeps under the hard cap run only when
+        it does not end with fewer replicas than that partition, from it) or "tight-first" (those sweeps
+        first, the loose phase after them: the order before 2026-12-01). The loose phase ends about where
+        it ends after them: over R-MAT s14/s20/s21 at k = 8
         and 32, web-NotreDame and facebook at k = 4 and 32, Cora k = 4 / 16 and Citeseer k = 8 / 32, seeds
         0-2 (42 runs), "loose-first" against "tight-first": +0.01% RF on average (-5.2% to +1.9%; facebook
-        k = 32 +0.5% to +1.2%, still 5-6% below METIS), refinement 25-35% faster on R-MAT s21
-        (docs/partition-experiments.md, "The loose phase first").
+        k = 32 +0.5% to +1.2%; web-NotreDame k = 16 +0.04%, above METIS by 0.06%: why "auto"), refinement
+        25-35% faster on R-MAT s21 (docs/partition-experiments.md, "The loose phase first").
     loose_passes: then sweeps under the loose cap ``loose_balance`` x n / k (0: none), the
         parts brought back under the hard cap, and ``settle_passes`` sweeps under it; the
         balanced partition before the loose phase is kept when it has fewer replicas. 1 rather
@@ -212,7 +215,7 @@ class CoarseRefineParams:
     loose_balance: float = 1.5
     settle_passes: int = 2
     shed_degree_factor: float = 4.0
-    refine_order: str = "loose-first"
+    refine_order: str = "auto"
     refine_rounds: int = 8
     max_candidates: int = 8
     edge_balance: float = 0.0
@@ -264,20 +267,22 @@ PARAM_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "coarse_metis": _one_of("kway", "recursive", "kway-vol"),
     "coarse_solver": _one_of(*SOLVERS),
     "node_order": _one_of("hubs-first", "id"),
-    "refine_order": _one_of("loose-first", "tight-first"),
+    "refine_order": _one_of("auto", "loose-first", "tight-first"),
     "unlinked_clusters": _one_of("packed", "solved"),
 }
 
 
 # Named sets of parameters (``preset``); a parameter given beside a preset overrides the preset's.
-# "fast": two label-propagation sweeps fewer, one coarse trial, two whole-cluster passes and one sweep
-# under the hard cap before the loose phase. Against the default, over R-MAT s20/s21 (k = 8..32),
-# facebook and web-NotreDame (k = 8..32), two seeds each (tools/bench_rf_variants.py, 2026-11-29):
-# 0.70x the time, +1.0% RF on average (-2.7% to +6.1%); R-MAT s21 at KaMinPar's time
-# (docs/partition-quality.md, "The fast preset").
+# "fast": two label-propagation sweeps fewer, each reading every entry of every list, one coarse trial,
+# two whole-cluster passes and one sweep under the hard cap (when the loose phase loses). Against the
+# default, over R-MAT s20/s21 (k = 8..32), facebook and web-NotreDame (k = 8..32), two seeds each
+# (tools/bench_rf_variants.py, 2026-11-29): 0.70x the time, +1.0% RF on average (-2.7% to +6.1%); R-MAT
+# s21 at KaMinPar's time (docs/partition-quality.md, "The fast preset"). Its three sweeps read every entry
+# (lp_sample 0): with the default's sample of hub lists, web-NotreDame at k = 32 lost 1.4-7.4% (three
+# seeds, 2026-12-01), and every entry costs R-MAT s21 about 10% more time at the same RF on average.
 PRESETS: dict[str, dict[str, int]] = {
     "default": {},
-    "fast": {"lp_passes": 3, "coarse_trials": 1, "cluster_passes": 2, "refine_passes": 1},
+    "fast": {"lp_passes": 3, "lp_sample": 0, "coarse_trials": 1, "cluster_passes": 2, "refine_passes": 1},
 }
 
 
@@ -379,9 +384,13 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         solver_balance = min(cfg.edge_balance, balance) if cfg.edge_balance else balance
         if cfg.unlinked_clusters == "packed":
             solver_graph, linked = graph.linked()
-            # the nodes without an edge are placed after the solver too, onto the least loaded parts: on a
-            # 10-node graph with one edge, its two clusters alone had room for one node a part at k = 4
-            unplaced = len(isolated) if weigh == K.NODES else 0
+            # the nodes without an edge are placed after the solver too, onto the least loaded parts, and
+            # count in the room of a packed coarse graph (no more linked clusters than parts: on a 10-node
+            # graph with one edge, its two clusters alone had room for one node a part at k = 4). Not in a
+            # solver's: given that room on R-MAT s24, k = 16 (47% of the nodes without an edge), its parts
+            # refined to RF 2.515 against 2.280 (docs/partition-experiments.md, "The isolated nodes leave the
+            # solver's room again")
+            unplaced = len(isolated) if weigh == K.NODES and len(linked) <= k else 0
             solver_balance = linked_balance(solver_balance, graph.csizes, linked, k, unplaced)
             unlinked = unlinked_heaviest_first(linked, graph.csizes)
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, solver_graph, k, solver_balance, work)
@@ -441,7 +450,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         load = K.part_loads(owner, vs.offsets, k)
         schedule = RefineSchedule(cfg.refine_passes, cfg.loose_passes, int(cfg.loose_balance * n / k),
                                   cfg.settle_passes, int(np.ceil(cfg.shed_degree_factor * vs.offsets[-1] / n)),
-                                  loose_first=cfg.refine_order == "loose-first")
+                                  order=cfg.refine_order)
         refined = refine(rounds, owner, load, caps, schedule, cfg.refine_rounds, cfg.max_candidates)
         watch.lap("refine")
         accept_seconds = rounds.accept_seconds
