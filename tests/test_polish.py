@@ -269,7 +269,7 @@ def test_partition_help_names_every_choice():
     assert "refinement sweeps" in text
     # the defaults the help states are the partitioners' own (the help cannot import them: numba at parse)
     from graphstream.partition.coarse_refine import CoarseRefineParams
-    assert f"before the loose phase (default {CoarseRefineParams().refine_passes};" in text
+    assert f"with fewer replicas (default {CoarseRefineParams().refine_passes};" in text
 
 
 def test_train_help_lists_devices():

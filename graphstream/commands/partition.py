@@ -49,17 +49,18 @@ def configure(p) -> None:
                         "times the mean, F >= 1 (default: nodes only; on power-law graphs the nodes alone "
                         "leave a part with 5-13x the mean edges, which a trainer with a part a GPU waits on)")
     p.add_argument("--preset", choices=("default", "fast"), default=None,
-                   help="coarse-refine only: fast takes about 0.7x the time for about 1%% more replicas on "
-                        "average (fewer label-propagation sweeps, one coarse trial, fewer refinement sweeps; "
-                        "docs/partition-quality.md, \"The fast preset\"); options given beside it override "
-                        "its settings (default: default)")
+                   help="coarse-refine only: fast takes about 0.7-0.9x the time for about 1%% more replicas "
+                        "on average (fewer label-propagation sweeps, one coarse trial, fewer whole-cluster "
+                        "passes; docs/partition-quality.md, \"The fast preset\"); options given beside it "
+                        "override its settings (default: default)")
     p.add_argument("--tau", type=float, default=None,
                    help="spring only: cluster volume cap in edges (default 0.5 x edges / K)")
     p.add_argument("--passes", type=int, default=None,
                    help="2ps-l: streaming clustering passes (default 1); coarse-refine: refinement sweeps "
-                        "under the balance cap, run on the METIS step's partition when the loose phase, "
-                        "which runs first, does not end with fewer replicas (default 2; stops early when "
-                        "a sweep moves no node)")
+                        "under the balance cap after the METIS step: before the loose phase, or, where nearly "
+                        "every node has a neighbour in another part (R-MAT), only when the loose phase run "
+                        "first does not end with fewer replicas (default 2; stops early when a sweep moves "
+                        "no node)")
     p.add_argument("--lambda", dest="lam", type=float, default=None,
                    help="hdrf only: weight of the balance term (default 10; the paper's 1 puts ordered "
                         "streams into one part)")
