@@ -635,7 +635,7 @@ def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
 
 
 def test_loose_first_starts_the_loose_phase_from_the_partition_given(graphs, tmp_path):
-    """With ``loose_first`` no sweep under the hard cap runs before the loose phase: the objective it is
+    """With ``order="loose-first"`` no sweep under the hard cap runs before the loose phase: the objective it is
     judged against is the start's own, and the partition returned is the loose phase's, its replicas
     those reported."""
     store = graphs["rmat"]

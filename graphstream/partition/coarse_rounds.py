@@ -288,7 +288,7 @@ def label_propagation(rounds: Rounds, cap: int, sweeps: int, num_rounds: int, se
 class RefineSchedule:
     """The refinement's sweeps (:func:`refine`).
 
-    passes: sweeps under the hard caps: before the loose phase, or, with ``loose_first``, only when
+    passes: sweeps under the hard caps: before the loose phase, or, with the loose phase first (``order``), only when
         the loose phase does not end with fewer replicas than the partition it started from (then
         from that partition).
     loose_passes: then sweeps under ``loose_cap`` nodes a part (0: none; the entries' cap stays),
