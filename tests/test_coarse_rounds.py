@@ -605,6 +605,21 @@ def test_the_loose_phase_is_kept_only_when_it_has_fewer_replicas(graphs, tmp_pat
     assert result.objective_loose < result.objective_tight
 
 
+def _scatter_after_the_loose_sweeps(monkeypatch, scattered, k):
+    """The refinement's rebalancing replaced: its first call does nothing (the starts here are balanced);
+    its second, after the loose sweeps, moves every node to ``scattered`` (balanced, blind to the graph),
+    without accept: the counters' owners set and every count left to a full recount."""
+    calls = []
+
+    def scatter_then_rebalance(self, load):
+        calls.append(1)
+        if len(calls) == 2:
+            self.restart(scattered)
+            load[:] = K.part_loads(self.owner, self.vs.offsets, k)
+
+    monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
+
+
 def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
     """When the partition after the loose phase has more replicas, the one before it comes back."""
     store = graphs["rmat"]
@@ -613,19 +628,8 @@ def test_a_loose_phase_that_loses_is_discarded(graphs, tmp_path, monkeypatch):
     before = (np.arange(n) % k).astype(np.int32)
     tight_only = before.copy()
     _refine_here(store, tmp_path / "a", tight_only, k, cap, coarse_rounds.RefineSchedule(2))
-    # the rebalancing after the loose sweeps (its second call) scatters every node: the loose phase loses
-    calls = []
-
-    def scatter_then_rebalance(self, load):
-        calls.append(1)
-        if len(calls) == 2:
-            self.owner[:] = (np.arange(n) * 7 % k).astype(np.int32)   # balanced, blind to the graph
-            load[:] = K.part_loads(self.owner, self.vs.offsets, k)
-            # moved without accept: the counters' owners set and every count left to a full recount
-            self.counters[:, -1] = self.owner
-            self.counted = self.fresh = False
-
-    monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
+    # the rebalancing after the loose sweeps scatters every node: the loose phase loses
+    _scatter_after_the_loose_sweeps(monkeypatch, (np.arange(n) * 7 % k).astype(np.int32), k)
     owner = before.copy()
     schedule = coarse_rounds.RefineSchedule(2, loose_passes=1, loose_cap=3 * n // k, settle_passes=0)
     _, size, result = _refine_here(store, tmp_path / "b", owner, k, cap, schedule)
@@ -665,17 +669,8 @@ def test_loose_first_falls_back_to_the_sweeps_under_the_hard_cap(graphs, tmp_pat
     tight_only = start.copy()
     _refine_here(store, tmp_path / "a", tight_only, k, cap, coarse_rounds.RefineSchedule(2))
     assert (tight_only != start).any()
-    calls = []
-
-    def scatter_then_rebalance(self, load):   # the second call: after the loose sweep
-        calls.append(1)
-        if len(calls) == 2:   # balanced, blind to the graph (the start's parts of a shuffled id)
-            self.owner[:] = (np.random.default_rng(1).permutation(n) % k).astype(np.int32)
-            load[:] = K.part_loads(self.owner, self.vs.offsets, k)
-            self.counters[:, -1] = self.owner
-            self.counted = self.fresh = False
-
-    monkeypatch.setattr(coarse_rounds._Refinement, "rebalance", scatter_then_rebalance)
+    # the start's parts of a shuffled id: not a relabelling of the start, so the loose phase loses
+    _scatter_after_the_loose_sweeps(monkeypatch, (np.random.default_rng(1).permutation(n) % k).astype(np.int32), k)
     owner = start.copy()
     schedule = coarse_rounds.RefineSchedule(2, loose_passes=1, loose_cap=3 * n // k, settle_passes=0,
                                             order="loose-first")

@@ -479,6 +479,12 @@ def owner_word(counters):
 
 
 _ZERO_FIELDS = np.uint64(0x5555555555555555)   # the low bit of every 2-bit field
+
+
+@njit(cache=True, inline="always")
+def _nonzero_fields(x):
+    """The low bit of every nonzero 2-bit field of the counters' word ``x`` (uint64)."""
+    return (x | (x >> np.uint64(1))) & _ZERO_FIELDS
 _BYTES = np.uint64(0x0101010101010101)         # the low bit of every byte
 
 
@@ -630,7 +636,7 @@ def replicas_from_counters(counters):
         held = 0
         for w in range(words):
             x = np.uint64(counters[y, w])
-            held += np.int64(popcount64((x | (x >> np.uint64(1))) & _ZERO_FIELDS))
+            held += np.int64(popcount64(_nonzero_fields(x)))
         own = np.int64(counters[y, words])
         total += held + (0 if _get(counters, y, own) > 0 else 1)
     return total
@@ -647,7 +653,7 @@ def boundary_entries(counters, offsets):
         ow, osh = _field(np.int64(counters[y, words]), fpw)
         for w in range(words):
             x = np.uint64(counters[y, w])
-            held = (x | (x >> np.uint64(1))) & _ZERO_FIELDS
+            held = _nonzero_fields(x)
             if w == ow:
                 held &= ~(np.uint64(1) << osh)
             if held:
@@ -813,7 +819,7 @@ def refine_propose(first, offs, nbrs, load, counters, caps, rebalance, max_candi
                 own_bit = np.uint64(1) << osh   # y's own part never gains y as halo
                 for w in range(words):
                     x = np.uint64(counters[y, w])
-                    z = ~(x | (x >> np.uint64(1))) & _ZERO_FIELDS & ~(own_bit * np.uint64(w == ow))
+                    z = ~_nonzero_fields(x) & _ZERO_FIELDS & ~(own_bit * np.uint64(w == ow))
                     acc[w, 0] += z & _BYTES
                     acc[w, 1] += (z >> np.uint64(2)) & _BYTES
                     acc[w, 2] += (z >> np.uint64(4)) & _BYTES
@@ -865,7 +871,7 @@ def _room_among(counters, u, a, words, fpw, load, caps, d):
     has room for u, of degree d: the parts ``_candidates`` would find in u's list."""
     for w in range(words):
         x = np.uint64(counters[u, w])
-        held = (x | (x >> np.uint64(1))) & _ZERO_FIELDS   # the low bit of every nonzero field
+        held = _nonzero_fields(x)
         while held:
             low = held & (~held + np.uint64(1))
             p = w * fpw + np.int64(popcount64(low - np.uint64(1))) // 2

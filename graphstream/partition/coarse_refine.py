@@ -97,6 +97,7 @@ from .coarse_solvers import (
     distinct_solutions,
     linked_balance,
     make_solvers,
+    packed,
     place_unlinked,
     solved_ahead,
     solver_files,
@@ -390,7 +391,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
             # solver's: given that room on R-MAT s24, k = 16 (47% of the nodes without an edge), its parts
             # refined to RF 2.515 against 2.280 (docs/partition-experiments.md, "The isolated nodes leave the
             # solver's room again")
-            unplaced = len(isolated) if weigh == K.NODES and len(linked) <= k else 0
+            unplaced = len(isolated) if weigh == K.NODES and packed(len(linked), len(solver_graph.adjncy), k) else 0
             solver_balance = linked_balance(solver_balance, graph.csizes, linked, k, unplaced)
             unlinked = unlinked_heaviest_first(linked, graph.csizes)
         solvers = make_solvers(cfg.coarse_solver, cfg.coarse_metis, solver_graph, k, solver_balance, work)

@@ -392,12 +392,12 @@ def refine(rounds: Rounds, owner: np.ndarray, load: np.ndarray, caps: np.ndarray
         return ref.result("loose", tight, loose, loose)
     load[:] = kept_load
     ref.restart(kept_owner)
+    objective = tight
     if loose_first and schedule.passes:
         ref.sweeps(load, caps, schedule.passes)
-        owner[:] = ref.owner
-        return ref.result("tight", tight, loose, ref.objective())
-    owner[:] = kept_owner
-    return ref.result("tight", tight, loose, tight)
+        objective = ref.objective()
+    owner[:] = ref.owner
+    return ref.result("tight", tight, loose, objective)
 
 
 class _Refinement:

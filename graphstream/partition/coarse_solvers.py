@@ -193,6 +193,12 @@ def solve(solver: CoarseSolver, graph: CoarseGraph, seed: int) -> np.ndarray:
                             solver.method)
 
 
+def packed(num_clusters: int, num_entries: int, k: int) -> bool:
+    """Whether a coarse graph of ``num_clusters`` clusters and ``num_entries`` adjacency entries is packed
+    (:func:`trivial_parts`) rather than solved: no more clusters than parts, or no edge."""
+    return num_clusters <= k or num_entries == 0
+
+
 def trivial_parts(xadj: np.ndarray, adjncy: np.ndarray, csizes: np.ndarray, k: int, balance: float
                   ) -> np.ndarray | None:
     """The parts of a coarse graph with no more clusters than parts, or without edges, by least-loaded
@@ -205,7 +211,7 @@ def trivial_parts(xadj: np.ndarray, adjncy: np.ndarray, csizes: np.ndarray, k: i
     num_clusters = len(csizes)
     if k == 1 or num_clusters == 0:
         return np.zeros(num_clusters, dtype=np.int32)
-    if num_clusters > k and len(adjncy) > 0:
+    if not packed(num_clusters, len(adjncy), k):
         return None
     # here, not at the top: a trial child never takes this branch and need not load numba
     from ..kernels.packing import pack_least_loaded
