@@ -848,3 +848,25 @@ def test_replicas_of_stacked_partitions_are_each_ones_count(graphs, tmp_path, dt
     np.testing.assert_array_equal(coarse_rounds.replicas(vs, stack[:, :3], k, 1 << 12), want[:3])
     for t in range(4):
         assert coarse_rounds.replicas(vs, stack[:, t].astype(np.int32), k, 1 << 12) == want[t]
+
+
+@pytest.mark.parametrize("name", ["rmat", "cora"])
+def test_label_propagation_samples_only_where_the_sample_leaves_a_quarter_of_the_entries_unread(graphs, tmp_path,
+                                                                                              name):
+    """``entries_past`` is the entries past the first ``count`` of each list; label propagation reads a
+    sample only where they are at least SAMPLE_MIN_UNREAD of the entries (R-MAT's hubs at a sample of 16:
+    the run's partition is not that of every entry read), else it reads every entry (Cora: the partition of
+    lp_sample 0)."""
+    store = graphs[name]
+    vs = build_vertex_stream(store, tmp_path / "vs", hubs_first=False)
+    degree = np.diff(vs.offsets)
+    for count in (0, 3, 16, 64):
+        assert K.entries_past(vs.offsets, count) == int(np.maximum(degree - count, 0).sum())
+    unread = np.maximum(degree - 16, 0).sum() / degree.sum()
+    assert (unread >= coarse_rounds.SAMPLE_MIN_UNREAD) == (name == "rmat")
+    assert coarse_rounds.lp_sample(vs.offsets, 16) == (16 if name == "rmat" else 0)
+    assert coarse_rounds.lp_sample(vs.offsets, 0) == 0
+    sampled = coarse_refine.run(store, 8, seed=0, lp_sample=16, **PARAMS)
+    every = coarse_refine.run(store, 8, seed=0, lp_sample=0, **PARAMS)
+    assert sampled.metrics["lp_sample"] == (16 if name == "rmat" else 0)
+    assert np.array_equal(sampled.owner, every.owner) == (name == "cora")

@@ -182,6 +182,16 @@ def lp_propose(first, offs, nbrs, label, full, seed, seg, prop, gain, max_degree
             gain[i] = (best_c - cur_c) * step
 
 
+@njit(cache=True, parallel=True)
+def entries_past(offsets, count):
+    """The neighbour entries past the first ``count`` of each list: those a proposal reading a sample of
+    about ``count`` entries of a list leaves unread."""
+    total = 0
+    for u in prange(offsets.shape[0] - 1):
+        total += max(offsets[u + 1] - offsets[u] - count, 0)
+    return total
+
+
 @njit(cache=True)
 def lp_accept(nodes, targets, label, size, cap, full):
     """Apply proposals in the given order while the target cluster has room (size < cap, sizes kept

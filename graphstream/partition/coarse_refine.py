@@ -89,7 +89,7 @@ from ..kernels.merge import collapse_sorted, radix_sort
 from ..kernels.packing import pack_least_loaded
 from ..store import GraphStore
 from . import _coarse_kernels as K
-from .coarse_rounds import RefineSchedule, Rounds, label_propagation, refine, replicas
+from .coarse_rounds import RefineSchedule, Rounds, label_propagation, lp_sample, refine, replicas
 from .coarse_solvers import (
     SOLVERS,
     CoarseGraph,
@@ -344,8 +344,9 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # 2. size-capped label propagation
         cap_cluster = max(1, int(n // (cfg.cluster_cap_factor * k)))
         hub_degree = int(np.ceil(cfg.lp_hub_factor * vs.offsets[-1] / n)) if cfg.lp_hub_factor else 0
+        sample = lp_sample(vs.offsets, cfg.lp_sample)
         label, lp_sweeps = label_propagation(rounds, cap_cluster, cfg.lp_passes, cfg.lp_rounds, seed, hub_degree,
-                                             cfg.lp_sample)
+                                             sample)
         watch.lap("label_propagation")
 
         # 3. coarse graph (bounded)
@@ -484,6 +485,7 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
         # this process's peak leaves out the children solving the later coarse trials beside it in step 4:
         # the largest of theirs (0: none ran; at most usable cores - 1 run at once)
         "coarse_trial_children_peak_rss_bytes": children_peak,
+        "lp_sample": sample,   # 0: label propagation read every entry (coarse_rounds.lp_sample)
         "num_clusters": int(num_clusters),
         "coarse_edges": int(num_coarse_edges),
         "coarse_edges_dropped_weight": int(dropped),
