@@ -132,7 +132,9 @@ class CoarseRefineParams:
         docs/partition-experiments.md, "Label propagation reads a sample of a hub's list"): label
         propagation 40-45% faster at R-MAT s21; RF over R-MAT s20/s21 and web-NotreDame, two seeds, -0.65%
         on average (-4.9% to +5.3%); the shared graphs at k = 4..32, seed 0, within -1.1% and +0.3% (Cora and
-        Citeseer, whose degrees stay under it, the same partitions), all still below METIS.
+        Citeseer, whose degrees stay under it, the same partitions), all still below METIS. A sample is
+        read only where it leaves a quarter of the entries unread or more (coarse_rounds.lp_sample: R-MAT
+        about half; web-NotreDame 8%, where sampled first sweeps cost k = 32 up to 3.7% over METIS).
     cluster_cap_factor: cluster size cap = num_nodes / (factor * k) (step 2); on small
         graphs (num_nodes < factor * k * 2) the cap is 1 and the coarse graph is the graph.
     max_coarse_edges: bound on the coarse graph's edges (step 3).
@@ -274,16 +276,16 @@ PARAM_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 
 # Named sets of parameters (``preset``); a parameter given beside a preset overrides the preset's.
-# "fast": two label-propagation sweeps fewer, each reading every entry of every list, one coarse trial,
-# two whole-cluster passes and one sweep under the hard cap (when the loose phase loses). Against the
-# default, over R-MAT s20/s21 (k = 8..32), facebook and web-NotreDame (k = 8..32), two seeds each
-# (tools/bench_rf_variants.py, 2026-11-29): 0.70x the time, +1.0% RF on average (-2.7% to +6.1%); R-MAT
-# s21 at KaMinPar's time (docs/partition-quality.md, "The fast preset"). Its three sweeps read every entry
-# (lp_sample 0): with the default's sample of hub lists, web-NotreDame at k = 32 lost 1.4-7.4% (three
-# seeds, 2026-12-01), and every entry costs R-MAT s21 about 10% more time at the same RF on average.
+# "fast": two label-propagation sweeps fewer, one coarse trial, two whole-cluster passes and one sweep under
+# the hard cap (when the loose phase loses). Against the default, over R-MAT s20/s21 (k = 8..32), facebook
+# and web-NotreDame (k = 8..32), two seeds each (tools/bench_rf_variants.py, 2026-11-29): 0.70x the time,
+# +1.0% RF on average (-2.7% to +6.1%); R-MAT s21 at KaMinPar's time (docs/partition-quality.md, "The fast
+# preset"). Its sweeps read the default's sample since that is taken only where it pays (coarse_rounds.
+# lp_sample): on R-MAT s20/s21, k = 8 and 32, seeds 0 and 1, 0.89x the time of every entry at -1.2% RF on
+# average (-5.8% to +4.9%); web-NotreDame, where a sample had cost k = 32 1.4-7.4%, reads every entry.
 PRESETS: dict[str, dict[str, int]] = {
     "default": {},
-    "fast": {"lp_passes": 3, "lp_sample": 0, "coarse_trials": 1, "cluster_passes": 2, "refine_passes": 1},
+    "fast": {"lp_passes": 3, "coarse_trials": 1, "cluster_passes": 2, "refine_passes": 1},
 }
 
 
