@@ -472,55 +472,19 @@ DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"   
 
 
 def _shared_graphs(work: Path, root: Path | None = None) -> dict:
-    """Stores of the shared real graphs: Cora, Citeseer, MUSAE facebook, web-NotreDame (undirected,
-    self-loops and duplicate pairs dropped, file order kept), made in ``work`` from the files in ``root``
-    (default: ../shared/datasets beside the checkout) unless ``work`` has them already."""
-    import gzip
-    import pickle
-
-    import numpy as np
-
-    from graphstream.store import GraphWriter, open_store
+    """Stores of the shared real graphs: Cora, Citeseer, MUSAE facebook, web-NotreDame, made in ``work``
+    from the files in ``root`` (default: ../shared/datasets beside the checkout) unless ``work`` has them
+    already: the stores of tools/bench_partition.py (undirected, self-loops and duplicate pairs dropped,
+    sorted), so that its quality tables, METIS's figures and the runs here read the same graphs (until
+    2026-12-01 this kept the files' order, and web-NotreDame at k = 16 gave RF 1.0856 here against 1.0862
+    there at the same settings)."""
+    from bench_partition import make_store
     root = Path(root) if root is not None else DATASETS
-    out = {}
-
-    def store(name, load):
-        path = work / f"{name}.zarr"
-        try:
-            out[name] = open_store(path)
-            return
-        except Exception:
-            pass
-        if not root.is_dir():   # a checkout without ../shared (a git worktree elsewhere, say)
-            raise SystemExit(f"bench_partition_speed: the shared datasets are not at {root} (pass --datasets DIR)")
-        src, dst = load()
-        a, b = np.minimum(src, dst), np.maximum(src, dst)
-        keep = a != b
-        src, dst, a, b = src[keep], dst[keep], a[keep], b[keep]
-        _, first = np.unique(a * (1 << 32) + b, return_index=True)
-        first.sort()
-        with GraphWriter(path, directed=False, overwrite=True) as w:
-            w.append(src[first], dst[first])
-        out[name] = open_store(path)
-
-    def planetoid(name):
-        with open(root / "planetoid" / f"ind.{name}.graph", "rb") as f:
-            g = pickle.load(f, encoding="latin1")
-        pairs = [(u, v) for u in sorted(g) for v in g[u]]
-        return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-
-    def facebook():
-        e = np.loadtxt(root / "musae-facebook" / "facebook_edges.csv", delimiter=",", skiprows=1, dtype=np.int64)
-        return e[:, 0], e[:, 1]
-
-    def notredame():
-        e = np.loadtxt(gzip.open(root / "snap" / "web-NotreDame.txt.gz"), comments="#", dtype=np.int64)
-        return e[:, 0], e[:, 1]
-
-    for name, load in (("cora", lambda: planetoid("cora")), ("citeseer", lambda: planetoid("citeseer")),
-                       ("facebook", facebook), ("web-NotreDame", notredame)):
-        store(name, load)
-    return out
+    if not root.is_dir():   # a checkout without ../shared (a git worktree elsewhere, say)
+        raise SystemExit(f"bench_partition_speed: the shared datasets are not at {root} (pass --datasets DIR)")
+    return {name: make_store(file_name, root, work)[0]
+            for name, file_name in (("cora", "cora"), ("citeseer", "citeseer"), ("facebook", "facebook"),
+                                    ("web-NotreDame", "notredame"))}
 
 
 def tau_scan(work: Path, root: Path | None = None) -> dict:
