@@ -58,6 +58,12 @@ SEGMENT = 1024   # nodes: the Gauss-Seidel unit of label propagation; every rang
 # so on a small graph 16 workers' pieces were all overhead (R-MAT s21: refine 16.4 s on 16 workers
 # against 9.5 s on 4). 2^20 entries are ~20 ms of proposals on one core.
 MIN_TASK_ENTRIES = 1 << 20
+# A round's tasks are cut by work, a node's being its entries plus this many: a node costs its proposal's
+# set-up and write beside its list, and with the hubs first a round's first piece holds few nodes and many
+# entries, its second many nodes with few. R-MAT s21, k = 8, two pinned single-threaded workers
+# (tools/bench_rounds_tasks.py, two runs each): label propagation 2.36 s -> 2.04-2.09 s, refine 2.95-3.08 s
+# -> 2.82-2.87 s, against 0 (entries alone); 16 and 32 did no better than 8.
+TASK_NODE_ENTRIES = 8
 
 
 def lp_proposal_dtype(num_nodes: int) -> np.dtype:
@@ -83,6 +89,20 @@ def round_bounds(offsets: np.ndarray, rounds: int, start: int = 0, stop: int | N
     cuts = {start, stop}
     for r in range(1, rounds):
         b = int(np.searchsorted(offsets, first + total * r // rounds, side="left"))
+        cuts.add(min(stop, max(start, -(-b // SEGMENT) * SEGMENT)))
+    cuts = sorted(cuts)
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _cut_by_work(offsets: np.ndarray, pieces: int, start: int, stop: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` cut into at most ``pieces`` node ranges of about equal work, inner bounds multiples
+    of SEGMENT: a node's work is its entries plus TASK_NODE_ENTRIES."""
+    if pieces <= 1 or stop - start <= SEGMENT:
+        return [(start, stop)] if stop > start else []
+    work = offsets[start:stop + 1] - offsets[start] + TASK_NODE_ENTRIES * np.arange(stop - start + 1)
+    cuts = {start, stop}
+    for r in range(1, pieces):
+        b = start + int(np.searchsorted(work, int(work[-1]) * r // pieces, side="left"))
         cuts.add(min(stop, max(start, -(-b // SEGMENT) * SEGMENT)))
     cuts = sorted(cuts)
     return list(zip(cuts[:-1], cuts[1:], strict=True))
@@ -157,7 +177,7 @@ class Rounds:
         pieces = []
         for a, b in ranges:
             share = (int(offsets[b]) - int(offsets[a])) * wanted // max(total, 1)
-            pieces += round_bounds(offsets, max(1, share), a, b)
+            pieces += _cut_by_work(offsets, max(1, share), a, b)
         return pieces
 
     def _run(self, stage: str, fn, ranges: list[tuple[int, int]], **common) -> list:
