@@ -178,8 +178,11 @@ print(json.dumps(m))
 
 
 def rss_run(store_path: Path, k: int, work: Path) -> dict:
+    # glibc's malloc in one arena, as `graphstream partition` runs (until 2026-12-01 this child ran with
+    # glibc's default arenas, which hold more freed memory than the CLI's process does)
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1"}
     proc = subprocess.run([sys.executable, "-c", CHILD, str(store_path), str(k), str(work / "cr_rss")],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])

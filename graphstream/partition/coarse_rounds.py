@@ -99,11 +99,24 @@ def _cut_by_work(offsets: np.ndarray, pieces: int, start: int, stop: int) -> lis
     of SEGMENT: a node's work is its entries plus TASK_NODE_ENTRIES."""
     if pieces <= 1 or stop - start <= SEGMENT:
         return [(start, stop)] if stop > start else []
-    work = offsets[start:stop + 1] - offsets[start] + TASK_NODE_ENTRIES * np.arange(stop - start + 1)
+    base = int(offsets[start])
+
+    def work(i: int) -> int:   # of the nodes [start, i)
+        return int(offsets[i]) - base + TASK_NODE_ENTRIES * (i - start)
+
+    total = work(stop)
     cuts = {start, stop}
     for r in range(1, pieces):
-        b = start + int(np.searchsorted(work, int(work[-1]) * r // pieces, side="left"))
-        cuts.add(min(stop, max(start, -(-b // SEGMENT) * SEGMENT)))
+        # bisection, not a search over an array of the range's work: a round's range is an eighth of the
+        # nodes, cut again at every round of every sweep
+        lo, hi = start, stop
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if work(mid) >= total * r // pieces:
+                hi = mid
+            else:
+                lo = mid + 1
+        cuts.add(min(stop, max(start, -(-lo // SEGMENT) * SEGMENT)))
     cuts = sorted(cuts)
     return list(zip(cuts[:-1], cuts[1:], strict=True))
 
