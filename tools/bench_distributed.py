@@ -221,6 +221,20 @@ def _pin_process(core: int) -> None:
             pass
 
 
+def _measuring_args(argv: list[str]) -> list[str]:
+    """The command line less the options that only say where the results go (``--log``, ``--doc``,
+    ``--section``, with their values): what reproduces the figures."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--log", "--doc", "--section"):
+            skip = True
+        elif not a.startswith(("--log=", "--doc=", "--section=")):
+            out.append(a)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=int, default=22)
@@ -278,8 +292,7 @@ def _run_modes(args, work: Path, text: Path) -> tuple[dict, dict]:
     _warm_text(work)
     head = {"scale": args.scale, "edges": 16 * 2**args.scale, "k": args.k, "algo": args.algo,
             "cpu_count": os.cpu_count(), "text_setup_seconds": time.perf_counter() - t,
-            "command": " ".join([".venv/bin/python", "tools/bench_distributed.py",
-                                 *(a for a in sys.argv[1:] if a != "--log" and not a.endswith(".jsonl"))]),
+            "command": " ".join([".venv/bin/python", "tools/bench_distributed.py", *_measuring_args(sys.argv[1:])]),
             "machine": _machine(), "date": time.strftime("%Y-%m-%d"),
             "omp_wait_policy": policy}
     log = Path(args.log) if args.log else None
