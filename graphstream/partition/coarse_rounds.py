@@ -181,7 +181,8 @@ class Rounds:
         ``min_task_entries`` entries, and every range into one piece at least (its own: a range's
         bounds can hold more than an equal share of the entries, the hubs' segments).
 
-        By entries, not nodes: a round waits for its slowest task, and a task's work is its entries.
+        A range's pieces are of equal work (:func:`_cut_by_work`: its entries, plus TASK_NODE_ENTRIES a
+        node), since a round waits for its slowest task; how many pieces a range gets goes by its entries.
         The proposals do not depend on the cut, so neither does the result.
         """
         offsets = self.vs.offsets
