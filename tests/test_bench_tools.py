@@ -321,3 +321,29 @@ def test_bench_rf_variants_refuses_a_field_without_a_value(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_rf_variants.py"), "--graphs", "rmat10:4",
                            "--variant", "lp_passes", "--work", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode != 0 and "'lp_passes' is not name=value" in done.stderr
+
+
+def test_bench_distributed_command_line_leaves_out_where_the_results_go():
+    """The command a table prints is the one that reproduces its figures: ``--log``, ``--doc`` and
+    ``--section`` go, with their values, however they are spelled; the measuring options stay."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench_distributed import _measuring_args
+    argv = ["--scale", "22", "--log", "/tmp/modes.log", "--workers", "1", "2", "--doc=docs/distributed.md",
+            "--section", "2-core-pinned", "--pin-workers", "--repeat", "3"]
+    assert _measuring_args(argv) == ["--scale", "22", "--workers", "1", "2", "--pin-workers", "--repeat", "3"]
+
+
+def test_bench_partition_cells_are_the_mean_over_seeds_and_keep_each_seed():
+    """A quality cell: the mean RF over the seeds (what the gap to METIS compares), the worst balance,
+    every seed's RF with their extremes, and the seconds of all of them."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench_partition import _over_seeds
+    runs = [{"replication_factor": rf, "node_balance": bal, "seconds": 1.0}
+            for rf, bal in ((1.10, 1.02), (1.16, 1.05), (1.13, 1.01))]
+    cell = _over_seeds(runs)
+    assert cell["replication_factor"] == pytest.approx(1.13)
+    assert cell["node_balance"] == 1.05 and cell["seconds"] == 3.0
+    assert cell["replication_factor_each"] == [1.10, 1.16, 1.13]
+    assert (cell["replication_factor_min"], cell["replication_factor_max"]) == (1.10, 1.16)
+    assert "vertex_cut_rf" not in cell
+    assert _over_seeds([{**r, "vertex_cut_rf": v} for r, v in zip(runs, (2.0, 3.0, 4.0))])["vertex_cut_rf"] == 3.0
