@@ -873,20 +873,21 @@ def test_label_propagation_samples_only_where_the_sample_leaves_a_quarter_of_the
 
 
 def test_a_round_is_cut_into_pieces_of_equal_work_entries_and_nodes():
-    """``_cut_by_work``: segment-aligned pieces covering the range, each about an equal share of entries
-    plus TASK_NODE_ENTRIES a node; a range of hubs then light nodes gets its cut later than by entries."""
+    """``round_bounds`` with TASK_NODE_ENTRIES a node (a round's task pieces): segment-aligned pieces covering
+    the range, each about an equal share of entries plus TASK_NODE_ENTRIES a node; a range of hubs then
+    light nodes gets its cut later than by entries."""
     seg, per_node = coarse_rounds.SEGMENT, coarse_rounds.TASK_NODE_ENTRIES
     degree = np.concatenate([np.full(4 * seg, 64), np.ones(60 * seg, dtype=np.int64)])   # hubs, then leaves
     offsets = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
     n = len(degree)
     for pieces in (1, 2, 3, 5):
-        cut = coarse_rounds._cut_by_work(offsets, pieces, seg, n)
+        cut = round_bounds(offsets, pieces, seg, n, per_node)
         assert cut[0][0] == seg and cut[-1][1] == n and len(cut) <= pieces
         assert all(b == c for (_, b), (c, _) in zip(cut[:-1], cut[1:]))
         assert all(a % seg == 0 for a, _ in cut)
         work = [int(offsets[b] - offsets[a]) + per_node * (b - a) for a, b in cut]
         assert max(work) - min(work) <= 2 * (64 + per_node) * seg   # a cut moves by a segment at most
     by_entries = round_bounds(offsets, 2)[0][1]
-    by_work = coarse_rounds._cut_by_work(offsets, 2, 0, n)[0][1]
+    by_work = round_bounds(offsets, 2, 0, n, per_node)[0][1]
     assert by_work > by_entries
-    assert coarse_rounds._cut_by_work(offsets, 4, 0, 0) == []
+    assert round_bounds(offsets, 4, 0, 0, per_node) == []

@@ -78,41 +78,28 @@ def refine_proposal_dtype(num_nodes: int) -> np.dtype:
     return np.dtype([("node", id_dtype_for(num_nodes)), ("part", np.int16), ("delta", np.int32), ("kind", np.int8)])
 
 
-def round_bounds(offsets: np.ndarray, rounds: int, start: int = 0, stop: int | None = None
-                 ) -> list[tuple[int, int]]:
-    """``[start, stop)`` (default all nodes) cut into at most ``rounds`` node ranges of about equal
-    entries, inner bounds multiples of SEGMENT."""
+def round_bounds(offsets: np.ndarray, rounds: int, start: int = 0, stop: int | None = None,
+                 node_entries: int = 0) -> list[tuple[int, int]]:
+    """``[start, stop)`` (default all nodes) cut into at most ``rounds`` node ranges of about equal work,
+    inner bounds multiples of SEGMENT: a node's work is its entries, plus ``node_entries`` (a round's
+    task pieces: TASK_NODE_ENTRIES)."""
     stop = len(offsets) - 1 if stop is None else stop
     if stop <= start:
         return []
-    first, total = int(offsets[start]), int(offsets[stop]) - int(offsets[start])
-    cuts = {start, stop}
-    for r in range(1, rounds):
-        b = int(np.searchsorted(offsets, first + total * r // rounds, side="left"))
-        cuts.add(min(stop, max(start, -(-b // SEGMENT) * SEGMENT)))
-    cuts = sorted(cuts)
-    return list(zip(cuts[:-1], cuts[1:], strict=True))
-
-
-def _cut_by_work(offsets: np.ndarray, pieces: int, start: int, stop: int) -> list[tuple[int, int]]:
-    """``[start, stop)`` cut into at most ``pieces`` node ranges of about equal work, inner bounds multiples
-    of SEGMENT: a node's work is its entries plus TASK_NODE_ENTRIES."""
-    if pieces <= 1 or stop - start <= SEGMENT:
-        return [(start, stop)] if stop > start else []
     base = int(offsets[start])
 
     def work(i: int) -> int:   # of the nodes [start, i)
-        return int(offsets[i]) - base + TASK_NODE_ENTRIES * (i - start)
+        return int(offsets[i]) - base + node_entries * (i - start)
 
     total = work(stop)
     cuts = {start, stop}
-    for r in range(1, pieces):
+    for r in range(1, rounds):
         # bisection, not a search over an array of the range's work: a round's range is an eighth of the
-        # nodes, cut again at every round of every sweep
+        # nodes, cut again into task pieces at every round of every sweep
         lo, hi = start, stop
         while lo < hi:
             mid = (lo + hi) // 2
-            if work(mid) >= total * r // pieces:
+            if work(mid) >= total * r // rounds:
                 hi = mid
             else:
                 lo = mid + 1
@@ -181,7 +168,7 @@ class Rounds:
         ``min_task_entries`` entries, and every range into one piece at least (its own: a range's
         bounds can hold more than an equal share of the entries, the hubs' segments).
 
-        A range's pieces are of equal work (:func:`_cut_by_work`: its entries, plus TASK_NODE_ENTRIES a
+        A range's pieces are of equal work (:func:`round_bounds`: its entries, plus TASK_NODE_ENTRIES a
         node), since a round waits for its slowest task; how many pieces a range gets goes by its entries.
         The proposals do not depend on the cut, so neither does the result.
         """
@@ -191,7 +178,7 @@ class Rounds:
         pieces = []
         for a, b in ranges:
             share = (int(offsets[b]) - int(offsets[a])) * wanted // max(total, 1)
-            pieces += _cut_by_work(offsets, max(1, share), a, b)
+            pieces += round_bounds(offsets, max(1, share), a, b, TASK_NODE_ENTRIES)
         return pieces
 
     def _run(self, stage: str, fn, ranges: list[tuple[int, int]], **common) -> list:
