@@ -84,14 +84,22 @@ def load_edges(name: str, root: Path):
     return src, dst, n
 
 
-def make_store(name: str, root: Path, work: Path):
+def shared_store(name: str, root: Path, work: Path, edges: tuple | None = None):
+    """The store of a shared graph in ``work``, written from ``edges`` (``load_edges``' result, read when
+    not given) when it is not there: a run that finds it reads no dataset file."""
     from graphstream.store import GraphWriter, open_store
     path = work / f"{name}.zarr"
-    src, dst, n = load_edges(name, root)
     if not path.exists():
+        src, dst, n = edges if edges is not None else load_edges(name, root)
         with GraphWriter(path, num_nodes=n, directed=False) as w:
             w.append(src, dst)
-    return open_store(path), src, dst, n
+    return open_store(path)
+
+
+def make_store(name: str, root: Path, work: Path):
+    """The shared graph's store and its edges (METIS's input)."""
+    src, dst, n = load_edges(name, root)
+    return shared_store(name, root, work, (src, dst, n)), src, dst, n
 
 
 # -- references -----------------------------------------------------------------------------------
