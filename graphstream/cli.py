@@ -30,6 +30,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from types import ModuleType
 from typing import NoReturn
 
@@ -135,6 +136,11 @@ def _print_human(result: dict, args: argparse.Namespace) -> None:
         print(line)
 
 
+# how long after a signal's exception was dropped in a finalizer it is sent again: the hook that sends
+# it and the finalizer have returned by then (microseconds)
+REDELIVER_SECONDS = 0.01
+
+
 class Terminated(BaseException):
     """SIGTERM as an exception: it unwinds through the atomic-output contexts, which remove
     their temporary siblings and scratch folders (a BaseException, so ``except Exception``
@@ -165,11 +171,34 @@ def _signals_to(handler) -> Iterator[None]:
         yield
         return
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = partial(_deliver_again, handler, previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         for s, before in previous.items():
             signal.signal(s, before)
+
+
+def _deliver_again(handler, previous_hook, unraisable) -> None:
+    """``sys.unraisablehook`` while a signal handler of ours is set: the exception the handler raised is
+    raised where the main thread is, and when that is a finalizer (an object's ``__del__`` run by the
+    garbage collector, llvmlite's among them) Python prints it and goes on. The command then ran to its
+    end, the signal lost (1 SIGTERM in 17 of a test's runs, exit 0). So its handler is set back and the
+    signal sent again, by a thread a moment later: sent from here, its handler would run as this hook
+    returns, and an exception raised in the hook is dropped for good. Should it land in a finalizer
+    again, this hook sends it again. Other exceptions go to ``previous_hook``."""
+    exc = unraisable.exc_value
+    signum = (signal.SIGINT if isinstance(exc, KeyboardInterrupt)
+              else getattr(exc, "signum", None) if isinstance(exc, (Terminated, _LateSignal)) else None)
+    if signum is None or threading.current_thread() is not threading.main_thread():
+        previous_hook(unraisable)
+        return
+    signal.signal(signum, handler)
+    again = threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
 
 
 class _LateSignal(Exception):

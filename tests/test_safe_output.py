@@ -467,6 +467,32 @@ def test_sigterm_removes_spill_folder_and_stale_ones_go(tmp_path, big_store):
     assert not out.exists() and hidden_siblings(out) == []
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_raised_in_a_finalizer_is_delivered_again(signum):
+    """A signal whose exception is raised in a finalizer (a ``__del__`` the garbage collector runs, where
+    Python prints it and goes on: llvmlite's, in 1 of 17 runs of the test above) still ends the command:
+    it is delivered again and raised once the finalizer has returned. Handlers and hook restored after."""
+    from graphstream.cli import Terminated, _on_signal, _signals_to
+
+    class Finalized:
+        def __del__(self):
+            signal.raise_signal(signum)
+            for _ in range(100):   # the handler runs here, at a check of the loop
+                pass
+
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook)
+    after_finalizer = []
+    with pytest.raises(KeyboardInterrupt if signum == signal.SIGINT else Terminated), _signals_to(_on_signal):
+        obj = Finalized()
+        del obj
+        after_finalizer.append(True)
+        for _ in range(100):
+            pass
+        time.sleep(1)   # not reached with the fix
+    assert after_finalizer == [True]   # raised past the finalizer, not in it
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+
+
 def test_enospc_simulated_gives_one_line(tmp_path, capsys, monkeypatch):
     """ENOSPC raised by the store's writes (in-process): exit 2, one line, nothing left."""
     def full(self, *args, **kwargs):
