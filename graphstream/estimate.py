@@ -112,10 +112,12 @@ RELABEL_BYTES_PER_NODE = 40
 COARSE_TRIAL_CHILDREN = 2
 COARSE_TRIAL_CHILD_RSS = 120 * 2**20
 PARTITION_BYTES_PER_NODE = {"coarse-refine": 53, "spring": 67, "2ps-l": 45, "hdrf": 43, "dbh": 43, "hash": 17}
-# Step 4's cluster x part counters (int32) hold at most this many entries (the partitioner reads it); label
+# Step 4's cluster x part counters hold at most this many entries (the partitioner reads it); label
 # propagation leaves about a cluster per 7.75-8.9 nodes on R-MAT s21-s26 (singletons included), so the
-# model takes one per 7
+# model takes one per 7. A count takes 2 bytes in the rows of the clusters of fewer than
+# LIGHT_CLUSTER_ENTRIES entries (none of their counts can reach it), 4 in those of the others
 MAX_CLUSTER_PART_ENTRIES = 1 << 26
+LIGHT_CLUSTER_ENTRIES = 1 << 16
 NODES_PER_CLUSTER = 7
 # Build: owner and degree (10 B/node) plus, per worker, a local map, a row counter and a halo
 # list (16 B/node per worker) plus the buffers per worker (read 64 MiB, sort 256 MiB, gather
@@ -237,10 +239,14 @@ def hub_table_bytes(k: int) -> int:
     return 4 * max(1, min(MAX_HUBS, MAX_HUB_CELLS // k)) * k
 
 
-def cluster_table_bytes(num_nodes: int, k: int) -> int:
+def cluster_table_bytes(num_nodes: int, k: int, num_entries: int) -> int:
     """Bytes of coarse-refine's step-4 cluster x part counters at most (a cluster per NODES_PER_CLUSTER
-    nodes, at most MAX_CLUSTER_PART_ENTRIES entries)."""
-    return 4 * min(MAX_CLUSTER_PART_ENTRIES, -(-num_nodes // NODES_PER_CLUSTER) * k)
+    nodes, at most MAX_CLUSTER_PART_ENTRIES counts): 2 bytes a count, 4 more for the rows of the clusters of
+    LIGHT_CLUSTER_ENTRIES of the ``num_entries`` entries (the vertex stream's, 2 an edge) or more, and a
+    4-byte row number a cluster."""
+    clusters = min(MAX_CLUSTER_PART_ENTRIES // k, -(-num_nodes // NODES_PER_CLUSTER))
+    heavy = min(clusters, num_entries // LIGHT_CLUSTER_ENTRIES)
+    return 2 * clusters * k + 4 * heavy * k + 4 * clusters
 
 
 def store_bytes_per_edge(num_nodes: int) -> float:
@@ -337,7 +343,7 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
         # coarse-refine: its trial children, its hub table and step 4's cluster x part table
         fixed = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS + hub_table_bytes(k)
-                 + cluster_table_bytes(n, k) if algo == "coarse-refine" else 0)
+                 + cluster_table_bytes(n, k, 2 * e) if algo == "coarse-refine" else 0)
         partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + fixed),
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S,
                                  FIRST_RUN_COMPILE_SECONDS[algo])

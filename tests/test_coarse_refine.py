@@ -625,7 +625,8 @@ def test_children_solving_trials_ahead_leave_the_partition_unchanged(tmp_path, m
 def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, threads, bound):
     """Whole-cluster passes that count only the moved clusters' change give the moves of full recounts
     (R-MAT-like skew, self-loops and isolated nodes included; one lane or two; with a table
-    bound below the clusters, only the clusters numbered below it move)."""
+    bound below the clusters, only the clusters numbered below it move), and the same moves whichever
+    clusters the table counts in 2 bytes (every one, half of them, none)."""
     import numba
 
     from graphstream.partition import _coarse_kernels as K
@@ -640,6 +641,7 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
     cl = (np.arange(n) // 7).astype(np.int32)
     cl[n - 100:] = -1
     csizes = np.bincount(cl[cl >= 0]).astype(np.int64)
+    centries = np.bincount(cl[cl >= 0], weights=np.diff(vs.offsets)[cl >= 0]).astype(np.int64)
     start = (rng.integers(0, k, len(csizes))).astype(np.int32)
     cap = int(1.05 * n / k)
     if bound is not None:
@@ -650,18 +652,24 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
         changes = []   # the blocks counted by change, not recounted
         kernel = K.cluster_part_moved
         monkeypatch.setattr(K, "cluster_part_moved", lambda *a: changes.append(kernel(*a)))
-        moves = coarse_refine.cluster_refine(vs, cl, by_change, csizes, k, cap, 6, 1 << 10)
+        moves = coarse_refine.cluster_refine(vs, cl, by_change, csizes, centries, k, cap, 6, 1 << 10)
         # the threads asked again every block (as while trial children exit), one and two in turn
         switching, asked = start.copy(), itertools.count()
-        assert coarse_refine.cluster_refine(vs, cl, switching, csizes, k, cap, 6, 1 << 10,
+        assert coarse_refine.cluster_refine(vs, cl, switching, csizes, centries, k, cap, 6, 1 << 10,
                                             cores=lambda: 1 + next(asked) % 2) == moves
+        by_width = []
+        for light in (int(np.median(centries)), 0):   # half the clusters in 4 bytes, then every one
+            monkeypatch.setattr(K, "LIGHT_ENTRIES", light)
+            by_width.append(start.copy())
+            assert coarse_refine.cluster_refine(vs, cl, by_width[-1], csizes, centries, k, cap, 6, 1 << 10) == moves
         monkeypatch.setattr(K, "moved_entries", lambda *a: vs.num_entries)   # every pass a recount
         recounted = start.copy()
-        assert coarse_refine.cluster_refine(vs, cl, recounted, csizes, k, cap, 6, 1 << 10) == moves
+        assert coarse_refine.cluster_refine(vs, cl, recounted, csizes, centries, k, cap, 6, 1 << 10) == moves
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     assert moves[0] > 0 and moves[1] > 2 and changes   # passes after the first ran, some by change
     assert np.array_equal(by_change, recounted) and np.array_equal(switching, recounted)
+    assert all(np.array_equal(moved, recounted) for moved in by_width)
     assert next(asked) > 2 * moves[1]   # more than once a pass: every block, and the gains
     if bound is not None:   # 100 rows of the 415 clusters: the others kept their parts
         assert np.array_equal(by_change[100:], start[100:]) and not np.array_equal(by_change[:100], start[:100])
@@ -705,7 +713,7 @@ def test_whole_cluster_moves_run_past_the_table_bound(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("k", [6, 200])
 @pytest.mark.parametrize("lanes", [1, 2, 4])
-def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, lanes, k):
+def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, monkeypatch, lanes, k):
     """The cluster x part table counted by lanes of rows (each lane its own clusters) equals what one
     plain loop counts, and the counts brought up to date after moves equal a recount, whatever the
     lanes; only the clusters below the table's rows are counted. The nodes' parts as cluster_refine
@@ -735,19 +743,33 @@ def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, lanes,
                     np.add.at(want[cl[u]], node_part[ys][node_part[ys] >= 0], 1)
         return want
 
+    def dense(table):   # the counts of every row, light or heavy
+        light, heavy, heavy_row = table
+        conn = light.astype(np.int64)
+        conn[heavy_row >= 0] = heavy[heavy_row[heavy_row >= 0]]
+        assert not light[heavy_row >= 0].any()   # a heavy cluster's light row stays unused
+        return conn
+
+    # a count is of the cluster's own entries: 2 bytes hold them below 2^16
+    assert K.LIGHT_ENTRIES == 1 << 16 and K.cluster_part_table(np.array([65535, 65536, 3]), k)[2].tolist() == [-1, 0, -1]
+    entries = np.bincount(cl[cl >= 0], weights=np.diff(vs.offsets)[cl >= 0], minlength=num_clusters)
     for rows in (num_clusters, 200):   # every cluster a row; the first 200 only (the table's bound)
-        conn = np.zeros((rows, k), dtype=np.int32)
+        # the clusters of most entries counted in 4 bytes (and every one of them in 2 bytes would wrap)
+        monkeypatch.setattr(K, "LIGHT_ENTRIES", int(np.quantile(entries, 0.7)))
+        table = K.cluster_part_table(entries[:rows], k)
+        assert table[0].dtype == np.uint16 and 0 < len(table[1]) < rows // 2
         node_part = np.full(n, -1, dtype=coarse_refine.signed_parts(k))
         K.project_parts(cl, before, node_part)
         assert node_part.dtype == (np.int8 if k <= 127 else np.int16)
         for blk in vs.blocks(1 << 9):   # several blocks: the counts add up across calls
-            K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn, lanes)
-        np.testing.assert_array_equal(conn, plain(before)[:rows])
+            K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, *table, lanes)
+        np.testing.assert_array_equal(dense(table), plain(before)[:rows])
         for blk in vs.blocks(1 << 9):
-            K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, conn, lanes)
+            K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, after, *table, lanes)
+        conn = dense(table)
         np.testing.assert_array_equal(conn, plain(after)[:rows])
         gain = np.empty(rows, dtype=np.int64)
-        K.cluster_gains(conn, after[:rows], gain)
+        K.cluster_gains(*table, after[:rows], gain)
         np.testing.assert_array_equal(gain, conn.max(axis=1) - conn[np.arange(rows), after[:rows]])
 
 

@@ -27,7 +27,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..estimate import MAX_HUB_CELLS, MAX_HUBS, counter_bytes, counter_word_bytes
+from ..estimate import LIGHT_CLUSTER_ENTRIES, MAX_HUB_CELLS, MAX_HUBS, counter_bytes, counter_word_bytes
 from ..kernels.bitsets import clear_bit, has_bit, popcount64, set_bit
 from ..kernels.hashing import hash_node
 from ..kernels.merge import merge_counts
@@ -361,11 +361,40 @@ def thread_lanes() -> int:
     return 1 << (numba.get_num_threads().bit_length() - 1)
 
 
+# The table counts in 2 bytes the clusters of fewer than LIGHT_ENTRIES entries in their lists (no count of
+# theirs can reach it: a count is of the cluster's own entries) and in 4 bytes, in a table of their own,
+# the others (R-MAT s22, k = 32: 832,442 clusters, 102 MiB of counts when all took 4 bytes)
+LIGHT_ENTRIES = LIGHT_CLUSTER_ENTRIES
+
+
+def cluster_part_table(entries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The whole-cluster moves' table for the clusters of ``entries`` (their lists' entries), zeroed:
+    ``light`` (clusters x k, uint16: every cluster has a row, the heavy ones' unused), ``heavy`` (int32,
+    a row for each cluster of LIGHT_ENTRIES entries or more) and ``heavy_row`` (each cluster's row in
+    ``heavy``, -1 for a light one)."""
+    heavy_ids = np.flatnonzero(entries >= LIGHT_ENTRIES)
+    heavy_row = np.full(len(entries), -1, dtype=np.int32)
+    heavy_row[heavy_ids] = np.arange(len(heavy_ids), dtype=np.int32)
+    return (np.zeros((len(entries), k), dtype=np.uint16), np.zeros((len(heavy_ids), k), dtype=np.int32),
+            heavy_row)
+
+
+@njit(cache=True, inline="always")
+def _count_parts(row, start, stop, nbrs, node_part, ahead):
+    """``row[p]`` += 1 for every entry of ``nbrs[start:stop]`` on a node of part p."""
+    for j in range(start, stop):
+        if j + PREFETCH_DISTANCE < ahead:
+            prefetch_row(node_part, nbrs[j + PREFETCH_DISTANCE])
+        p = node_part[nbrs[j]]
+        if p >= 0:
+            row[p] += 1
+
+
 @njit(cache=True, parallel=True)
-def cluster_part_entries(first, offs, nbrs, cl, node_part, conn, lanes):
-    """``conn[c, p]`` += entries from the block's nodes of cluster c to nodes of part p. ``node_part``:
-    the clusters' parts projected on the nodes, -1 for isolated ones (one lookup an entry, not two).
-    Only the clusters below ``conn.shape[0]`` have a row (the others keep their part).
+def cluster_part_entries(first, offs, nbrs, cl, node_part, light, heavy, heavy_row, lanes):
+    """Cluster c's row (:func:`cluster_part_table`) += entries from the block's nodes of c to nodes of
+    part p. ``node_part``: the clusters' parts projected on the nodes, -1 for isolated ones (one lookup
+    an entry, not two). Only the clusters below ``light.shape[0]`` have a row (the others keep their part).
 
     One table, split by rows: ``lanes`` (a power of two) threads each count the nodes of the clusters
     of their own lane (runs of ``2^LANE_SHIFT`` cluster ids) and skip the others, so no two threads
@@ -373,7 +402,7 @@ def cluster_part_entries(first, offs, nbrs, cl, node_part, conn, lanes):
     clusters x parts counters (R-MAT s22, k = 32: 121 MB for two, the partition's peak), and past
     half the tables' bound it left one thread to count alone (R-MAT s25-s26)."""
     nloc = offs.shape[0] - 1
-    rows = conn.shape[0]
+    rows = light.shape[0]
     mask = lanes - 1
     ahead = offs[nloc]
     for lane in prange(lanes):
@@ -381,26 +410,26 @@ def cluster_part_entries(first, offs, nbrs, cl, node_part, conn, lanes):
             c = cl[first + i]
             if c < 0 or c >= rows or (c >> LANE_SHIFT) & mask != lane:
                 continue
-            for j in range(offs[i], offs[i + 1]):
-                if j + PREFETCH_DISTANCE < ahead:
-                    prefetch_row(node_part, nbrs[j + PREFETCH_DISTANCE])
-                p = node_part[nbrs[j]]
-                if p >= 0:
-                    conn[c, p] += 1
+            h = heavy_row[c]
+            if h >= 0:
+                _count_parts(heavy[h], offs[i], offs[i + 1], nbrs, node_part, ahead)
+            else:
+                _count_parts(light[c], offs[i], offs[i + 1], nbrs, node_part, ahead)
 
 
 @njit(cache=True, parallel=True)
-def cluster_part_moved(first, offs, nbrs, cl, before, cpart, conn, lanes):
+def cluster_part_moved(first, offs, nbrs, cl, before, cpart, light, heavy, heavy_row, lanes):
     """:func:`cluster_part_entries`'s counts brought up to date after clusters moved from ``before`` to
     ``cpart``: the list of a node y of a moved cluster holds one entry for every entry to y in its
     neighbours' lists (the stream holds both directions), so each clustered neighbour's cluster has
     one entry fewer to y's old part and one more to its new one. Integers: the counts plus the change
-    equal a recount, and only the moved clusters' lists are scanned. Rows as
+    equal a recount (each entry counted in one part at every step, so a light count stays under
+    LIGHT_ENTRIES), and only the moved clusters' lists are scanned. Rows as
     :func:`cluster_part_entries`; the rows a change goes to are the neighbours' clusters, so the
     ``lanes`` threads each read every moved list and update the rows of their own lane, gathered a
     run at a time without a branch an entry (as :func:`refine_apply`)."""
     nloc = offs.shape[0] - 1
-    rows = conn.shape[0]
+    rows = light.shape[0]
     mask = lanes - 1
     for lane in prange(lanes):
         mine = np.empty(LANE_RUN, dtype=cl.dtype)
@@ -420,8 +449,14 @@ def cluster_part_moved(first, offs, nbrs, cl, before, cpart, conn, lanes):
                     mine[m] = cu
                     m += (cu >= 0) & (cu < rows) & ((cu >> LANE_SHIFT) & mask == lane)
                 for q in range(m):
-                    conn[mine[q], a] -= 1
-                    conn[mine[q], b] += 1
+                    cu = mine[q]
+                    h = heavy_row[cu]
+                    if h >= 0:
+                        heavy[h, a] -= 1
+                        heavy[h, b] += 1
+                    else:
+                        light[cu, a] -= 1
+                        light[cu, b] += 1
 
 
 @njit(cache=True)
@@ -435,29 +470,43 @@ def moved_entries(cl, offsets, before, cpart):
     return total
 
 
+@njit(cache=True, inline="always")
+def _row_gain(row, own):
+    best = np.int64(0)
+    for p in range(row.shape[0]):
+        best = max(best, np.int64(row[p]))
+    return best - np.int64(row[own])
+
+
 @njit(cache=True, parallel=True)
-def cluster_gains(conn, cpart, gain):
+def cluster_gains(light, heavy, heavy_row, cpart, gain):
     """``gain[c]`` = the most entries of cluster c in one part less those in its own."""
-    k = conn.shape[1]
-    for c in prange(conn.shape[0]):
-        best = 0
-        for p in range(k):
-            best = max(best, conn[c, p])
-        gain[c] = best - conn[c, cpart[c]]
+    for c in prange(light.shape[0]):
+        h = heavy_row[c]
+        gain[c] = _row_gain(heavy[h], cpart[c]) if h >= 0 else _row_gain(light[c], cpart[c])
+
+
+@njit(cache=True, inline="always")
+def _best_part(row, a, size, weight, cap):
+    """The part holding the most of ``row``'s entries, more than part ``a``, with room for ``weight``
+    (``a`` if none)."""
+    best = a
+    for p in range(row.shape[0]):
+        if p != a and row[p] > row[best] and size[p] + weight <= cap:
+            best = p
+    return best
 
 
 @njit(cache=True)
-def cluster_moves(order, conn, cpart, csizes, size, cap):
+def cluster_moves(order, light, heavy, heavy_row, cpart, csizes, size, cap):
     """Move clusters (in ``order``) to the part holding most of their entries when that cuts fewer
     entries and the part has room; returns how many moved."""
-    k = conn.shape[1]
     moved = 0
     for c in order:
         a = cpart[c]
-        best = a
-        for p in range(k):
-            if p != a and conn[c, p] > conn[c, best] and size[p] + csizes[c] <= cap:
-                best = p
+        h = heavy_row[c]
+        best = (_best_part(heavy[h], a, size, csizes[c], cap) if h >= 0
+                else _best_part(light[c], a, size, csizes[c], cap))
         if best != a:
             cpart[c] = best
             size[a] -= csizes[c]

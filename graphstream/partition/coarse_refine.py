@@ -58,8 +58,9 @@ the proposals of one round), owner (4, and 4 more for the balanced one kept
 during the loose phase; in step 4, 1 per trial and 1 for the parts the cluster moves read instead,
 2 each from 128 parts), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
-(at most 32 MiB), the coarse graph (bounded), cluster x part counters (4
-bytes each, one table whose rows the threads split, at most ``MAX_CLUSTER_PART_ENTRIES``; past it, about 32
+(at most 32 MiB), the coarse graph (bounded), cluster x part counters (2
+bytes each, 4 in the rows of the clusters of 2^16 entries or more, and a 4-byte row number a cluster;
+one table whose rows the threads split, at most ``MAX_CLUSTER_PART_ENTRIES`` counts; past it, about 32
 bytes a cluster to number the heaviest first: the order, the ranks, the loads and a trial's parts renumbered),
 one vertex-stream block and one edge chunk. Disk: 2 x edges ids (6 x while the stream is sorted).
 """
@@ -424,8 +425,8 @@ def _run(store: GraphStore, k: int, seed: int, balance: float, work: Path, cfg: 
                     # the children solving the later trials hold a core each: the moves leave them theirs
                     # while they run (R-MAT s21, k = 8, on 2 cores: step 4 2.72-2.78 s with two threads
                     # against the child, 2.20-2.29 s with one; the same moves whatever the threads)
-                    cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], k, int(caps[weigh]),
-                                                            cfg.cluster_passes, cfg.block_entries,
+                    cluster_stream_passes += cluster_refine(vs, cl, cpart, cloads[weigh], cloads[K.ENTRIES], k,
+                                                            int(caps[weigh]), cfg.cluster_passes, cfg.block_entries,
                                                             cores=lambda: cores - solve_attempt.running())[1]
                 trial = trial_parts[:, len(solved)]
                 K.project_parts(cl, cpart, trial)
@@ -604,13 +605,15 @@ class _BlockRuns:
 
 # -- step 4 ---------------------------------------------------------------------------------------
 
-def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: np.ndarray, k: int, cap: int,
-                   passes: int, block_entries: int, cores: Callable[[], int] | None = None) -> tuple[int, int]:
+def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: np.ndarray, centries: np.ndarray,
+                   k: int, cap: int, passes: int, block_entries: int, cores: Callable[[], int] | None = None
+                   ) -> tuple[int, int]:
     """Whole clusters moved to the part holding most of their neighbours on the full graph (the coarse
     graph the solver saw may have lost edges), up to ``passes`` stream passes, a part's sum of
     ``csizes`` (the clusters' nodes, or entries) kept under ``cap``; returns the moves and the passes
     run. Only the clusters numbered below ``MAX_CLUSTER_PART_ENTRIES // k`` move (all of them up to
     that many; past it :func:`heaviest_first` numbers the clusters with the most entries first).
+    ``centries``: the clusters' entries, which size their counts (:func:`.cluster_part_table`).
 
     ``cores``: the threads the kernels may take, asked again every block (None: numba's). The children
     solving the later trials hold a core each until they exit, which on a large graph is early in the
@@ -618,7 +621,8 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     thread). The moves are the same whatever the threads."""
     rows = _cluster_rows(len(csizes), k)
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
-    conn = np.zeros((rows, k), dtype=np.int32)   # one table, its rows split between the threads
+    table = K.cluster_part_table(centries[:rows], k)   # one table, its rows split between the threads
+    light = table[0]
     if cores is None:
         cores = numba.get_num_threads
     lanes = K.thread_lanes()
@@ -644,22 +648,23 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         recount = before is None or limit * K.moved_entries(cl, vs.offsets, before, cpart) > vs.num_entries
         if recount:
             K.project_parts(cl, cpart, node_part)
-            conn[:] = 0
+            light[:] = 0
+            table[1][:] = 0
         for blk in vs.blocks(block_entries):
             with _threads(cores()):
                 if recount:
-                    K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, conn,
+                    K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, *table,
                                            K.thread_lanes())
                 else:
-                    K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, conn,
+                    K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, *table,
                                          K.thread_lanes())
         with _threads(cores()):
-            K.cluster_gains(conn, cpart, gain)
+            K.cluster_gains(*table, cpart, gain)
         done += 1
         order = np.flatnonzero(gain > 0)
         order = order[np.argsort(-gain[order], kind="stable")]   # gain, then cluster id
         before = cpart.copy()
-        moved = K.cluster_moves(order, conn, cpart, csizes, size, cap)
+        moved = K.cluster_moves(order, *table, cpart, csizes, size, cap)
         total += moved
         if moved == 0:
             break
