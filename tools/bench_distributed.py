@@ -20,7 +20,8 @@ process so that one mode's caches and memory do not help the next, it times:
   chunk ranges, one task per part).
 
 Each stage's time excludes the cluster's start (reported apart as
-``cluster_start``); numba's compiled kernels are loaded (disk cache) by a
+``cluster_start``) and starts with the earlier stages' writes on disk
+(``os.sync``, untimed); numba's compiled kernels are loaded (disk cache) by a
 scale-17 warm-up of every stage in the same workers first (``WARM_SCALE``). Outputs are
 compared with the in-process run's (``identical``: the generated store, the
 ingested store and the built dataset, file by file; the partition's
@@ -150,6 +151,7 @@ def run_mode(workers: int, scale: int, k: int, algo: str, work: Path, text: Path
 
         def stages(prefix: str, s: int, text_file: Path | None) -> dict:
             times, keep, cpu = {}, {}, {}
+            os.sync()   # the warm-up's and the earlier modes' writes on disk (as between stages: _lap)
             t, c = time.perf_counter(), _cpu_seconds(client)
             store = generate_rmat(out / f"{prefix}g.zarr", scale=s, edge_factor=16, seed=1, client=client)
             times["generate"], cpu["generate"], t, c = _lap(t, c, client)
@@ -200,9 +202,14 @@ def _cpu_seconds(client) -> dict[str, float]:
 
 def _lap(t: float, cpu: dict, client) -> tuple[float, dict, float, dict]:
     """A stage's wall seconds and CPU seconds by process kind since (t, cpu); and the next stage's start
-    (the same CPU reading: one round of ``client.run`` a stage)."""
+    (the same CPU reading: one round of ``client.run`` a stage), once the stages' writes so far are on disk.
+
+    The kernel writes a file's dirty pages back 30 s after they were written (``vm.dirty_expire_centisecs``),
+    so without ``os.sync`` the stores of the first stages (R-MAT s22: 385 MB dirty after generate) went to
+    disk in the middle of a later stage, its threads and those of the writeback sharing the cores."""
     wall = time.perf_counter() - t
     now = _cpu_seconds(client)
+    os.sync()
     return wall, {key: now[key] - cpu[key] for key in now}, time.perf_counter(), now
 
 
