@@ -417,7 +417,9 @@ def refine(rounds: Rounds, owner: np.ndarray, load: np.ndarray, caps: np.ndarray
         owner[:] = ref.owner
         return ref.result("tight", 0.0, 0.0, None)
     tight = ref.objective()
-    kept_owner, kept_load = np.array(ref.owner), load.copy()
+    # the balanced partition kept in the narrowest type of its parts (1 byte up to 256 parts, not 4: the
+    # copy lives through the whole refinement, whose memory is the partition's peak on R-MAT from s21)
+    kept_owner, kept_load = ref.owner.astype(np.min_scalar_type(load.shape[1] - 1)), load.copy()
     # only the nodes' cap is let go: parts grown past the entries' cap would hold hubs that single
     # moves cannot bring back (the light parts being full of nodes by then)
     ref.sweeps(load, np.array([max(caps[K.NODES], schedule.loose_cap), caps[K.ENTRIES]]), schedule.loose_passes)
