@@ -54,7 +54,7 @@ either way and whatever the thread or worker count.
 Time: O(E log) for the sort-free disk pass plus O(E) per sweep (refinement
 O(E x ceil(k / 32)): every part's change is tested at once on packed
 counter words). Memory: offsets (8 bytes/node), labels and sizes (8, plus
-the proposals of one round), owner (4, and 4 more for the balanced one kept
+the proposals of one round), owner (4, and 1 more, 2 from 257 parts, for the balanced one kept
 during the loose phase; in step 4, 1 per trial and 1 for the parts the cluster moves read instead,
 2 each from 128 parts), counters (k/4 rounded up to 1, 2, 4
 or a multiple of 8), refresh marks (1), the node order (one id) and the hubs' bitmap (0.19), the hubs' exact counts
