@@ -97,6 +97,30 @@ def test_hubs_first_is_the_same_stream_renumbered(tmp_path, bucket_entries):
     assert build_vertex_stream(store, tmp_path / "vs2").new_id is None   # the store's ids by default
 
 
+@pytest.mark.parametrize("prefetch", [1, 2])
+def test_blocks_read_ahead_no_more_than_prefetch(tmp_path, monkeypatch, prefetch):
+    """While the caller holds block i, blocks up to i + ``prefetch`` are read (their pages mapped and
+    populated, so in the process's memory), not one more; and every block comes, in order."""
+    import time
+
+    from graphstream.partition.vertex_stream import VertexStream
+
+    rng = np.random.default_rng(5)
+    n, m = 400, 4000
+    src, dst = _random_graph(rng, n, m)
+    vs = build_vertex_stream(_store(tmp_path / "g.zarr", src, dst, n, chunk=512), tmp_path / "vs")
+    bounds = vs.block_bounds(500)
+    read = []
+    real = VertexStream._read
+    monkeypatch.setattr(VertexStream, "_read", lambda self, f, a, b: read.append(a) or real(self, f, a, b))
+    seen = []
+    for i, blk in enumerate(vs.blocks(500, prefetch=prefetch)):
+        time.sleep(0.02)   # the reader thread's time to run ahead, were it allowed to
+        assert blk.first == bounds[i][0] and len(read) <= i + 1 + prefetch, (i, read)
+        seen.append(blk.first)
+    assert seen == [a for a, _ in bounds] and len(bounds) > 4
+
+
 def test_multiset_matches_scipy_csr(tmp_path):
     sp = pytest.importorskip("scipy.sparse")
     rng = np.random.default_rng(3)
