@@ -659,7 +659,7 @@ def test_cluster_moves_counted_by_change_equal_recounts(tmp_path, monkeypatch, t
                                             cores=lambda: 1 + next(asked) % 2) == moves
         by_width = []
         for light in (int(np.median(centries)), 0):   # half the clusters in 4 bytes, then every one
-            monkeypatch.setattr(K, "LIGHT_ENTRIES", light)
+            monkeypatch.setattr(K, "LIGHT_CLUSTER_ENTRIES", light)
             by_width.append(start.copy())
             assert coarse_refine.cluster_refine(vs, cl, by_width[-1], csizes, centries, k, cap, 6, 1 << 10) == moves
         monkeypatch.setattr(K, "moved_entries", lambda *a: vs.num_entries)   # every pass a recount
@@ -751,11 +751,11 @@ def test_cluster_part_counts_split_by_lanes_equal_a_plain_count(tmp_path, monkey
         return conn
 
     # a count is of the cluster's own entries: 2 bytes hold them below 2^16
-    assert K.LIGHT_ENTRIES == 1 << 16 and K.cluster_part_table(np.array([65535, 65536, 3]), k)[2].tolist() == [-1, 0, -1]
+    assert K.LIGHT_CLUSTER_ENTRIES == 1 << 16 and K.cluster_part_table(np.array([65535, 65536, 3]), k)[2].tolist() == [-1, 0, -1]
     entries = np.bincount(cl[cl >= 0], weights=np.diff(vs.offsets)[cl >= 0], minlength=num_clusters)
     for rows in (num_clusters, 200):   # every cluster a row; the first 200 only (the table's bound)
         # the clusters of most entries counted in 4 bytes (and every one of them in 2 bytes would wrap)
-        monkeypatch.setattr(K, "LIGHT_ENTRIES", int(np.quantile(entries, 0.7)))
+        monkeypatch.setattr(K, "LIGHT_CLUSTER_ENTRIES", int(np.quantile(entries, 0.7)))
         table = K.cluster_part_table(entries[:rows], k)
         assert table[0].dtype == np.uint16 and 0 < len(table[1]) < rows // 2
         node_part = np.full(n, -1, dtype=coarse_refine.signed_parts(k))

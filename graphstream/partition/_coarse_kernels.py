@@ -361,18 +361,13 @@ def thread_lanes() -> int:
     return 1 << (numba.get_num_threads().bit_length() - 1)
 
 
-# The table counts in 2 bytes the clusters of fewer than LIGHT_ENTRIES entries in their lists (no count of
-# theirs can reach it: a count is of the cluster's own entries) and in 4 bytes, in a table of their own,
-# the others (R-MAT s22, k = 32: 832,442 clusters, 102 MiB of counts when all took 4 bytes)
-LIGHT_ENTRIES = LIGHT_CLUSTER_ENTRIES
-
-
 def cluster_part_table(entries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The whole-cluster moves' table for the clusters of ``entries`` (their lists' entries), zeroed:
     ``light`` (clusters x k, uint16: every cluster has a row, the heavy ones' unused), ``heavy`` (int32,
-    a row for each cluster of LIGHT_ENTRIES entries or more) and ``heavy_row`` (each cluster's row in
-    ``heavy``, -1 for a light one)."""
-    heavy_ids = np.flatnonzero(entries >= LIGHT_ENTRIES)
+    a row for each cluster of LIGHT_CLUSTER_ENTRIES entries or more) and ``heavy_row`` (each cluster's row
+    in ``heavy``, -1 for a light one). A count is of the cluster's own entries, so a light one's fits 2
+    bytes (R-MAT s22, k = 32: 832,442 clusters, 102 MiB of counts when all took 4 bytes)."""
+    heavy_ids = np.flatnonzero(entries >= LIGHT_CLUSTER_ENTRIES)
     heavy_row = np.full(len(entries), -1, dtype=np.int32)
     heavy_row[heavy_ids] = np.arange(len(heavy_ids), dtype=np.int32)
     return (np.zeros((len(entries), k), dtype=np.uint16), np.zeros((len(heavy_ids), k), dtype=np.int32),
@@ -424,7 +419,7 @@ def cluster_part_moved(first, offs, nbrs, cl, before, cpart, light, heavy, heavy
     neighbours' lists (the stream holds both directions), so each clustered neighbour's cluster has
     one entry fewer to y's old part and one more to its new one. Integers: the counts plus the change
     equal a recount (each entry counted in one part at every step, so a light count stays under
-    LIGHT_ENTRIES), and only the moved clusters' lists are scanned. Rows as
+    LIGHT_CLUSTER_ENTRIES), and only the moved clusters' lists are scanned. Rows as
     :func:`cluster_part_entries`; the rows a change goes to are the neighbours' clusters, so the
     ``lanes`` threads each read every moved list and update the rows of their own lane, gathered a
     run at a time without a branch an entry (as :func:`refine_apply`)."""

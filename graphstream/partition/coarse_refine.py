@@ -621,8 +621,8 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
     thread). The moves are the same whatever the threads."""
     rows = _cluster_rows(len(csizes), k)
     size = np.bincount(cpart, weights=csizes, minlength=k).astype(np.int64)
-    table = K.cluster_part_table(centries[:rows], k)   # one table, its rows split between the threads
-    light = table[0]
+    # one table, its rows split between the threads (the heavy clusters' rows in 4 bytes beside it)
+    light, heavy, heavy_row = K.cluster_part_table(centries[:rows], k)
     if cores is None:
         cores = numba.get_num_threads
     lanes = K.thread_lanes()
@@ -649,22 +649,22 @@ def cluster_refine(vs: VertexStream, cl: np.ndarray, cpart: np.ndarray, csizes: 
         if recount:
             K.project_parts(cl, cpart, node_part)
             light[:] = 0
-            table[1][:] = 0
+            heavy[:] = 0
         for blk in vs.blocks(block_entries):
             with _threads(cores()):
                 if recount:
-                    K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, *table,
-                                           K.thread_lanes())
+                    K.cluster_part_entries(blk.first, blk.offsets, blk.neighbours, cl, node_part, light, heavy,
+                                           heavy_row, K.thread_lanes())
                 else:
-                    K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, *table,
-                                         K.thread_lanes())
+                    K.cluster_part_moved(blk.first, blk.offsets, blk.neighbours, cl, before, cpart, light, heavy,
+                                         heavy_row, K.thread_lanes())
         with _threads(cores()):
-            K.cluster_gains(*table, cpart, gain)
+            K.cluster_gains(light, heavy, heavy_row, cpart, gain)
         done += 1
         order = np.flatnonzero(gain > 0)
         order = order[np.argsort(-gain[order], kind="stable")]   # gain, then cluster id
         before = cpart.copy()
-        moved = K.cluster_moves(order, *table, cpart, csizes, size, cap)
+        moved = K.cluster_moves(order, light, heavy, heavy_row, cpart, csizes, size, cap)
         total += moved
         if moved == 0:
             break
