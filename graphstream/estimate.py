@@ -305,6 +305,23 @@ def feature_bytes(size: GraphSize, rf: float) -> int:
     return int(rf * size.num_nodes * size.features * size.feature_itemsize)
 
 
+def partition_peak_bytes(size: GraphSize, k: int, algorithm: str, *, children: bool = True) -> int:
+    """Peak RSS of partitioning a graph of ``size`` into ``k`` parts with ``algorithm`` (the ``partition``
+    step of :func:`estimate_steps`); ``children`` False: the partition's own process, without
+    coarse-refine's trial children (what its process reports as its peak)."""
+    n = size.num_nodes
+    per_node = PARTITION_BYTES_PER_NODE[algorithm]
+    fixed = 0
+    if algorithm == "coarse-refine":
+        # its counters, the vertex stream's node order (one id a node, hubs first), its hub table and
+        # step 4's cluster x part table, and while step 4 runs, its trial children
+        per_node += counter_bytes(k) + (8 if size.wide_ids else 4)
+        fixed = hub_table_bytes(k) + cluster_table_bytes(n, k, 2 * size.num_edges)
+        if children:
+            fixed += min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS
+    return int(BASE_RSS + per_node * n + fixed)
+
+
 def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] = ALGORITHMS,
                    rf: float | None = None, ingest_format: str = "text", build_workers: int | None = None,
                    relabel: bool = False) -> dict:
@@ -337,14 +354,9 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     partitions = {}
     for algo in algorithms:
         r = rf if rf is not None else assumed_rf(algo, k)
-        # coarse-refine: its counters, and the vertex stream's node order (one id a node, hubs first)
-        per_node = PARTITION_BYTES_PER_NODE[algo] + (counter_bytes(k) + id_width if algo == "coarse-refine" else 0)
         scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * e if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
-        # coarse-refine: its trial children, its hub table and step 4's cluster x part table
-        fixed = (min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS + hub_table_bytes(k)
-                 + cluster_table_bytes(n, k, 2 * e) if algo == "coarse-refine" else 0)
-        partition = StepEstimate(f"partition {algo}", 0, int(scratch), int(BASE_RSS + per_node * n + fixed),
+        partition = StepEstimate(f"partition {algo}", 0, int(scratch), partition_peak_bytes(size, k, algo),
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S,
                                  FIRST_RUN_COMPILE_SECONDS[algo])
         build = StepEstimate(f"build {algo}", dataset_bytes(size, k, r),

@@ -311,3 +311,17 @@ def test_dataset_disk_counts_the_parts_blocks_and_json(tmp_path, capsys):
                         "--json")
     estimated = json.loads(out)["partitioners"]["hash"]["build"]["disk_bytes"]
     assert 0.9 * taken <= estimated <= 1.3 * taken, (estimated, taken)
+
+
+def test_partition_peak_is_the_estimate_s_and_leaves_out_only_the_trial_children():
+    from graphstream import estimate
+    size = estimate.GraphSize(1 << 22, 1 << 26)   # R-MAT s22, the benchmarks' memory line
+    steps = estimate.estimate_steps(size, k=32)["partitioners"]
+    children = min(estimate.COARSE_TRIAL_CHILDREN, estimate.usable_cores() - 1) * estimate.COARSE_TRIAL_CHILD_RSS
+    for algo in estimate.PARTITION_BYTES_PER_NODE:
+        whole = estimate.partition_peak_bytes(size, 32, algo)
+        assert whole == steps[algo]["partition"]["peak_rss_bytes"]
+        alone = estimate.partition_peak_bytes(size, 32, algo, children=False)
+        assert whole - alone == (children if algo == "coarse-refine" else 0)
+    # the process alone, R-MAT s22, k = 32: above its measured peaks (501-575 MiB, docs/partition-quality.md)
+    assert 575 * 2**20 < estimate.partition_peak_bytes(size, 32, "coarse-refine", children=False) < 2**30
