@@ -194,6 +194,11 @@ class GraphSize:
     def wide_ids(self) -> bool:
         return self.num_nodes >= 2**31
 
+    @property
+    def id_bytes(self) -> int:
+        """Bytes of a node id in the partitioner's and builder's arrays: int32, int64 from 2^31 nodes."""
+        return 8 if self.wide_ids else 4
+
 
 @dataclass(frozen=True, slots=True)
 class StepEstimate:
@@ -315,7 +320,7 @@ def partition_peak_bytes(size: GraphSize, k: int, algorithm: str, *, children: b
     if algorithm == "coarse-refine":
         # its counters, the vertex stream's node order (one id a node, hubs first), its hub table and
         # step 4's cluster x part table, and while step 4 runs, its trial children
-        per_node += counter_bytes(k) + (8 if size.wide_ids else 4)
+        per_node += counter_bytes(k) + size.id_bytes
         fixed = hub_table_bytes(k) + cluster_table_bytes(n, k, 2 * size.num_edges)
         if children:
             fixed += min(COARSE_TRIAL_CHILDREN, usable_cores() - 1) * COARSE_TRIAL_CHILD_RSS
@@ -344,7 +349,6 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
                      e / INGEST_EDGES_PER_S.get(ingest_format, 12.4e6),
                      FIRST_RUN_COMPILE_SECONDS["ingest"]),
     ]
-    id_width = 8 if size.wide_ids else 4
     buffers = min(workers * BUILD_BUFFERS_PER_WORKER, 2 * SPILL_BYTES_PER_PAIR * size.entries)
     # the route's threads (a degree array each), then the parts' scratches (no more than the parts; a
     # part cut into steps keeps its global -> local map meanwhile)
@@ -354,7 +358,7 @@ def estimate_steps(size: GraphSize, *, k: int = 16, algorithms: tuple[str, ...] 
     partitions = {}
     for algo in algorithms:
         r = rf if rf is not None else assumed_rf(algo, k)
-        scratch = (VERTEX_STREAM_IDS_PER_EDGE * id_width * e if algo == "coarse-refine"
+        scratch = (VERTEX_STREAM_IDS_PER_EDGE * size.id_bytes * e if algo == "coarse-refine"
                    else EDGE_PARTS_BYTES_PER_EDGE * e if algo in ("2ps-l", "hdrf", "dbh") else 0)
         partition = StepEstimate(f"partition {algo}", 0, int(scratch), partition_peak_bytes(size, k, algo),
                                  e / PARTITION_EDGES_PER_S[algo] + e / METRICS_EDGES_PER_S,
